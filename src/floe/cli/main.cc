@@ -1,0 +1,35 @@
+// The `floe` command: entry point for every subcommand. A subcommand appears here
+// only once it works end to end.
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <arrow/config.h>
+#include <parquet/parquet_version.h>
+
+namespace {
+
+std::string VersionText() {
+  // Arrow's version is read from the library actually loaded; Parquet C++ is built
+  // and shipped with it, so its version is the one compiled in.
+  const arrow::BuildInfo& arrow_info = arrow::GetBuildInfo();
+  std::string text = "floe " FLOE_VERSION "\n";
+  text += "Arrow C++ " + arrow_info.version_string + "\n";
+  text += "Parquet C++ " + std::to_string(PARQUET_VERSION_MAJOR) + "." +
+          std::to_string(PARQUET_VERSION_MINOR) + "." +
+          std::to_string(PARQUET_VERSION_PATCH);
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "floe: change data capture from PostgreSQL into Apache Iceberg tables "
+      "(a Bronze changelog and a Silver replica per table)",
+      "floe"};
+  app.set_version_flag("--version", VersionText);
+  CLI11_PARSE(app, argc, argv);
+  std::cout << app.help();
+  return 0;
+}
