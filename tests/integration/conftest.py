@@ -1,0 +1,111 @@
+"""Shared fixtures: a throwaway PostgreSQL cluster, a fresh database per test,
+floe's built binaries, and the independent readers (DuckDB, pyarrow)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgcluster import PgCluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> Path:
+    d = Path(os.environ.get("FLOE_BUILD_DIR", REPO / "build" / "release"))
+    if not (d / "src" / "floe" / "cli" / "floe").exists():
+        pytest.fail(f"floe is not built in {d}; run `make build` (or set FLOE_BUILD_DIR)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def floe_bin(build_dir: Path) -> Path:
+    return build_dir / "src" / "floe" / "cli" / "floe"
+
+
+@pytest.fixture(scope="session")
+def tool(build_dir: Path):
+    """Path of a test tool built from tests/tools/."""
+
+    def find(name: str) -> Path:
+        p = build_dir / "tests" / "tools" / name
+        if not p.exists():
+            pytest.fail(f"test tool {name} is not built in {p.parent}; run `make build`")
+        return p
+
+    return find
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One PostgreSQL 15 server for the whole session; removed at the end even
+    when tests fail."""
+    cluster = PgCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+_db_counter = itertools.count()
+
+
+class PgDatabase:
+    """A fresh database in the session's cluster."""
+
+    def __init__(self, cluster: PgCluster, name: str):
+        self.cluster = cluster
+        self.name = name
+
+    @property
+    def dsn(self) -> str:
+        return self.cluster.dsn(self.name)
+
+    def connect(self, autocommit: bool = True) -> psycopg.Connection:
+        return psycopg.connect(self.dsn, autocommit=autocommit)
+
+    def execute(self, sql: str, params=None) -> list[tuple]:
+        with self.connect() as conn:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+
+@pytest.fixture
+def pg(pg_cluster: PgCluster):
+    name = f"floe_test_{os.getpid()}_{next(_db_counter)}"
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    db = PgDatabase(pg_cluster, name)
+    try:
+        yield db
+    finally:
+        with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+            # Slots pin WAL and block DROP DATABASE: remove this database's first.
+            admin.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE database = %s AND NOT active", (name,))
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def duckdb_con():
+    """A DuckDB connection that loads extensions only from the pip-installed
+    duckdb-ext-* packages (no network)."""
+    import duckdb
+    import duckdb_ext
+
+    ext_dir = Path(list(duckdb_ext.__path__)[0]) / "extensions"
+    con = duckdb.connect(config={
+        "extension_directory": str(ext_dir),
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": True,
+    })
+    try:
+        yield con
+    finally:
+        con.close()
