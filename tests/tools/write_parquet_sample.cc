@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <arrow/api.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "floe/iceberg/parquet_writer.h"
@@ -26,7 +26,8 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> MakeBatch(
   arrow::StringBuilder names;
   arrow::DoubleBuilder amounts;
   auto elements = std::make_shared<arrow::StringBuilder>();
-  arrow::ListBuilder tags(arrow::default_memory_pool(), elements, schema->field(3)->type());
+  arrow::ListBuilder tags(arrow::default_memory_pool(), elements,
+                          schema->field(3)->type());
   for (int64_t i = first; i < first + n; ++i) {
     ARROW_RETURN_NOT_OK(ids.Append(2 * i));
     if (i % 7 == 0) {
@@ -46,7 +47,8 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> MakeBatch(
   return arrow::RecordBatch::Make(schema, n, columns);
 }
 
-arrow::Result<nlohmann::json> Run(const std::string& out, int64_t rows, int64_t batch_rows,
+arrow::Result<nlohmann::json> Run(const std::string& out, int64_t rows,
+                                  int64_t batch_rows,
                                   floe::iceberg::ParquetWriterOptions options) {
   auto schema = arrow::schema({
       WithFieldId(arrow::field("id", arrow::int64(), /*nullable=*/false), 1),

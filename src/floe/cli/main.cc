@@ -3,9 +3,9 @@
 #include <iostream>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <arrow/config.h>
 #include <parquet/parquet_version.h>
+#include <CLI/CLI.hpp>
 
 namespace {
 

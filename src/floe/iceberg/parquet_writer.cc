@@ -24,9 +24,10 @@ arrow::Status CheckFieldIds(const arrow::Field& field, const std::string& path,
   const auto& md = field.metadata();
   int index = md ? md->FindKey(std::string(kParquetFieldIdKey)) : -1;
   if (index < 0) {
-    return arrow::Status::Invalid("field '", path, "' has no ", kParquetFieldIdKey,
-                                  " metadata; every Iceberg column, nested ones included, "
-                                  "needs a field id (see WithFieldId)");
+    return arrow::Status::Invalid(
+        "field '", path, "' has no ", kParquetFieldIdKey,
+        " metadata; every Iceberg column, nested ones included, "
+        "needs a field id (see WithFieldId)");
   }
   const std::string& text = md->value(index);
   int32_t id = 0;
@@ -91,8 +92,8 @@ int64_t FirstPageOffset(const parquet::ColumnChunkMetaData& chunk) {
   return chunk.data_page_offset();
 }
 
-arrow::Result<DataFileMetrics> ComputeMetrics(
-    std::shared_ptr<parquet::FileMetaData> md, int64_t file_size) {
+arrow::Result<DataFileMetrics> ComputeMetrics(std::shared_ptr<parquet::FileMetaData> md,
+                                              int64_t file_size) {
   DataFileMetrics out;
   BEGIN_PARQUET_CATCH_EXCEPTIONS
   out.record_count = md->num_rows();
@@ -115,7 +116,8 @@ arrow::Result<DataFileMetrics> ComputeMetrics(
       if (c == 0) out.split_offsets.push_back(FirstPageOffset(*chunk));
       col.value_count += chunk->num_values();
       col.compressed_size += chunk->total_compressed_size();
-      col.has_bloom_filter = col.has_bloom_filter || chunk->bloom_filter_offset().has_value();
+      col.has_bloom_filter =
+          col.has_bloom_filter || chunk->bloom_filter_offset().has_value();
       std::shared_ptr<parquet::Statistics> stats =
           chunk->is_stats_set() ? chunk->statistics() : nullptr;
       if (stats == nullptr || !stats->HasNullCount()) {
@@ -189,8 +191,8 @@ arrow::Result<std::unique_ptr<ParquetFileWriter>> ParquetFileWriter::Open(
 
   // Resolve bloom-filter columns against the Parquet schema the file will have.
   std::shared_ptr<parquet::SchemaDescriptor> parquet_schema;
-  ARROW_RETURN_NOT_OK(parquet::arrow::ToParquetSchema(schema.get(), *builder.build(),
-                                                      &parquet_schema));
+  ARROW_RETURN_NOT_OK(
+      parquet::arrow::ToParquetSchema(schema.get(), *builder.build(), &parquet_schema));
   std::unordered_map<std::string, const parquet::ColumnDescriptor*> leaves;
   for (int c = 0; c < parquet_schema->num_columns(); ++c) {
     const parquet::ColumnDescriptor* descr = parquet_schema->Column(c);
@@ -228,9 +230,9 @@ arrow::Result<std::unique_ptr<ParquetFileWriter>> ParquetFileWriter::Open(
   BEGIN_PARQUET_CATCH_EXCEPTIONS
   props = builder.build();
   END_PARQUET_CATCH_EXCEPTIONS
-  ARROW_ASSIGN_OR_RAISE(auto writer,
-                        parquet::arrow::FileWriter::Open(*schema, arrow::default_memory_pool(),
-                                                         sink, std::move(props)));
+  ARROW_ASSIGN_OR_RAISE(
+      auto writer, parquet::arrow::FileWriter::Open(*schema, arrow::default_memory_pool(),
+                                                    sink, std::move(props)));
   return std::unique_ptr<ParquetFileWriter>(
       new ParquetFileWriter(std::move(sink), std::move(schema), std::move(writer)));
 }

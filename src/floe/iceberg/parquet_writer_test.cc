@@ -46,8 +46,8 @@ std::shared_ptr<arrow::Schema> SampleSchema() {
 }
 
 // Rows first..first+n-1; id = 2*i (so odd ids are absent), name null when i % 3 == 0.
-std::shared_ptr<arrow::RecordBatch> SampleBatch(const std::shared_ptr<arrow::Schema>& schema,
-                                                int64_t first, int64_t n) {
+std::shared_ptr<arrow::RecordBatch> SampleBatch(
+    const std::shared_ptr<arrow::Schema>& schema, int64_t first, int64_t n) {
   arrow::Int64Builder ids;
   arrow::StringBuilder names;
   auto element_builder = std::make_shared<arrow::StringBuilder>();
@@ -211,9 +211,8 @@ TEST_F(ParquetFileWriterTest, RejectsAFieldWithoutFieldId) {
 }
 
 TEST_F(ParquetFileWriterTest, RejectsANestedFieldWithoutFieldId) {
-  auto schema = arrow::schema(
-      {WithFieldId(arrow::field("tags", arrow::list(arrow::field("element", arrow::utf8()))),
-                   3)});
+  auto schema = arrow::schema({WithFieldId(
+      arrow::field("tags", arrow::list(arrow::field("element", arrow::utf8()))), 3)});
   auto writer = ParquetFileWriter::OpenFile(Path("noid.parquet"), schema);
   ASSERT_FALSE(writer.ok());
   EXPECT_NE(writer.status().message().find("'tags.element'"), std::string::npos)
