@@ -40,6 +40,13 @@ arrow::Status CheckFieldIds(const arrow::Field& field, const std::string& path,
     return arrow::Status::Invalid("field id ", id, " is used twice (again at '", path,
                                   "'); field ids must be unique in a schema");
   }
+  if (field.type()->id() == arrow::Type::MAP) {
+    // The map's "entries" struct is Parquet's repeated group; Iceberg ids go on
+    // its key and value only.
+    const auto& map = static_cast<const arrow::MapType&>(*field.type());
+    ARROW_RETURN_NOT_OK(CheckFieldIds(*map.key_field(), path + ".key", seen));
+    return CheckFieldIds(*map.item_field(), path + ".value", seen);
+  }
   for (const auto& child : field.type()->fields()) {
     ARROW_RETURN_NOT_OK(CheckFieldIds(*child, path + "." + child->name(), seen));
   }

@@ -1,0 +1,98 @@
+#include "floe/iceberg/catalog.h"
+
+#include <memory>
+#include <utility>
+
+namespace floe::iceberg {
+namespace {
+
+constexpr char kCatalogErrorTypeId[] = "floe::iceberg::CatalogError";
+
+class CatalogErrorDetail : public arrow::StatusDetail {
+ public:
+  explicit CatalogErrorDetail(CatalogErrorKind kind) : kind_(kind) {}
+  const char* type_id() const override { return kCatalogErrorTypeId; }
+  std::string ToString() const override {
+    return std::string(CatalogErrorKindName(kind_));
+  }
+  CatalogErrorKind kind() const { return kind_; }
+
+ private:
+  CatalogErrorKind kind_;
+};
+
+}  // namespace
+
+std::string NamespaceToString(const Namespace& ns) {
+  std::string out;
+  for (const auto& level : ns) {
+    if (!out.empty()) out += '.';
+    out += level;
+  }
+  return out;
+}
+
+std::string TableIdentifier::ToString() const {
+  std::string out = NamespaceToString(ns);
+  if (!out.empty()) out += '.';
+  return out + name;
+}
+
+std::string_view CatalogErrorKindName(CatalogErrorKind kind) {
+  switch (kind) {
+    case CatalogErrorKind::kNoSuchNamespace:
+      return "no such namespace";
+    case CatalogErrorKind::kNamespaceNotEmpty:
+      return "namespace not empty";
+    case CatalogErrorKind::kNoSuchTable:
+      return "no such table";
+    case CatalogErrorKind::kAlreadyExists:
+      return "already exists";
+    case CatalogErrorKind::kCommitFailed:
+      return "commit failed";
+    case CatalogErrorKind::kCommitStateUnknown:
+      return "commit state unknown";
+  }
+  return "unknown catalog error";
+}
+
+arrow::Status CatalogError(CatalogErrorKind kind, std::string message) {
+  arrow::StatusCode code = arrow::StatusCode::IOError;
+  switch (kind) {
+    case CatalogErrorKind::kNoSuchNamespace:
+    case CatalogErrorKind::kNoSuchTable:
+      code = arrow::StatusCode::KeyError;
+      break;
+    case CatalogErrorKind::kAlreadyExists:
+    case CatalogErrorKind::kNamespaceNotEmpty:
+      code = arrow::StatusCode::AlreadyExists;
+      break;
+    case CatalogErrorKind::kCommitFailed:
+    case CatalogErrorKind::kCommitStateUnknown:
+      code = arrow::StatusCode::IOError;
+      break;
+  }
+  return arrow::Status(code, std::move(message),
+                       std::make_shared<CatalogErrorDetail>(kind));
+}
+
+std::optional<CatalogErrorKind> GetCatalogErrorKind(const arrow::Status& status) {
+  const auto& detail = status.detail();
+  if (detail == nullptr || std::string_view(detail->type_id()) != kCatalogErrorTypeId) {
+    return std::nullopt;
+  }
+  return static_cast<const CatalogErrorDetail&>(*detail).kind();
+}
+
+arrow::Status Catalog::EnsureNamespace(const Namespace& ns) {
+  ARROW_ASSIGN_OR_RAISE(bool exists, NamespaceExists(ns));
+  if (exists) return arrow::Status::OK();
+  arrow::Status st = CreateNamespace(ns, {});
+  // Another process may have created it in between.
+  if (GetCatalogErrorKind(st) == CatalogErrorKind::kAlreadyExists) {
+    return arrow::Status::OK();
+  }
+  return st;
+}
+
+}  // namespace floe::iceberg

@@ -1,0 +1,99 @@
+// The Iceberg catalog interface: where each table's current metadata file is
+// recorded, and the compare-and-swap that makes every commit atomic. A catalog
+// knows table identifiers and metadata locations only; table metadata itself is
+// read and written elsewhere.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+namespace floe::iceberg {
+
+/// A multi-level namespace, e.g. {"bronze", "shop", "public"}.
+using Namespace = std::vector<std::string>;
+
+/// Namespace levels joined with '.', as the SQL catalog stores them.
+std::string NamespaceToString(const Namespace& ns);
+
+struct TableIdentifier {
+  Namespace ns;
+  std::string name;
+
+  /// "bronze.shop.public.orders"
+  std::string ToString() const;
+  bool operator==(const TableIdentifier&) const = default;
+  auto operator<=>(const TableIdentifier&) const = default;
+};
+
+/// Why a catalog call failed, for the caller to act on (never parse messages).
+enum class CatalogErrorKind {
+  kNoSuchNamespace,
+  kNamespaceNotEmpty,
+  kNoSuchTable,
+  kAlreadyExists,
+  /// The table moved on since the caller read it: reload, re-validate, retry.
+  kCommitFailed,
+  /// The commit may or may not have been applied (e.g. the connection broke
+  /// while committing): reload and look for the caller's own commit first.
+  kCommitStateUnknown,
+};
+
+std::string_view CatalogErrorKindName(CatalogErrorKind kind);
+
+/// An arrow::Status carrying `kind` as its detail.
+arrow::Status CatalogError(CatalogErrorKind kind, std::string message);
+
+/// The kind carried by `status`, if it came from CatalogError().
+std::optional<CatalogErrorKind> GetCatalogErrorKind(const arrow::Status& status);
+
+/// A catalog of Iceberg tables. Implementations must make CommitTable atomic
+/// across processes.
+class Catalog {
+ public:
+  virtual ~Catalog() = default;
+
+  virtual const std::string& name() const = 0;
+
+  /// Fails with kAlreadyExists if the namespace exists. Empty levels or levels
+  /// containing '.' are invalid.
+  virtual arrow::Status CreateNamespace(
+      const Namespace& ns, const std::map<std::string, std::string>& properties) = 0;
+  /// Creates the namespace when absent; OK when it exists.
+  arrow::Status EnsureNamespace(const Namespace& ns);
+  virtual arrow::Result<bool> NamespaceExists(const Namespace& ns) = 0;
+  /// Namespaces directly under `parent` (all top-level ones for an empty parent).
+  virtual arrow::Result<std::vector<Namespace>> ListNamespaces(
+      const Namespace& parent) = 0;
+  virtual arrow::Result<std::map<std::string, std::string>> LoadNamespaceProperties(
+      const Namespace& ns) = 0;
+  /// Fails with kNamespaceNotEmpty while it holds tables.
+  virtual arrow::Status DropNamespace(const Namespace& ns) = 0;
+
+  /// Records a new table whose first metadata file is `metadata_location`.
+  /// Fails with kNoSuchNamespace or kAlreadyExists.
+  virtual arrow::Status RegisterTable(const TableIdentifier& id,
+                                      const std::string& metadata_location) = 0;
+  /// The table's current metadata location, or kNoSuchTable.
+  virtual arrow::Result<std::string> LoadTable(const TableIdentifier& id) = 0;
+  virtual arrow::Result<bool> TableExists(const TableIdentifier& id) = 0;
+  virtual arrow::Result<std::vector<TableIdentifier>> ListTables(const Namespace& ns) = 0;
+  /// Forgets the table (its files are left alone).
+  virtual arrow::Status DropTable(const TableIdentifier& id) = 0;
+  virtual arrow::Status RenameTable(const TableIdentifier& from,
+                                    const TableIdentifier& to) = 0;
+
+  /// Atomically replaces the table's metadata location `expected` with `next`.
+  /// kCommitFailed when the table is no longer at `expected`; kCommitStateUnknown
+  /// when the outcome cannot be known.
+  virtual arrow::Status CommitTable(const TableIdentifier& id,
+                                    const std::string& expected,
+                                    const std::string& next) = 0;
+};
+
+}  // namespace floe::iceberg

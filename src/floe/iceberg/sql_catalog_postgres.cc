@@ -1,0 +1,125 @@
+// The PostgreSQL backend of the SQL catalog (libpq). Statements arrive with `?`
+// placeholders, written for both backends; they are rewritten to `$n` here.
+#include <libpq-fe.h>
+
+#include <memory>
+#include <utility>
+
+#include "floe/iceberg/sql_catalog.h"
+
+namespace floe::iceberg {
+namespace {
+
+using Params = std::vector<std::optional<std::string>>;
+
+constexpr char kUniqueViolation[] = "23505";
+
+std::string ToDollarPlaceholders(const std::string& sql) {
+  std::string out;
+  out.reserve(sql.size() + 8);
+  int n = 0;
+  bool in_literal = false;
+  for (char c : sql) {
+    if (c == '\'') in_literal = !in_literal;
+    if (c == '?' && !in_literal) {
+      out += '$';
+      out += std::to_string(++n);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class PostgresConnection : public SqlConnection {
+ public:
+  explicit PostgresConnection(PGconn* conn) : conn_(conn) {}
+  ~PostgresConnection() override { PQfinish(conn_); }
+
+  arrow::Result<std::vector<SqlRow>> Query(const std::string& sql,
+                                           const Params& params) override {
+    std::vector<SqlRow> rows;
+    ARROW_RETURN_NOT_OK(Run(sql, params, &rows).status());
+    return rows;
+  }
+
+  arrow::Result<int64_t> Execute(const std::string& sql, const Params& params) override {
+    return Run(sql, params, nullptr);
+  }
+
+  arrow::Status InTransaction(const std::function<arrow::Status()>& body) override {
+    ARROW_RETURN_NOT_OK(Execute("BEGIN", {}).status());
+    arrow::Status st = body();
+    if (st.ok()) {
+      st = Execute("COMMIT", {}).status();
+      if (st.ok()) return st;
+    }
+    ARROW_UNUSED(Execute("ROLLBACK", {}));
+    return st;
+  }
+
+ private:
+  arrow::Result<int64_t> Run(const std::string& sql, const Params& params,
+                             std::vector<SqlRow>* rows) {
+    const std::string text = ToDollarPlaceholders(sql);
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    std::unique_ptr<PGresult, void (*)(PGresult*)> res(
+        PQexecParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr,
+                     values.data(), nullptr, nullptr, /*resultFormat=*/0),
+        PQclear);
+    const ExecStatusType status = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      std::string msg = std::string("PostgreSQL catalog: ") + PQerrorMessage(conn_) +
+                        " (while running: " + sql + ")";
+      const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+      if (state != nullptr && std::string_view(state) == kUniqueViolation) {
+        return CatalogError(CatalogErrorKind::kAlreadyExists, std::move(msg));
+      }
+      if (PQstatus(conn_) != CONNECTION_OK) {
+        // The server may have applied the statement before the connection broke.
+        return CatalogError(CatalogErrorKind::kCommitStateUnknown, std::move(msg));
+      }
+      return arrow::Status::IOError(std::move(msg));
+    }
+    if (rows != nullptr && status == PGRES_TUPLES_OK) {
+      const int n_rows = PQntuples(res.get());
+      const int n_cols = PQnfields(res.get());
+      rows->reserve(n_rows);
+      for (int r = 0; r < n_rows; ++r) {
+        SqlRow row;
+        row.reserve(n_cols);
+        for (int c = 0; c < n_cols; ++c) {
+          if (PQgetisnull(res.get(), r, c)) {
+            row.emplace_back(std::nullopt);
+          } else {
+            row.emplace_back(
+                std::string(PQgetvalue(res.get(), r, c), PQgetlength(res.get(), r, c)));
+          }
+        }
+        rows->push_back(std::move(row));
+      }
+    }
+    const char* affected = PQcmdTuples(res.get());
+    return (affected && *affected) ? std::stoll(affected) : int64_t{0};
+  }
+
+  PGconn* conn_;
+};
+
+}  // namespace
+
+arrow::Result<std::unique_ptr<SqlConnection>> OpenPostgres(const std::string& conninfo) {
+  PGconn* conn = PQconnectdb(conninfo.c_str());
+  if (conn == nullptr) return arrow::Status::OutOfMemory("libpq could not allocate");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    // libpq's message names host and user, never the password.
+    std::string msg = PQerrorMessage(conn);
+    PQfinish(conn);
+    return arrow::Status::IOError("cannot connect to the PostgreSQL catalog: ", msg);
+  }
+  return std::make_unique<PostgresConnection>(conn);
+}
+
+}  // namespace floe::iceberg
