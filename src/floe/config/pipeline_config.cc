@@ -1,0 +1,771 @@
+#include "floe/config/pipeline_config.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace floe::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kRedacted[] = "<redacted>";
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min(
+          {prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string Join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += sep;
+    out += item;
+  }
+  return out;
+}
+
+std::vector<std::string> SplitDots(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t dot = text.find('.', start);
+    out.push_back(text.substr(start, dot - start));
+    if (dot == std::string::npos) return out;
+    start = dot + 1;
+  }
+}
+
+// Collects errors while walking the YAML tree.
+class Reader {
+ public:
+  Reader(std::string base_dir, const EnvLookup& env)
+      : base_dir_(std::move(base_dir)), env_(env) {}
+
+  std::vector<ConfigError> TakeErrors() { return std::move(errors_); }
+  bool ok() const { return errors_.empty(); }
+
+  void Error(const YAML::Node& at, std::string message, std::string hint = "") {
+    YAML::Mark mark = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
+    errors_.push_back({mark.line >= 0 ? mark.line + 1 : 0,
+                       mark.column >= 0 ? mark.column + 1 : 0, std::move(message),
+                       std::move(hint)});
+  }
+
+  // Reports keys of `map` that are not in `allowed`, suggesting the closest.
+  bool CheckKeys(const YAML::Node& map, const std::string& where,
+                 const std::vector<std::string>& allowed) {
+    if (!map.IsMap()) {
+      Error(map, "`" + where + "` must be a mapping of keys to values",
+            "write it as `" + where + ":` followed by indented `key: value` lines");
+      return false;
+    }
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const std::string key = it->first.as<std::string>("");
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      std::string best;
+      size_t best_distance = 3;
+      for (const auto& candidate : allowed) {
+        size_t d = EditDistance(key, candidate);
+        if (d < best_distance) {
+          best_distance = d;
+          best = candidate;
+        }
+      }
+      std::string where_text = where.empty() ? "at the top level" : "in `" + where + "`";
+      Error(it->first, "unknown key `" + key + "` " + where_text,
+            best.empty() ? "known keys: " + Join(allowed, ", ")
+                         : "did you mean `" + best + "`?");
+    }
+    return true;
+  }
+
+  // A scalar string with `${NAME}` substituted from the environment. `secret`
+  // values never appear in errors.
+  std::optional<std::string> String(const YAML::Node& node, const std::string& what,
+                                    bool secret = false) {
+    if (!node.IsScalar()) {
+      Error(node, "`" + what + "` must be a single value, not a list or mapping");
+      return std::nullopt;
+    }
+    const std::string raw = node.Scalar();
+    std::string out;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] != '$') {
+        out += raw[i];
+        continue;
+      }
+      if (i + 1 < raw.size() && raw[i + 1] == '$') {  // "$$" is a literal '$'
+        out += '$';
+        ++i;
+        continue;
+      }
+      if (i + 1 >= raw.size() || raw[i + 1] != '{') {
+        out += '$';
+        continue;
+      }
+      size_t close = raw.find('}', i + 2);
+      std::string name =
+          close == std::string::npos ? "" : raw.substr(i + 2, close - (i + 2));
+      bool valid = !name.empty() &&
+                   (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+      for (char c : name) {
+        valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      }
+      if (!valid) {
+        Error(node, "`" + what + "` has a malformed ${...} reference",
+              "write ${NAME} with NAME made of letters, digits and _ (and $$ for a "
+              "literal $)");
+        return std::nullopt;
+      }
+      std::optional<std::string> value = env_(name);
+      if (!value) {
+        Error(node,
+              "`" + what + "` uses environment variable " + name + ", which is not set",
+              "export " + name + " before starting floe" +
+                  (secret
+                       ? ", or keep the whole value in a file and use `" + what + "_file`"
+                       : ""));
+        return std::nullopt;
+      }
+      out += *value;
+      i = close;
+    }
+    return out;
+  }
+
+  std::optional<std::string> ReadSecretFile(const YAML::Node& node,
+                                            const std::string& what) {
+    auto path = String(node, what);
+    if (!path) return std::nullopt;
+    std::ifstream in(Resolve(*path));
+    if (!in) {
+      Error(node, "cannot read `" + what + "` file " + Resolve(*path),
+            "check that the file exists and that floe's user may read it");
+      return std::nullopt;
+    }
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    std::string text = buffer.str();
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+      text.pop_back();
+    }
+    if (text.empty()) {
+      Error(node, "`" + what + "` file " + Resolve(*path) + " is empty");
+      return std::nullopt;
+    }
+    return text;
+  }
+
+  // `key` or `key_file` (exactly one) as a secret.
+  std::optional<std::string> Secret(const YAML::Node& parent, const std::string& key,
+                                    const std::string& where, bool required) {
+    const YAML::Node inline_value = parent[key];
+    const YAML::Node file_value = parent[key + "_file"];
+    if (inline_value && file_value) {
+      Error(file_value, "`" + where + "` has both `" + key + "` and `" + key + "_file`",
+            "keep one of them");
+      return std::nullopt;
+    }
+    if (inline_value) return String(inline_value, key, /*secret=*/true);
+    if (file_value) return ReadSecretFile(file_value, key + "_file");
+    if (required) {
+      Error(parent, "`" + where + "` needs `" + key + "` (or `" + key + "_file`)",
+            key == "conninfo"
+                ? "for example: conninfo: \"host=db.internal dbname=shop user=floe "
+                  "password=${FLOE_PGPASSWORD}\""
+                : "");
+    }
+    return std::nullopt;
+  }
+
+  std::string Resolve(const std::string& path) const {
+    if (path.empty() || path[0] == '/') return path;
+    return (fs::path(base_dir_) / path).lexically_normal().string();
+  }
+
+ private:
+  std::string base_dir_;
+  const EnvLookup& env_;
+  std::vector<ConfigError> errors_;
+};
+
+bool ValidNamespaceLevel(const std::string& s) {
+  if (s.empty()) return false;
+  for (unsigned char c : s) {
+    if (c == '.' || std::isspace(c) || std::iscntrl(c)) return false;
+  }
+  return true;
+}
+
+bool ValidSlotName(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::islower(c) || std::isdigit(c) || c == '_';
+  });
+}
+
+std::string SlotNameFor(const std::string& service) {
+  std::string out = "floe_";
+  for (unsigned char c : service) {
+    out += (std::isalnum(c)) ? static_cast<char>(std::tolower(c)) : '_';
+  }
+  return out.substr(0, 63);
+}
+
+std::optional<std::string> DatabaseName(const std::string& conninfo) {
+  char* err = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &err);
+  if (options == nullptr) {
+    PQfreemem(err);
+    return std::nullopt;
+  }
+  std::optional<std::string> dbname;
+  for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (std::string_view(o->keyword) == "dbname" && o->val && *o->val) dbname = o->val;
+  }
+  PQconninfoFree(options);
+  return dbname;
+}
+
+// Checks a conninfo parses, without ever repeating it.
+bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,
+                   const std::string& what) {
+  char* err = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &err);
+  if (options == nullptr) {
+    // libpq's message quotes at most the offending keyword, not the values.
+    std::string reason = err ? err : "out of memory";
+    PQfreemem(err);
+    while (!reason.empty() && reason.back() == '\n') reason.pop_back();
+    r.Error(at, "`" + what + "` is not a valid libpq connection string: " + reason,
+            "use key=value pairs (host=... dbname=... user=...) or a "
+            "postgresql://user@host/dbname URI");
+    return false;
+  }
+  PQconninfoFree(options);
+  return true;
+}
+
+void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
+  if (!r.CheckKeys(node, "source",
+                   {"conninfo", "conninfo_file", "slot", "publication", "snapshot"})) {
+    return;
+  }
+  if (auto conninfo = r.Secret(node, "conninfo", "source", /*required=*/true)) {
+    const YAML::Node at = node["conninfo"] ? node["conninfo"] : node["conninfo_file"];
+    if (CheckConninfo(r, at, *conninfo, "source.conninfo")) {
+      cfg->source.conninfo = *conninfo;
+    }
+  }
+  if (const YAML::Node slot = node["slot"]) {
+    if (auto s = r.String(slot, "slot")) {
+      if (ValidSlotName(*s)) {
+        cfg->source.slot = *s;
+      } else {
+        r.Error(slot, "slot name `" + *s + "` is not allowed by PostgreSQL",
+                "use at most 63 lower-case letters, digits and underscores, e.g. " +
+                    SlotNameFor(*s).substr(5));
+      }
+    }
+  }
+  if (const YAML::Node pub = node["publication"]) {
+    if (pub.IsScalar()) {
+      if (auto name = r.String(pub, "publication")) cfg->source.publication = *name;
+    } else if (r.CheckKeys(pub, "source.publication", {"name", "create", "tables"})) {
+      if (pub["name"]) {
+        if (auto name = r.String(pub["name"], "name")) cfg->source.publication = *name;
+      }
+      if (const YAML::Node tables = pub["tables"]) {
+        if (!tables.IsSequence()) {
+          r.Error(tables, "`publication.tables` must be a list of schema.table names",
+                  "for example: tables: [public.orders, public.customers]");
+        } else {
+          for (const auto& t : tables) {
+            auto text = r.String(t, "tables");
+            if (!text) continue;
+            if (auto q = ParseQualifiedName(*text)) {
+              cfg->source.publication_tables.push_back(*q);
+            } else {
+              r.Error(
+                  t, "`" + *text + "` is not a schema-qualified table name",
+                  "write schema.table, quoting odd names: \"My Schema\".\"my.table\"");
+            }
+          }
+        }
+      }
+      std::string create = "no";
+      if (pub["create"]) create = r.String(pub["create"], "create").value_or("no");
+      if (create == "all_tables") {
+        cfg->source.publication_mode = PublicationMode::kAllTables;
+      } else if (create == "tables" ||
+                 (create == "no" && !cfg->source.publication_tables.empty() &&
+                  !pub["create"])) {
+        cfg->source.publication_mode = PublicationMode::kTables;
+      } else if (create != "no") {
+        r.Error(pub["create"], "`publication.create` must be all_tables, tables or no",
+                "all_tables: create it FOR ALL TABLES if absent; tables: create it for "
+                "`tables`; no: it must already exist");
+      }
+      if (cfg->source.publication_mode == PublicationMode::kTables &&
+          cfg->source.publication_tables.empty()) {
+        r.Error(pub, "`publication.create: tables` needs a `tables` list",
+                "add tables: [schema.table, ...]");
+      }
+      if (cfg->source.publication_mode == PublicationMode::kAllTables &&
+          !cfg->source.publication_tables.empty()) {
+        r.Error(pub["tables"], "`publication.tables` conflicts with create: all_tables",
+                "drop `tables`, or use create: tables");
+      }
+    }
+  }
+  if (const YAML::Node snap = node["snapshot"]) {
+    auto s = r.String(snap, "snapshot");
+    if (s == "initial") {
+      cfg->source.snapshot = SnapshotPolicy::kInitial;
+    } else if (s == "never") {
+      cfg->source.snapshot = SnapshotPolicy::kNever;
+    } else if (s) {
+      r.Error(snap, "`snapshot` must be initial or never",
+              "initial: copy existing rows first (the default); never: changes only");
+    }
+  }
+}
+
+void ParseCatalog(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
+  if (!r.CheckKeys(node, "catalog",
+                   {"type", "path", "conninfo", "conninfo_file", "name"})) {
+    return;
+  }
+  std::string type = "sqlite";
+  if (node["type"]) type = r.String(node["type"], "type").value_or("sqlite");
+  if (type == "sqlite") {
+    cfg->catalog.type = CatalogType::kSqlite;
+    if (node["conninfo"] || node["conninfo_file"]) {
+      r.Error(node["conninfo"] ? node["conninfo"] : node["conninfo_file"],
+              "a sqlite catalog takes `path`, not `conninfo`",
+              "set type: postgres to keep the catalog in PostgreSQL");
+    }
+    if (node["path"]) {
+      if (auto p = r.String(node["path"], "path")) cfg->catalog.uri = r.Resolve(*p);
+    }
+  } else if (type == "postgres") {
+    cfg->catalog.type = CatalogType::kPostgres;
+    if (node["path"]) {
+      r.Error(node["path"], "a postgres catalog takes `conninfo`, not `path`");
+    }
+    if (auto conninfo = r.Secret(node, "conninfo", "catalog", /*required=*/true)) {
+      const YAML::Node at = node["conninfo"] ? node["conninfo"] : node["conninfo_file"];
+      if (CheckConninfo(r, at, *conninfo, "catalog.conninfo"))
+        cfg->catalog.uri = *conninfo;
+    }
+  } else {
+    r.Error(node["type"], "catalog type `" + type + "` is not supported",
+            "use sqlite (a file, the default) or postgres");
+  }
+  if (node["name"]) {
+    if (auto n = r.String(node["name"], "name")) {
+      if (n->empty()) {
+        r.Error(node["name"], "catalog `name` must not be empty");
+      } else {
+        cfg->catalog.name = *n;
+      }
+    }
+  }
+}
+
+void ParseCheckpoint(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
+  if (!r.CheckKeys(node, "checkpoint", {"interval", "max_bytes"})) return;
+  if (node["interval"]) {
+    if (auto s = r.String(node["interval"], "interval")) {
+      auto d = ParseDuration(*s);
+      if (!d || *d < std::chrono::milliseconds(100)) {
+        r.Error(node["interval"],
+                "`checkpoint.interval` must be a duration of at least 100ms",
+                "for example: 10s, 500ms, 1m");
+      } else {
+        cfg->checkpoint.interval = *d;
+      }
+    }
+  }
+  if (node["max_bytes"]) {
+    if (auto s = r.String(node["max_bytes"], "max_bytes")) {
+      auto b = ParseByteSize(*s);
+      if (!b || *b < (int64_t{1} << 20)) {
+        r.Error(node["max_bytes"],
+                "`checkpoint.max_bytes` must be a size of at least 1MiB",
+                "for example: 256MiB, 1GiB");
+      } else {
+        cfg->checkpoint.max_bytes = *b;
+      }
+    }
+  }
+}
+
+bool ValidIdentifier(const std::string& text) {
+  auto parts = SplitDots(text);
+  if (parts.size() < 2) return false;
+  return std::all_of(parts.begin(), parts.end(),
+                     [](const std::string& p) { return ValidNamespaceLevel(p); });
+}
+
+void ParseNaming(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
+  if (!r.CheckKeys(node, "naming", {"bronze_namespace", "silver_namespace", "tables"})) {
+    return;
+  }
+  for (auto [key, target] :
+       {std::pair{"bronze_namespace", &cfg->naming.bronze_namespace},
+        std::pair{"silver_namespace", &cfg->naming.silver_namespace}}) {
+    if (!node[key]) continue;
+    if (auto s = r.String(node[key], key)) {
+      if (ValidNamespaceLevel(*s)) {
+        *target = *s;
+      } else {
+        r.Error(node[key], std::string("`") + key + "` must be one namespace level",
+                "no dots or spaces, e.g. bronze");
+      }
+    }
+  }
+  const YAML::Node tables = node["tables"];
+  if (!tables) return;
+  if (!tables.IsMap()) {
+    r.Error(tables, "`naming.tables` must map schema.table to its names",
+            "for example:\n    tables:\n      public.orders: {bronze: "
+            "bronze.shop.orders_v2}");
+    return;
+  }
+  for (auto it = tables.begin(); it != tables.end(); ++it) {
+    const std::string source = it->first.as<std::string>("");
+    auto q = ParseQualifiedName(source);
+    if (!q) {
+      r.Error(it->first, "`" + source + "` is not a schema-qualified table name",
+              "write schema.table, quoting odd names: \"My Schema\".\"my.table\"");
+      continue;
+    }
+    if (!r.CheckKeys(it->second, "naming.tables." + source, {"bronze", "silver"}))
+      continue;
+    TableNaming naming;
+    for (auto [key, target] :
+         {std::pair{"bronze", &naming.bronze}, std::pair{"silver", &naming.silver}}) {
+      if (!it->second[key]) continue;
+      if (auto s = r.String(it->second[key], key)) {
+        if (ValidIdentifier(*s)) {
+          *target = *s;
+        } else {
+          r.Error(it->second[key],
+                  "`" + *s + "` is not a dotted Iceberg identifier with a namespace",
+                  std::string("for example: ") + key + ".shop.orders");
+        }
+      }
+    }
+    cfg->naming.tables[*q] = naming;
+  }
+}
+
+void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
+  if (!root.IsDefined() || root.IsNull()) {
+    r.Error(root, "the configuration file is empty",
+            "start from the example in docs/configuration.md");
+    return;
+  }
+  if (!r.CheckKeys(
+          root, "",
+          {"service", "source", "catalog", "warehouse", "checkpoint", "naming"})) {
+    return;
+  }
+  if (const YAML::Node source = root["source"]) {
+    ParseSource(r, source, cfg);
+  } else {
+    r.Error(root, "missing `source`: floe needs to know which database to read",
+            "add:\nsource:\n  conninfo: \"host=... dbname=... user=...\"");
+  }
+
+  if (const YAML::Node service = root["service"]) {
+    if (auto s = r.String(service, "service")) {
+      if (ValidNamespaceLevel(*s)) {
+        cfg->service = *s;
+      } else {
+        r.Error(service, "`service` must be one Iceberg namespace level",
+                "no dots or spaces, e.g. shop or billing_service");
+      }
+    }
+  } else if (!cfg->source.conninfo.empty()) {
+    auto db = DatabaseName(cfg->source.conninfo);
+    if (db && ValidNamespaceLevel(*db)) {
+      cfg->service = *db;
+    } else {
+      r.Error(root,
+              "cannot name the service: set `service`, or put dbname in the conninfo",
+              "add service: <name>; it names the namespaces bronze.<service>.*");
+    }
+  }
+
+  if (const YAML::Node wh = root["warehouse"]) {
+    if (auto s = r.String(wh, "warehouse")) {
+      std::string path = *s;
+      if (path.starts_with("file://")) {
+        path = path.substr(7);
+      } else if (path.find("://") != std::string::npos) {
+        r.Error(wh, "warehouse `" + *s + "` is not on the local filesystem",
+                "only local warehouses are supported so far: file:///abs/path or a path");
+        path.clear();
+      }
+      if (!path.empty()) cfg->warehouse = "file://" + r.Resolve(path);
+    }
+  } else {
+    r.Error(root, "missing `warehouse`: where floe writes table files",
+            "add warehouse: /var/lib/floe/warehouse (or file:///...)");
+  }
+
+  if (const YAML::Node catalog = root["catalog"]) ParseCatalog(r, catalog, cfg);
+  if (const YAML::Node cp = root["checkpoint"]) ParseCheckpoint(r, cp, cfg);
+  if (const YAML::Node naming = root["naming"]) ParseNaming(r, naming, cfg);
+
+  // Defaults that depend on other settings.
+  if (!cfg->service.empty()) {
+    if (cfg->source.slot.empty()) cfg->source.slot = SlotNameFor(cfg->service);
+    if (cfg->source.publication.empty())
+      cfg->source.publication = SlotNameFor(cfg->service);
+  }
+  if (cfg->catalog.type == CatalogType::kSqlite && cfg->catalog.uri.empty() &&
+      !cfg->warehouse.empty()) {
+    cfg->catalog.uri = cfg->warehouse.substr(7) + "/catalog.db";
+  }
+}
+
+}  // namespace
+
+std::string ConfigError::Format(const std::string& file) const {
+  std::string out = file;
+  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  out += ": error: " + message;
+  if (!hint.empty()) {
+    std::string indented;
+    for (char c : hint) {
+      indented += c;
+      if (c == '\n') indented += "        ";
+    }
+    out += "\n  hint: " + indented;
+  }
+  return out;
+}
+
+std::string QualifiedName::ToString() const {
+  auto part = [](const std::string& s) {
+    bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+      return std::islower(c) || std::isdigit(c) || c == '_';
+    });
+    if (plain) return s;
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"') out += '"';
+      out += c;
+    }
+    return out + "\"";
+  };
+  return part(schema) + "." + part(table);
+}
+
+std::optional<QualifiedName> ParseQualifiedName(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i <= text.size()) {
+    std::string part;
+    if (i < text.size() && text[i] == '"') {
+      ++i;
+      bool closed = false;
+      while (i < text.size()) {
+        if (text[i] == '"') {
+          if (i + 1 < text.size() && text[i + 1] == '"') {
+            part += '"';
+            i += 2;
+            continue;
+          }
+          closed = true;
+          ++i;
+          break;
+        }
+        part += text[i++];
+      }
+      if (!closed) return std::nullopt;
+    } else {
+      while (i < text.size() && text[i] != '.') part += text[i++];
+    }
+    if (part.empty()) return std::nullopt;
+    parts.push_back(part);
+    if (i == text.size()) break;
+    if (text[i] != '.') return std::nullopt;
+    ++i;
+    if (i == text.size()) return std::nullopt;
+  }
+  if (parts.size() != 2) return std::nullopt;
+  return QualifiedName{parts[0], parts[1]};
+}
+
+std::optional<std::chrono::milliseconds> ParseDuration(const std::string& text) {
+  size_t pos = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+  if (pos == 0 || pos > 12) return std::nullopt;
+  const int64_t n = std::stoll(text.substr(0, pos));
+  const std::string unit = text.substr(pos);
+  int64_t ms_per_unit = 0;
+  if (unit == "ms") {
+    ms_per_unit = 1;
+  } else if (unit == "s" || unit.empty()) {
+    ms_per_unit = 1000;
+  } else if (unit == "m") {
+    ms_per_unit = 60'000;
+  } else if (unit == "h") {
+    ms_per_unit = 3'600'000;
+  } else if (unit == "d") {
+    ms_per_unit = 86'400'000;
+  } else {
+    return std::nullopt;
+  }
+  return std::chrono::milliseconds(n * ms_per_unit);
+}
+
+std::optional<int64_t> ParseByteSize(const std::string& text) {
+  size_t pos = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+  if (pos == 0 || pos > 15) return std::nullopt;
+  const int64_t n = std::stoll(text.substr(0, pos));
+  static const std::map<std::string, int64_t> kUnits = {
+      {"", 1},          {"B", 1},     {"KiB", 1 << 10},    {"MiB", 1 << 20},
+      {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}};
+  auto it = kUnits.find(text.substr(pos));
+  if (it == kUnits.end()) return std::nullopt;
+  return n * it->second;
+}
+
+std::vector<std::string> PipelineConfig::BronzeIdentifier(
+    const QualifiedName& table) const {
+  auto it = naming.tables.find(table);
+  if (it != naming.tables.end() && !it->second.bronze.empty()) {
+    return SplitDots(it->second.bronze);
+  }
+  return {naming.bronze_namespace, service, table.schema, table.table};
+}
+
+std::string PipelineConfig::ToRedactedYaml() const {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "service" << YAML::Value << service;
+  out << YAML::Key << "source" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "conninfo" << YAML::Value << kRedacted;
+  out << YAML::Key << "slot" << YAML::Value << source.slot;
+  out << YAML::Key << "publication" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << source.publication;
+  out << YAML::Key << "create" << YAML::Value
+      << (source.publication_mode == PublicationMode::kAllTables ? "all_tables"
+          : source.publication_mode == PublicationMode::kTables  ? "tables"
+                                                                 : "no");
+  if (!source.publication_tables.empty()) {
+    out << YAML::Key << "tables" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& t : source.publication_tables) out << t.ToString();
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "snapshot" << YAML::Value
+      << (source.snapshot == SnapshotPolicy::kInitial ? "initial" : "never");
+  out << YAML::EndMap;
+  out << YAML::Key << "catalog" << YAML::Value << YAML::BeginMap;
+  if (catalog.type == CatalogType::kSqlite) {
+    out << YAML::Key << "type" << YAML::Value << "sqlite";
+    out << YAML::Key << "path" << YAML::Value << catalog.uri;
+  } else {
+    out << YAML::Key << "type" << YAML::Value << "postgres";
+    out << YAML::Key << "conninfo" << YAML::Value << kRedacted;
+  }
+  out << YAML::Key << "name" << YAML::Value << catalog.name;
+  out << YAML::EndMap;
+  out << YAML::Key << "warehouse" << YAML::Value << warehouse;
+  out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "interval" << YAML::Value
+      << (std::to_string(checkpoint.interval.count()) + "ms");
+  out << YAML::Key << "max_bytes" << YAML::Value << checkpoint.max_bytes;
+  out << YAML::EndMap;
+  out << YAML::Key << "naming" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "bronze_namespace" << YAML::Value << naming.bronze_namespace;
+  out << YAML::Key << "silver_namespace" << YAML::Value << naming.silver_namespace;
+  if (!naming.tables.empty()) {
+    out << YAML::Key << "tables" << YAML::Value << YAML::BeginMap;
+    for (const auto& [name, t] : naming.tables) {
+      out << YAML::Key << name.ToString() << YAML::Value << YAML::Flow << YAML::BeginMap;
+      if (!t.bronze.empty()) out << YAML::Key << "bronze" << YAML::Value << t.bronze;
+      if (!t.silver.empty()) out << YAML::Key << "silver" << YAML::Value << t.silver;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+ParseResult ParsePipelineConfig(const std::string& yaml, const std::string& base_dir,
+                                const EnvLookup& env) {
+  ParseResult result;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    result.errors.push_back({e.mark.line >= 0 ? e.mark.line + 1 : 0,
+                             e.mark.column >= 0 ? e.mark.column + 1 : 0,
+                             "this is not valid YAML: " + e.msg,
+                             "check the indentation and quoting around this point"});
+    return result;
+  }
+  Reader reader(base_dir, env);
+  PipelineConfig cfg;
+  try {
+    ParseTop(reader, root, &cfg);
+  } catch (const YAML::Exception& e) {
+    reader.Error(root, std::string("unexpected YAML structure: ") + e.what());
+  }
+  result.errors = reader.TakeErrors();
+  std::stable_sort(result.errors.begin(), result.errors.end(),
+                   [](const ConfigError& a, const ConfigError& b) {
+                     return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+                   });
+  if (result.errors.empty()) result.config = std::move(cfg);
+  return result;
+}
+
+ParseResult LoadPipelineConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    ParseResult result;
+    result.errors.push_back({0, 0, "cannot read the configuration file",
+                             "check the path and that floe's user may read it"});
+    return result;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string base_dir =
+      fs::absolute(fs::path(path)).parent_path().lexically_normal().string();
+  return ParsePipelineConfig(buffer.str(), base_dir,
+                             [](const std::string& name) -> std::optional<std::string> {
+                               const char* v = std::getenv(name.c_str());
+                               if (v == nullptr) return std::nullopt;
+                               return std::string(v);
+                             });
+}
+
+}  // namespace floe::config

@@ -1,0 +1,134 @@
+// The pipeline configuration: one YAML file per source database, parsed into
+// validated structs. Every problem is reported at once, each with its line and
+// column and what to write instead; secrets (the source connection string and a
+// PostgreSQL catalog's) come from `${ENV}` substitution or files and are never
+// echoed back.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace floe::config {
+
+/// A problem found in a configuration file. Line and column are 1-based; 0 means
+/// the file as a whole.
+struct ConfigError {
+  int line = 0;
+  int column = 0;
+  std::string message;
+  /// What to write instead; may be empty.
+  std::string hint;
+
+  /// "FILE:LINE:COLUMN: error: MESSAGE" plus an indented hint line.
+  std::string Format(const std::string& file) const;
+};
+
+/// A schema-qualified Postgres table name, as written in the config
+/// (`schema.table`, or `"odd.schema"."odd table"` with double quotes).
+struct QualifiedName {
+  std::string schema;
+  std::string table;
+  auto operator<=>(const QualifiedName&) const = default;
+  std::string ToString() const;
+};
+
+enum class PublicationMode {
+  /// Use the publication as it is; fail at start if it does not exist.
+  kExisting,
+  /// Create it `FOR ALL TABLES` when absent.
+  kAllTables,
+  /// Create it `FOR TABLE ...` with `tables` when absent.
+  kTables,
+};
+
+enum class SnapshotPolicy {
+  /// Copy the existing rows of every published table before streaming.
+  kInitial,
+  /// Stream changes only.
+  kNever,
+};
+
+enum class CatalogType { kSqlite, kPostgres };
+
+struct SourceConfig {
+  /// libpq connection string or URI, after `${ENV}` substitution. Secret.
+  std::string conninfo;
+  std::string slot;
+  std::string publication;
+  PublicationMode publication_mode = PublicationMode::kExisting;
+  std::vector<QualifiedName> publication_tables;
+  SnapshotPolicy snapshot = SnapshotPolicy::kInitial;
+};
+
+struct CatalogConfig {
+  CatalogType type = CatalogType::kSqlite;
+  /// SQLite: a file path. PostgreSQL: a libpq conninfo (secret).
+  std::string uri;
+  /// The catalog name in the SQL catalog tables (PyIceberg's and Java's name).
+  std::string name = "floe";
+};
+
+struct CheckpointConfig {
+  std::chrono::milliseconds interval{10'000};
+  /// A checkpoint is also taken once this many bytes of changes are buffered.
+  int64_t max_bytes = int64_t{256} << 20;
+};
+
+struct TableNaming {
+  /// Full Iceberg identifiers, e.g. "bronze.shop.orders_v2"; empty = default.
+  std::string bronze;
+  std::string silver;
+};
+
+struct NamingConfig {
+  std::string bronze_namespace = "bronze";
+  std::string silver_namespace = "silver";
+  std::map<QualifiedName, TableNaming> tables;
+};
+
+struct PipelineConfig {
+  /// Names the Iceberg namespaces; defaults to the source database name.
+  std::string service;
+  SourceConfig source;
+  CatalogConfig catalog;
+  /// Where table files go: `file:///abs/path` (or an absolute path).
+  std::string warehouse;
+  CheckpointConfig checkpoint;
+  NamingConfig naming;
+
+  /// The Bronze table identifier for a source table, as dotted levels.
+  std::vector<std::string> BronzeIdentifier(const QualifiedName& table) const;
+  /// The configuration as YAML with secrets replaced by "<redacted>".
+  std::string ToRedactedYaml() const;
+};
+
+/// Where `${NAME}` values come from; tests substitute their own.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+struct ParseResult {
+  /// Set only when `errors` is empty.
+  std::optional<PipelineConfig> config;
+  std::vector<ConfigError> errors;
+};
+
+/// Parses and validates YAML text. Relative paths in the file (conninfo_file,
+/// a SQLite catalog, the warehouse) resolve against `base_dir`.
+ParseResult ParsePipelineConfig(const std::string& yaml, const std::string& base_dir,
+                                const EnvLookup& env);
+
+/// Reads and parses a file, with the process environment for `${NAME}`.
+ParseResult LoadPipelineConfig(const std::string& path);
+
+/// Parses "10s", "500ms", "5m", "4h", "1d" (or a bare number of seconds).
+std::optional<std::chrono::milliseconds> ParseDuration(const std::string& text);
+/// Parses "256MiB", "1GiB", "64KiB", "1GB", "1000" (bytes).
+std::optional<int64_t> ParseByteSize(const std::string& text);
+/// Parses `schema.table`, with optional double quotes around either part.
+std::optional<QualifiedName> ParseQualifiedName(const std::string& text);
+
+}  // namespace floe::config

@@ -1,0 +1,243 @@
+#include "floe/config/pipeline_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace floe::config {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+ParseResult Parse(const std::string& yaml, std::map<std::string, std::string> env = {}) {
+  return ParsePipelineConfig(yaml, "/etc/floe", Env(std::move(env)));
+}
+
+std::string AllErrors(const ParseResult& r) {
+  std::string out;
+  for (const auto& e : r.errors) out += e.Format("p.yaml") + "\n";
+  return out;
+}
+
+TEST(PipelineConfig, MinimalFileGetsTheDocumentedDefaults) {
+  auto r = Parse(
+      "source:\n"
+      "  conninfo: host=db dbname=shop user=floe\n"
+      "warehouse: /var/lib/floe/wh\n");
+  ASSERT_TRUE(r.config) << AllErrors(r);
+  const PipelineConfig& c = *r.config;
+  EXPECT_EQ(c.service, "shop");  // from dbname
+  EXPECT_EQ(c.source.slot, "floe_shop");
+  EXPECT_EQ(c.source.publication, "floe_shop");
+  EXPECT_EQ(c.source.publication_mode, PublicationMode::kExisting);
+  EXPECT_EQ(c.source.snapshot, SnapshotPolicy::kInitial);
+  EXPECT_EQ(c.catalog.type, CatalogType::kSqlite);
+  EXPECT_EQ(c.catalog.uri, "/var/lib/floe/wh/catalog.db");
+  EXPECT_EQ(c.catalog.name, "floe");
+  EXPECT_EQ(c.warehouse, "file:///var/lib/floe/wh");
+  EXPECT_EQ(c.checkpoint.interval, std::chrono::seconds(10));
+  EXPECT_EQ(c.checkpoint.max_bytes, 256 << 20);
+  EXPECT_EQ(c.BronzeIdentifier({"public", "orders"}),
+            (std::vector<std::string>{"bronze", "shop", "public", "orders"}));
+}
+
+TEST(PipelineConfig, FullFileParsesEverySetting) {
+  auto r = Parse(
+      "service: billing\n"
+      "source:\n"
+      "  conninfo: postgresql://floe:${PGPW}@db/bill\n"
+      "  slot: floe_billing_v2\n"
+      "  publication:\n"
+      "    name: cdc\n"
+      "    create: tables\n"
+      "    tables: [public.invoices, '\"Odd Schema\".\"my.table\"']\n"
+      "  snapshot: never\n"
+      "catalog:\n"
+      "  type: postgres\n"
+      "  conninfo: host=meta dbname=iceberg password=${CATPW}\n"
+      "  name: lake\n"
+      "warehouse: file:///data/wh\n"
+      "checkpoint:\n"
+      "  interval: 2s\n"
+      "  max_bytes: 64MiB\n"
+      "naming:\n"
+      "  bronze_namespace: raw\n"
+      "  tables:\n"
+      "    public.invoices: {bronze: raw.billing.invoices_v2, silver: "
+      "curated.invoices}\n",
+      {{"PGPW", "p@ss"}, {"CATPW", "s3cret"}});
+  ASSERT_TRUE(r.config) << AllErrors(r);
+  const PipelineConfig& c = *r.config;
+  EXPECT_EQ(c.service, "billing");
+  EXPECT_EQ(c.source.conninfo, "postgresql://floe:p@ss@db/bill");
+  EXPECT_EQ(c.source.slot, "floe_billing_v2");
+  EXPECT_EQ(c.source.publication, "cdc");
+  EXPECT_EQ(c.source.publication_mode, PublicationMode::kTables);
+  ASSERT_EQ(c.source.publication_tables.size(), 2u);
+  EXPECT_EQ(c.source.publication_tables[1].schema, "Odd Schema");
+  EXPECT_EQ(c.source.publication_tables[1].table, "my.table");
+  EXPECT_EQ(c.source.snapshot, SnapshotPolicy::kNever);
+  EXPECT_EQ(c.catalog.type, CatalogType::kPostgres);
+  EXPECT_EQ(c.catalog.uri, "host=meta dbname=iceberg password=s3cret");
+  EXPECT_EQ(c.catalog.name, "lake");
+  EXPECT_EQ(c.checkpoint.interval, std::chrono::seconds(2));
+  EXPECT_EQ(c.checkpoint.max_bytes, 64 << 20);
+  EXPECT_EQ(c.BronzeIdentifier({"public", "invoices"}),
+            (std::vector<std::string>{"raw", "billing", "invoices_v2"}));
+  EXPECT_EQ(c.BronzeIdentifier({"public", "other"}),
+            (std::vector<std::string>{"raw", "billing", "public", "other"}));
+}
+
+TEST(PipelineConfig, ReportsEveryErrorWithLineColumnAndAHint) {
+  auto r = Parse(
+      "servce: x\n"  // line 1: typo
+      "source:\n"
+      "  conninfo: dbname=a\n"
+      "  slot: Bad-Slot\n"       // line 4
+      "  snapshot: sometimes\n"  // line 5
+      "checkpoint:\n"
+      "  interval: soon\n");  // line 7; and warehouse is missing
+  ASSERT_FALSE(r.config);
+  ASSERT_EQ(r.errors.size(), 5u) << AllErrors(r);
+  EXPECT_EQ(r.errors[0].line, 1);  // the missing warehouse is reported on the root
+  const ConfigError* typo = nullptr;
+  for (const auto& e : r.errors) {
+    if (e.message.find("servce") != std::string::npos) typo = &e;
+  }
+  ASSERT_NE(typo, nullptr) << AllErrors(r);
+  EXPECT_EQ(typo->column, 1);
+  EXPECT_EQ(typo->hint, "did you mean `service`?");
+  EXPECT_EQ(r.errors[2].line, 4);
+  EXPECT_EQ(r.errors[2].column, 9);
+  EXPECT_NE(r.errors[2].hint.find("lower-case"), std::string::npos);
+  EXPECT_EQ(r.errors[3].line, 5);
+  EXPECT_EQ(r.errors[4].line, 7);
+  EXPECT_NE(r.errors[4].hint.find("10s"), std::string::npos);
+  EXPECT_EQ(r.errors[4].Format("p.yaml").substr(0, 16), "p.yaml:7:13: err");
+}
+
+TEST(PipelineConfig, InvalidYamlPointsAtTheProblem) {
+  auto r = Parse("source:\n  conninfo: [unclosed\nwarehouse: /w\n");
+  ASSERT_FALSE(r.config);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_GT(r.errors[0].line, 0);
+  EXPECT_NE(r.errors[0].message.find("not valid YAML"), std::string::npos);
+}
+
+TEST(PipelineConfig, MissingEnvironmentVariableNamesItButNotTheSecret) {
+  auto r = Parse(
+      "source:\n"
+      "  conninfo: host=db dbname=shop password=${NOPE}\n"
+      "warehouse: /w\n");
+  ASSERT_FALSE(r.config);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].line, 2);
+  EXPECT_NE(r.errors[0].message.find("NOPE"), std::string::npos);
+  EXPECT_NE(r.errors[0].hint.find("conninfo_file"), std::string::npos);
+}
+
+TEST(PipelineConfig, BadConninfoIsReportedWithoutItsValues) {
+  auto r = Parse(
+      "service: s\n"
+      "source:\n"
+      "  conninfo: host=db password=hunter2 nonsense_key=1\n"
+      "warehouse: /w\n");
+  ASSERT_FALSE(r.config);
+  ASSERT_EQ(r.errors.size(), 1u) << AllErrors(r);
+  EXPECT_NE(r.errors[0].message.find("not a valid libpq connection string"),
+            std::string::npos);
+  EXPECT_EQ(AllErrors(r).find("hunter2"), std::string::npos) << AllErrors(r);
+}
+
+TEST(PipelineConfig, SecretsComeFromFilesAndNeverAppearInTheRedactedDump) {
+  auto dir = std::filesystem::temp_directory_path() / "floe_config_test_secret";
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir / "conninfo") << "host=db dbname=shop password=hunter2\n"; }
+  auto r = ParsePipelineConfig("source:\n  conninfo_file: conninfo\nwarehouse: wh\n",
+                               dir.string(), Env({}));
+  ASSERT_TRUE(r.config) << AllErrors(r);
+  EXPECT_EQ(r.config->source.conninfo, "host=db dbname=shop password=hunter2");
+  EXPECT_EQ(r.config->warehouse, "file://" + (dir / "wh").string());
+  const std::string dump = r.config->ToRedactedYaml();
+  EXPECT_EQ(dump.find("hunter2"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("<redacted>"), std::string::npos);
+  std::filesystem::remove_all(dir);
+
+  auto both = Parse("source:\n  conninfo: a=b\n  conninfo_file: f\nwarehouse: /w\n");
+  ASSERT_FALSE(both.config);
+  EXPECT_NE(AllErrors(both).find("both"), std::string::npos);
+}
+
+TEST(PipelineConfig, ServiceNameIsRequiredWhenTheConninfoHasNoDatabase) {
+  auto r = Parse("source:\n  conninfo: host=db\nwarehouse: /w\n");
+  ASSERT_FALSE(r.config);
+  EXPECT_NE(AllErrors(r).find("set `service`"), std::string::npos) << AllErrors(r);
+}
+
+TEST(PipelineConfig, PublicationForms) {
+  auto all = Parse(
+      "source:\n  conninfo: dbname=d\n  publication: {name: p, create: all_tables}\n"
+      "warehouse: /w\n");
+  ASSERT_TRUE(all.config) << AllErrors(all);
+  EXPECT_EQ(all.config->source.publication_mode, PublicationMode::kAllTables);
+
+  auto listed = Parse(
+      "source:\n  conninfo: dbname=d\n  publication: {name: p, tables: [a.b]}\n"
+      "warehouse: /w\n");
+  ASSERT_TRUE(listed.config) << AllErrors(listed);
+  EXPECT_EQ(listed.config->source.publication_mode, PublicationMode::kTables);
+
+  auto empty = Parse(
+      "source:\n  conninfo: dbname=d\n  publication: {name: p, create: tables}\n"
+      "warehouse: /w\n");
+  EXPECT_FALSE(empty.config);
+
+  auto bad_table = Parse(
+      "source:\n  conninfo: dbname=d\n  publication: {tables: [justatable]}\n"
+      "warehouse: /w\n");
+  ASSERT_FALSE(bad_table.config);
+  EXPECT_NE(AllErrors(bad_table).find("schema-qualified"), std::string::npos);
+}
+
+TEST(PipelineConfig, RejectsRemoteWarehousesAndUnknownCatalogTypes) {
+  auto r = Parse(
+      "source:\n  conninfo: dbname=d\nwarehouse: s3://bucket/wh\ncatalog: {type: "
+      "glue}\n");
+  ASSERT_FALSE(r.config);
+  ASSERT_EQ(r.errors.size(), 2u) << AllErrors(r);
+  EXPECT_NE(r.errors[0].message.find("not on the local filesystem"), std::string::npos);
+  EXPECT_NE(r.errors[1].hint.find("sqlite"), std::string::npos);
+}
+
+TEST(ParseQualifiedName, HandlesQuotesAndRejectsMalformedNames) {
+  EXPECT_EQ(ParseQualifiedName("public.orders"), (QualifiedName{"public", "orders"}));
+  EXPECT_EQ(ParseQualifiedName("\"a.b\".\"c\"\"d\""), (QualifiedName{"a.b", "c\"d"}));
+  EXPECT_FALSE(ParseQualifiedName("orders"));
+  EXPECT_FALSE(ParseQualifiedName("a.b.c"));
+  EXPECT_FALSE(ParseQualifiedName("a."));
+  EXPECT_FALSE(ParseQualifiedName("\"open.b"));
+  EXPECT_EQ((QualifiedName{"a.b", "C"}).ToString(), "\"a.b\".\"C\"");
+}
+
+TEST(ParseDurationAndSize, AcceptTheDocumentedUnits) {
+  EXPECT_EQ(ParseDuration("500ms"), std::chrono::milliseconds(500));
+  EXPECT_EQ(ParseDuration("10"), std::chrono::seconds(10));
+  EXPECT_EQ(ParseDuration("4h"), std::chrono::hours(4));
+  EXPECT_FALSE(ParseDuration("10 s"));
+  EXPECT_FALSE(ParseDuration("s"));
+  EXPECT_EQ(ParseByteSize("256MiB"), int64_t{256} << 20);
+  EXPECT_EQ(ParseByteSize("1GB"), 1'000'000'000);
+  EXPECT_FALSE(ParseByteSize("lots"));
+}
+
+}  // namespace
+}  // namespace floe::config
