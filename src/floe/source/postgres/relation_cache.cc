@@ -1,0 +1,227 @@
+#include "floe/source/postgres/relation_cache.h"
+
+#include <charconv>
+
+#include "floe/source/postgres/pg_connection.h"
+
+namespace floe::postgres {
+namespace {
+
+// Equal as far as a Relation message can tell (ignores what the catalog added).
+bool SameMessageContent(const RelationInfo& a, const RelationInfo& b) {
+  if (a.namespace_name != b.namespace_name || a.relation_name != b.relation_name ||
+      a.replica_identity != b.replica_identity || a.columns.size() != b.columns.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.columns.size(); ++i) {
+    const RelationColumnInfo& x = a.columns[i];
+    const RelationColumnInfo& y = b.columns[i];
+    if (x.name != y.name || x.type_oid != y.type_oid ||
+        x.type_modifier != y.type_modifier ||
+        x.is_replica_identity != y.is_replica_identity) {
+      return false;
+    }
+  }
+  return true;
+}
+
+template <typename T>
+arrow::Result<T> ParseInt(const std::optional<std::string>& text, const char* what) {
+  T value{};
+  if (!text) return arrow::Status::IOError("pg_attribute: ", what, " is null");
+  const char* end = text->data() + text->size();
+  auto [ptr, ec] = std::from_chars(text->data(), end, value);
+  if (ec != std::errc() || ptr != end) {
+    return arrow::Status::IOError("pg_attribute: bad ", what, " '", *text, "'");
+  }
+  return value;
+}
+
+}  // namespace
+
+std::vector<std::string> RelationInfo::primary_key() const {
+  std::vector<std::string> out;
+  for (const auto& c : columns) {
+    if (c.is_primary_key) out.push_back(c.name);
+  }
+  return out;
+}
+
+std::vector<std::string> RelationInfo::replica_identity_columns() const {
+  std::vector<std::string> out;
+  for (const auto& c : columns) {
+    if (c.is_replica_identity) out.push_back(c.name);
+  }
+  return out;
+}
+
+int RelationInfo::FindColumn(std::string_view name) const {
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+RelationInfo RelationInfoFromMessage(const RelationMessage& message) {
+  RelationInfo info;
+  info.relation_id = message.relation_id;
+  info.namespace_name = std::string(message.namespace_name);
+  info.relation_name = std::string(message.relation_name);
+  info.replica_identity = message.replica_identity;
+  info.columns.reserve(message.columns.size());
+  for (const RelationColumn& c : message.columns) {
+    RelationColumnInfo col;
+    col.name = std::string(c.name);
+    col.type_oid = c.type_oid;
+    col.type_modifier = c.type_modifier;
+    col.is_replica_identity = c.is_key;
+    info.columns.push_back(std::move(col));
+  }
+  return info;
+}
+
+std::string_view ColumnChangeKindName(ColumnChangeKind kind) {
+  switch (kind) {
+    case ColumnChangeKind::kAdded:
+      return "added";
+    case ColumnChangeKind::kDropped:
+      return "dropped";
+    case ColumnChangeKind::kRenamed:
+      return "renamed";
+    case ColumnChangeKind::kRetyped:
+      return "retyped";
+  }
+  return "unknown";
+}
+
+RelationDiff Diff(const RelationInfo& before, const RelationInfo& after) {
+  RelationDiff diff;
+  diff.renamed_relation = before.namespace_name != after.namespace_name ||
+                          before.relation_name != after.relation_name;
+  diff.replica_identity_changed = before.replica_identity != after.replica_identity;
+
+  const auto& b = before.columns;
+  const auto& a = after.columns;
+  std::vector<int> b_match(b.size(), -1);
+  std::vector<int> a_match(a.size(), -1);
+  // By attnum where both sides know it: the catalog's identity of a column.
+  for (size_t j = 0; j < a.size(); ++j) {
+    if (a[j].attnum == 0) continue;
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b_match[i] < 0 && b[i].attnum == a[j].attnum) {
+        b_match[i] = static_cast<int>(j);
+        a_match[j] = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  // By name where an attnum is unknown (two known, different attnums are two
+  // different columns even under one name: a drop and an add).
+  for (size_t j = 0; j < a.size(); ++j) {
+    if (a_match[j] >= 0) continue;
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b_match[i] >= 0 || b[i].name != a[j].name) continue;
+      if (a[j].attnum != 0 && b[i].attnum != 0) continue;
+      b_match[i] = static_cast<int>(j);
+      a_match[j] = static_cast<int>(i);
+      break;
+    }
+  }
+
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (b_match[i] >= 0) continue;
+    diff.columns.push_back({ColumnChangeKind::kDropped, b[i], {}});
+    if (b[i].is_replica_identity) diff.replica_identity_columns_changed = true;
+    if (b[i].is_primary_key) diff.primary_key_changed = true;
+  }
+  int last_before_index = -1;
+  for (size_t j = 0; j < a.size(); ++j) {
+    if (a_match[j] < 0) {
+      diff.columns.push_back({ColumnChangeKind::kAdded, {}, a[j]});
+      if (a[j].is_replica_identity) diff.replica_identity_columns_changed = true;
+      if (a[j].is_primary_key) diff.primary_key_changed = true;
+      continue;
+    }
+    const RelationColumnInfo& old = b[a_match[j]];
+    if (a_match[j] < last_before_index) diff.column_order_changed = true;
+    last_before_index = a_match[j];
+    if (old.name != a[j].name) {
+      diff.columns.push_back({ColumnChangeKind::kRenamed, old, a[j]});
+    }
+    if (old.type_oid != a[j].type_oid || old.type_modifier != a[j].type_modifier) {
+      diff.columns.push_back({ColumnChangeKind::kRetyped, old, a[j]});
+    }
+    if (old.is_replica_identity != a[j].is_replica_identity) {
+      diff.replica_identity_columns_changed = true;
+    }
+    if (old.is_primary_key != a[j].is_primary_key) diff.primary_key_changed = true;
+  }
+  return diff;
+}
+
+arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(Oid relation_id) {
+  static const std::string kQuery =
+      "SELECT a.attnum, a.attname, a.atttypid, a.atttypmod, "
+      "       COALESCE(a.attnum = ANY (i.indkey), false) "
+      "FROM pg_catalog.pg_attribute a "
+      "LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary "
+      "WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped "
+      "ORDER BY a.attnum";
+  ARROW_ASSIGN_OR_RAISE(auto rows, conn_->Query(kQuery, {std::to_string(relation_id)}));
+  std::vector<AttributeInfo> out;
+  out.reserve(rows.size());
+  for (const PgRow& row : rows) {
+    AttributeInfo a;
+    ARROW_ASSIGN_OR_RAISE(a.attnum, ParseInt<int16_t>(row[0], "attnum"));
+    a.name = row[1].value_or("");
+    ARROW_ASSIGN_OR_RAISE(a.type_oid, ParseInt<Oid>(row[2], "atttypid"));
+    ARROW_ASSIGN_OR_RAISE(a.type_modifier, ParseInt<int32_t>(row[3], "atttypmod"));
+    a.is_primary_key = row[4].value_or("f") == "t";
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+arrow::Status RelationCache::FillFromCatalog(RelationInfo* info) {
+  if (lookup_ == nullptr) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(auto attributes, lookup_->Lookup(info->relation_id));
+  for (RelationColumnInfo& col : info->columns) {
+    for (const AttributeInfo& a : attributes) {
+      if (a.name == col.name) {
+        col.attnum = a.attnum;
+        col.is_primary_key = a.is_primary_key;
+        break;
+      }
+    }
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Result<RelationUpdate> RelationCache::Apply(const RelationMessage& message) {
+  RelationInfo info = RelationInfoFromMessage(message);
+  RelationUpdate update;
+  auto it = relations_.find(info.relation_id);
+  if (it != relations_.end() && SameMessageContent(*it->second, info)) {
+    update.kind = RelationUpdate::Kind::kUnchanged;
+    update.relation = it->second.get();
+    return update;
+  }
+  ARROW_RETURN_NOT_OK(FillFromCatalog(&info));
+  if (it == relations_.end()) {
+    update.kind = RelationUpdate::Kind::kNew;
+    it = relations_.emplace(info.relation_id, nullptr).first;
+  } else {
+    update.kind = RelationUpdate::Kind::kChanged;
+    update.diff = Diff(*it->second, info);
+  }
+  it->second = std::make_unique<RelationInfo>(std::move(info));
+  update.relation = it->second.get();
+  return update;
+}
+
+const RelationInfo* RelationCache::Find(Oid relation_id) const {
+  auto it = relations_.find(relation_id);
+  return it == relations_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace floe::postgres

@@ -1,0 +1,183 @@
+// The relation cache: what floe knows about each published table, keyed by relation
+// OID, built from pgoutput Relation messages (copied: the decoder's views die with
+// the next Decode) and completed with each column's `attnum` from `pg_attribute` and
+// the primary key from `pg_index`. The attnum is what tells schema changes apart:
+// the same attnum under a new name is a rename, a new attnum an added column, a
+// vanished attnum a dropped one, the same attnum with a new type a retype. Diff
+// classifies the change between two versions of a relation.
+//
+// The catalog lookup runs when the Relation message arrives, i.e. against the
+// catalog as it is now, not as it was at the message's WAL position. When a column
+// was renamed or dropped in between, its name is not found and its attnum stays
+// unknown (0); Diff then falls back to matching that column by name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+#include "floe/source/postgres/pgoutput.h"
+
+namespace floe::postgres {
+
+class PgConnection;
+
+struct RelationColumnInfo {
+  std::string name;
+  Oid type_oid = 0;
+  int32_t type_modifier = -1;
+  /// Part of the replica identity, as the Relation message flags it (every column
+  /// under REPLICA IDENTITY FULL).
+  bool is_replica_identity = false;
+  /// Part of the table's primary key (from pg_index; false when unknown).
+  bool is_primary_key = false;
+  /// pg_attribute.attnum; 0 when unknown.
+  int16_t attnum = 0;
+
+  bool operator==(const RelationColumnInfo&) const = default;
+};
+
+struct RelationInfo {
+  Oid relation_id = 0;
+  std::string namespace_name;
+  std::string relation_name;
+  ReplicaIdentity replica_identity = ReplicaIdentity::kDefault;
+  /// In Relation-message order: the order of tuple values.
+  std::vector<RelationColumnInfo> columns;
+
+  /// Names of the primary key columns, in column order (empty: no primary key or
+  /// not looked up).
+  std::vector<std::string> primary_key() const;
+  /// Names of the replica identity columns, in column order.
+  std::vector<std::string> replica_identity_columns() const;
+  /// Index of the column named `name`, or -1.
+  int FindColumn(std::string_view name) const;
+
+  bool operator==(const RelationInfo&) const = default;
+};
+
+/// A copy of a decoded Relation message, attnums and primary key not yet known.
+RelationInfo RelationInfoFromMessage(const RelationMessage& message);
+
+// ---------------------------------------------------------------------------
+// Schema change classification
+
+enum class ColumnChangeKind {
+  kAdded,
+  kDropped,
+  kRenamed,
+  /// Type oid or type modifier changed.
+  kRetyped,
+};
+
+std::string_view ColumnChangeKindName(ColumnChangeKind kind);
+
+struct ColumnChange {
+  ColumnChangeKind kind;
+  /// Empty for kAdded.
+  RelationColumnInfo before;
+  /// Empty for kDropped.
+  RelationColumnInfo after;
+};
+
+struct RelationDiff {
+  /// Schema or table name changed (same OID).
+  bool renamed_relation = false;
+  bool replica_identity_changed = false;
+  /// The set of replica identity columns changed.
+  bool replica_identity_columns_changed = false;
+  bool primary_key_changed = false;
+  /// Column order changed without any add/drop (only the tuple layout moved).
+  bool column_order_changed = false;
+  /// A column that is renamed and retyped at once yields two entries (same attnum).
+  std::vector<ColumnChange> columns;
+
+  bool unchanged() const {
+    return !renamed_relation && !replica_identity_changed &&
+           !replica_identity_columns_changed && !primary_key_changed &&
+           !column_order_changed && columns.empty();
+  }
+};
+
+/// Classifies how `after` differs from `before` (the same relation OID). Columns are
+/// matched by attnum where both sides know it, otherwise by name. Changes are listed
+/// drops first (in `before` order), then renames / retypes / adds (in `after` order).
+RelationDiff Diff(const RelationInfo& before, const RelationInfo& after);
+
+// ---------------------------------------------------------------------------
+// The cache
+
+/// One live column of a table as the catalog has it.
+struct AttributeInfo {
+  int16_t attnum = 0;
+  std::string name;
+  Oid type_oid = 0;
+  int32_t type_modifier = -1;
+  bool is_primary_key = false;
+};
+
+/// Where attnums and primary keys come from: pg_attribute / pg_index on a server, a
+/// table in a test.
+class AttributeLookup {
+ public:
+  virtual ~AttributeLookup() = default;
+  /// The live (not dropped) user columns of `relation_id`, in attnum order; empty if
+  /// the relation no longer exists.
+  virtual arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id) = 0;
+};
+
+/// AttributeLookup over a plain SQL connection (which must outlive it).
+class PgAttributeLookup : public AttributeLookup {
+ public:
+  explicit PgAttributeLookup(PgConnection* conn) : conn_(conn) {}
+  arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id) override;
+
+ private:
+  PgConnection* conn_;
+};
+
+/// What Apply did with a Relation message.
+struct RelationUpdate {
+  enum class Kind {
+    /// First message for this OID.
+    kNew,
+    /// Same as the cached version (Postgres resends Relation messages after every
+    /// reconnect and relcache invalidation).
+    kUnchanged,
+    kChanged,
+  };
+  Kind kind = Kind::kNew;
+  /// Meaningful for kChanged.
+  RelationDiff diff;
+  /// The cached version after the update; valid until the next Apply of this OID.
+  const RelationInfo* relation = nullptr;
+};
+
+class RelationCache {
+ public:
+  /// `lookup` may be null: attnums and primary keys stay unknown. It must outlive the
+  /// cache.
+  explicit RelationCache(AttributeLookup* lookup) : lookup_(lookup) {}
+
+  /// Records `message`. The catalog is consulted only when the relation is new or
+  /// the message differs from the cached version.
+  arrow::Result<RelationUpdate> Apply(const RelationMessage& message);
+
+  /// The cached relation, or null.
+  const RelationInfo* Find(Oid relation_id) const;
+  size_t size() const { return relations_.size(); }
+
+ private:
+  arrow::Status FillFromCatalog(RelationInfo* info);
+
+  AttributeLookup* lookup_;
+  std::unordered_map<Oid, std::unique_ptr<RelationInfo>> relations_;
+};
+
+}  // namespace floe::postgres

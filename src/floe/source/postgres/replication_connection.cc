@@ -1,0 +1,564 @@
+#include "floe/source/postgres/replication_connection.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <variant>
+
+namespace floe::postgres {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kDuplicateObject[] = "42710";
+constexpr std::chrono::seconds kStopTimeout{30};
+
+void PutBigEndian64(std::string* out, uint64_t v) {
+  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+using ResultPtr = std::unique_ptr<PGresult, decltype(&PQclear)>;
+
+ResultPtr Exec(PGconn* conn, const std::string& command) {
+  return ResultPtr(PQexec(conn, command.c_str()), &PQclear);
+}
+
+std::string Value(const PGresult* res, int row, int col) {
+  return std::string(PQgetvalue(res, row, col),
+                     static_cast<size_t>(PQgetlength(res, row, col)));
+}
+
+arrow::Result<Lsn> ParseOptionalLsn(const std::optional<std::string>& text) {
+  if (!text) return Lsn();
+  return Lsn::Parse(*text);
+}
+
+const char* StreamingValue(StreamingMode mode) {
+  switch (mode) {
+    case StreamingMode::kOff:
+      return "off";
+    case StreamingMode::kOn:
+      return "on";
+    case StreamingMode::kParallel:
+      return "parallel";
+  }
+  return "off";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Pure helpers
+
+std::string EncodeStandbyStatusUpdate(Lsn write, Lsn flush, Lsn apply,
+                                      PgTimestamp client_time, bool reply_requested) {
+  std::string out;
+  out.reserve(kStandbyStatusUpdateSize);
+  out.push_back('r');
+  PutBigEndian64(&out, write.value());
+  PutBigEndian64(&out, flush.value());
+  PutBigEndian64(&out, apply.value());
+  PutBigEndian64(&out, static_cast<uint64_t>(client_time));
+  out.push_back(reply_requested ? 1 : 0);
+  return out;
+}
+
+PgTimestamp PgTimestampNow() {
+  const auto since_unix = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  return since_unix.count() - kPgEpochUnixMicros;
+}
+
+arrow::Status ValidateSlotName(std::string_view name) {
+  if (name.empty()) return arrow::Status::Invalid("replication slot name is empty");
+  if (name.size() > 63) {
+    return arrow::Status::Invalid("replication slot name \"", name,
+                                  "\" is longer than 63 bytes");
+  }
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      return arrow::Status::Invalid(
+          "replication slot name \"", name,
+          "\" is invalid: only lower-case letters, digits and underscores are allowed");
+    }
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::string> QuotePublicationNames(const std::vector<std::string>& names) {
+  if (names.empty()) return arrow::Status::Invalid("no publication names given");
+  std::string list;
+  for (const std::string& name : names) {
+    if (name.empty()) return arrow::Status::Invalid("empty publication name");
+    ARROW_ASSIGN_OR_RAISE(std::string quoted, QuoteIdentifier(name));
+    if (!list.empty()) list += ',';
+    list += quoted;
+  }
+  return QuoteReplicationLiteral(list);
+}
+
+int MaxProtocolVersionFor(int server_version) {
+  if (server_version >= 160000) return 4;
+  if (server_version >= 150000) return 3;
+  if (server_version >= 140000) return 2;
+  return 1;
+}
+
+arrow::Result<PgOutputOptions> ResolveDecoderOptions(
+    const StartReplicationOptions& options, int server_version) {
+  const int max = MaxProtocolVersionFor(server_version);
+  const int proto = options.proto_version == 0 ? max : options.proto_version;
+  if (proto < 1 || proto > kMaxProtocolVersion) {
+    return arrow::Status::Invalid("pgoutput proto_version ", proto,
+                                  " is not supported (1 to ", kMaxProtocolVersion, ")");
+  }
+  if (proto > max) {
+    return arrow::Status::Invalid("pgoutput proto_version ", proto,
+                                  " needs a newer server: PostgreSQL ", server_version,
+                                  " supports up to ", max);
+  }
+  if (options.streaming == StreamingMode::kOn && proto < 2) {
+    return arrow::Status::Invalid("streaming needs pgoutput proto_version >= 2");
+  }
+  if (options.streaming == StreamingMode::kParallel && proto < 4) {
+    return arrow::Status::Invalid("streaming 'parallel' needs pgoutput proto_version 4");
+  }
+  if (options.two_phase && proto < 3) {
+    return arrow::Status::Invalid("two_phase needs pgoutput proto_version >= 3");
+  }
+  if ((options.messages || options.binary) && server_version < 140000) {
+    return arrow::Status::Invalid(
+        "the pgoutput options messages and binary need PostgreSQL 14 or newer");
+  }
+  PgOutputOptions out;
+  out.protocol_version = proto;
+  out.parallel_streaming = options.streaming == StreamingMode::kParallel;
+  return out;
+}
+
+arrow::Result<std::string> BuildStartReplicationCommand(
+    std::string_view slot, Lsn start_lsn, const StartReplicationOptions& options,
+    int server_version) {
+  ARROW_RETURN_NOT_OK(ValidateSlotName(slot));
+  ARROW_ASSIGN_OR_RAISE(PgOutputOptions resolved,
+                        ResolveDecoderOptions(options, server_version));
+  ARROW_ASSIGN_OR_RAISE(std::string slot_ident, QuoteIdentifier(slot));
+  ARROW_ASSIGN_OR_RAISE(std::string publications,
+                        QuotePublicationNames(options.publication_names));
+  std::string cmd = "START_REPLICATION SLOT " + slot_ident + " LOGICAL " +
+                    start_lsn.ToString() + " (proto_version '" +
+                    std::to_string(resolved.protocol_version) + "', publication_names " +
+                    publications;
+  if (server_version >= 140000) {
+    cmd += std::string(", messages '") + (options.messages ? "true" : "false") + "'";
+    cmd += std::string(", binary '") + (options.binary ? "true" : "false") + "'";
+  }
+  if (options.streaming != StreamingMode::kOff) {
+    cmd += std::string(", streaming '") + StreamingValue(options.streaming) + "'";
+  }
+  if (options.two_phase) cmd += ", two_phase 'true'";
+  cmd += ")";
+  return cmd;
+}
+
+arrow::Result<std::string> BuildCreateSlotCommand(std::string_view slot,
+                                                  const CreateSlotOptions& options,
+                                                  int server_version) {
+  ARROW_RETURN_NOT_OK(ValidateSlotName(slot));
+  ARROW_ASSIGN_OR_RAISE(std::string slot_ident, QuoteIdentifier(slot));
+  if (options.failover && server_version < 170000) {
+    return arrow::Status::Invalid("failover slots need PostgreSQL 17 or newer");
+  }
+  if (options.two_phase && server_version < 150000) {
+    return arrow::Status::Invalid("two-phase slots need PostgreSQL 15 or newer");
+  }
+  std::string cmd = "CREATE_REPLICATION_SLOT " + slot_ident + " LOGICAL pgoutput";
+  if (server_version < 150000) {
+    cmd += options.snapshot == SnapshotAction::kExport ? " EXPORT_SNAPSHOT"
+                                                       : " NOEXPORT_SNAPSHOT";
+    return cmd;
+  }
+  cmd += options.snapshot == SnapshotAction::kExport ? " (SNAPSHOT 'export'"
+                                                     : " (SNAPSHOT 'nothing'";
+  if (options.two_phase) cmd += ", TWO_PHASE";
+  if (options.failover) cmd += ", FAILOVER";
+  cmd += ")";
+  return cmd;
+}
+
+// ---------------------------------------------------------------------------
+// ReplicationConnection
+
+ReplicationConnection::ReplicationConnection(PGconn* conn, Options options)
+    : conn_(conn), options_(options), server_version_(PQserverVersion(conn)) {}
+
+ReplicationConnection::~ReplicationConnection() {
+  FreeBuffer();
+  PQfinish(conn_);
+}
+
+arrow::Result<std::unique_ptr<ReplicationConnection>> ReplicationConnection::Connect(
+    const std::string& conninfo, Options options) {
+  if (options.status_interval <= std::chrono::milliseconds::zero()) {
+    return arrow::Status::Invalid("status_interval must be positive");
+  }
+  ARROW_ASSIGN_OR_RAISE(PGconn * conn,
+                        OpenConnection(conninfo, ConnectionKind::kReplication));
+  return std::unique_ptr<ReplicationConnection>(new ReplicationConnection(conn, options));
+}
+
+void ReplicationConnection::FreeBuffer() {
+  if (buffer_ != nullptr) {
+    PQfreemem(buffer_);
+    buffer_ = nullptr;
+  }
+}
+
+arrow::Result<SystemIdentity> ReplicationConnection::IdentifySystem() {
+  if (streaming_) return arrow::Status::Invalid("IDENTIFY_SYSTEM while streaming");
+  ResultPtr res = Exec(conn_, "IDENTIFY_SYSTEM");
+  if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+    return ResultError(conn_, res.get(), "IDENTIFY_SYSTEM failed");
+  }
+  if (PQntuples(res.get()) != 1 || PQnfields(res.get()) < 4) {
+    return arrow::Status::IOError("IDENTIFY_SYSTEM returned ", PQntuples(res.get()),
+                                  " rows of ", PQnfields(res.get()),
+                                  " columns, expected 1 row of 4");
+  }
+  SystemIdentity id;
+  id.system_id = Value(res.get(), 0, 0);
+  id.timeline = std::atoi(PQgetvalue(res.get(), 0, 1));
+  ARROW_ASSIGN_OR_RAISE(id.xlogpos, Lsn::Parse(Value(res.get(), 0, 2)));
+  if (!PQgetisnull(res.get(), 0, 3)) id.dbname = Value(res.get(), 0, 3);
+  return id;
+}
+
+arrow::Result<CreatedSlot> ReplicationConnection::CreateSlot(
+    std::string_view slot, const CreateSlotOptions& options) {
+  if (streaming_)
+    return arrow::Status::Invalid("CREATE_REPLICATION_SLOT while streaming");
+  ARROW_ASSIGN_OR_RAISE(std::string cmd,
+                        BuildCreateSlotCommand(slot, options, server_version_));
+  ResultPtr res = Exec(conn_, cmd);
+  if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+    return ResultError(conn_, res.get(),
+                       "could not create replication slot \"" + std::string(slot) + "\"");
+  }
+  if (PQntuples(res.get()) != 1 || PQnfields(res.get()) < 3) {
+    return arrow::Status::IOError(
+        "CREATE_REPLICATION_SLOT returned an unexpected result");
+  }
+  CreatedSlot out;
+  out.slot_name = Value(res.get(), 0, 0);
+  ARROW_ASSIGN_OR_RAISE(out.consistent_point, Lsn::Parse(Value(res.get(), 0, 1)));
+  if (!PQgetisnull(res.get(), 0, 2)) out.snapshot_name = Value(res.get(), 0, 2);
+  return out;
+}
+
+arrow::Result<PgOutputOptions> ReplicationConnection::StartReplication(
+    std::string_view slot, Lsn start_lsn, const StartReplicationOptions& options) {
+  if (streaming_) return arrow::Status::Invalid("already streaming");
+  ARROW_ASSIGN_OR_RAISE(PgOutputOptions decoder_options,
+                        ResolveDecoderOptions(options, server_version_));
+  ARROW_ASSIGN_OR_RAISE(std::string cmd, BuildStartReplicationCommand(
+                                             slot, start_lsn, options, server_version_));
+  ResultPtr res = Exec(conn_, cmd);
+  if (!res || PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
+    return ResultError(
+        conn_, res.get(),
+        "could not start replication from slot \"" + std::string(slot) + "\"");
+  }
+  streaming_ = true;
+  last_status_ = Clock::now();
+  return decoder_options;
+}
+
+void ReplicationConnection::ReportDurable(Lsn lsn) {
+  if (lsn > flush_) flush_ = lsn;
+}
+
+arrow::Status ReplicationConnection::Flush() {
+  if (PQflush(conn_) != 0) {
+    return arrow::Status::IOError("could not send to the replication connection: ",
+                                  Trim(PQerrorMessage(conn_)));
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status ReplicationConnection::SendStandbyStatus(bool reply_requested) {
+  return SendStatusIfDue(/*force=*/true, reply_requested);
+}
+
+arrow::Status ReplicationConnection::SendStatusIfDue(bool force, bool reply_requested) {
+  if (!streaming_) return arrow::Status::Invalid("standby status outside of streaming");
+  const auto now = Clock::now();
+  const bool due =
+      force || flush_ > sent_flush_ || now - last_status_ >= options_.status_interval;
+  if (!due) return arrow::Status::OK();
+  const std::string msg = EncodeStandbyStatusUpdate(flush_, flush_, flush_,
+                                                    PgTimestampNow(), reply_requested);
+  if (PQputCopyData(conn_, msg.data(), static_cast<int>(msg.size())) != 1) {
+    return arrow::Status::IOError("could not send a standby status update: ",
+                                  Trim(PQerrorMessage(conn_)));
+  }
+  ARROW_RETURN_NOT_OK(Flush());
+  sent_flush_ = flush_;
+  last_status_ = now;
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::optional<std::string_view>> ReplicationConnection::ReadMessage(
+    std::chrono::milliseconds timeout) {
+  if (!streaming_) return arrow::Status::Invalid("ReadMessage without START_REPLICATION");
+  FreeBuffer();
+  const auto deadline = Clock::now() + timeout;
+  bool last_look = false;
+  while (true) {
+    ARROW_RETURN_NOT_OK(SendStatusIfDue(/*force=*/false, /*reply_requested=*/false));
+    char* buf = nullptr;
+    const int n = PQgetCopyData(conn_, &buf, /*async=*/1);
+    if (n > 0) {
+      buffer_ = buf;
+      const std::string_view data(buf, static_cast<size_t>(n));
+      ARROW_ASSIGN_OR_RAISE(ReplicationMessage msg, DecodeReplicationMessage(data));
+      if (const auto* ka = std::get_if<PrimaryKeepalive>(&msg)) {
+        server_wal_end_ = std::max(server_wal_end_, ka->wal_end);
+        if (ka->reply_requested) {
+          ARROW_RETURN_NOT_OK(SendStatusIfDue(/*force=*/true, false));
+        }
+      } else {
+        const auto& x = std::get<XLogData>(msg);
+        received_ = std::max(received_, x.wal_start);
+        server_wal_end_ = std::max(server_wal_end_, x.wal_end);
+      }
+      return data;
+    }
+    if (n == -1) {
+      // The server ended the copy: collect why.
+      streaming_ = false;
+      std::string why;
+      while (PGresult* r = PQgetResult(conn_)) {
+        if (PQresultStatus(r) == PGRES_FATAL_ERROR) why = Trim(PQresultErrorMessage(r));
+        PQclear(r);
+      }
+      return arrow::Status::IOError("the server ended the replication stream",
+                                    why.empty() ? "" : ": ", why);
+    }
+    if (n == -2) {
+      return arrow::Status::IOError("replication connection failed: ",
+                                    Trim(PQerrorMessage(conn_)));
+    }
+    const auto now = Clock::now();
+    int wait_ms = 0;
+    if (now >= deadline) {
+      if (last_look) return std::nullopt;
+      last_look = true;  // one more non-blocking look at the socket
+    } else {
+      const auto next_status = last_status_ + options_.status_interval;
+      const auto until = std::min(deadline, std::max(now, next_status));
+      wait_ms = static_cast<int>(
+          std::chrono::ceil<std::chrono::milliseconds>(until - now).count());
+    }
+    pollfd pfd{};
+    pfd.fd = PQsocket(conn_);
+    pfd.events = POLLIN;
+    if (pfd.fd < 0) return arrow::Status::IOError("replication connection has no socket");
+    const int rc = poll(&pfd, 1, wait_ms);
+    if (rc < 0 && errno != EINTR) {
+      return arrow::Status::IOError("poll on the replication connection failed: ",
+                                    std::strerror(errno));
+    }
+    if (rc > 0 && PQconsumeInput(conn_) == 0) {
+      return arrow::Status::IOError("replication connection failed: ",
+                                    Trim(PQerrorMessage(conn_)));
+    }
+  }
+}
+
+arrow::Status ReplicationConnection::StopReplication() {
+  if (!streaming_) return arrow::Status::OK();
+  FreeBuffer();
+  ARROW_RETURN_NOT_OK(SendStatusIfDue(/*force=*/true, /*reply_requested=*/false));
+  if (PQputCopyEnd(conn_, nullptr) != 1) {
+    return arrow::Status::IOError("could not end the replication stream: ",
+                                  Trim(PQerrorMessage(conn_)));
+  }
+  ARROW_RETURN_NOT_OK(Flush());
+  const auto deadline = Clock::now() + kStopTimeout;
+  while (true) {
+    char* buf = nullptr;
+    const int n = PQgetCopyData(conn_, &buf, /*async=*/1);
+    if (n > 0) {
+      PQfreemem(buf);
+      continue;
+    }
+    if (n == -1) break;
+    if (n == -2) {
+      streaming_ = false;
+      return arrow::Status::IOError("replication connection failed while stopping: ",
+                                    Trim(PQerrorMessage(conn_)));
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return arrow::Status::IOError("the server did not end the replication stream");
+    }
+    pollfd pfd{};
+    pfd.fd = PQsocket(conn_);
+    pfd.events = POLLIN;
+    const int wait_ms = static_cast<int>(
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count());
+    const int rc = poll(&pfd, 1, wait_ms);
+    if (rc < 0 && errno != EINTR) {
+      return arrow::Status::IOError("poll failed: ", std::strerror(errno));
+    }
+    if (rc > 0 && PQconsumeInput(conn_) == 0) {
+      streaming_ = false;
+      return arrow::Status::IOError("replication connection failed while stopping: ",
+                                    Trim(PQerrorMessage(conn_)));
+    }
+  }
+  streaming_ = false;
+  arrow::Status st;
+  while (PGresult* r = PQgetResult(conn_)) {
+    const ExecStatusType s = PQresultStatus(r);
+    if (st.ok() && s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+      st = ResultError(conn_, r, "replication stream ended with an error");
+    }
+    PQclear(r);
+  }
+  return st;
+}
+
+// ---------------------------------------------------------------------------
+// Slots and publications
+
+arrow::Result<std::optional<SlotState>> ReadSlotState(PgConnection& sql,
+                                                      std::string_view slot) {
+  const bool has_two_phase = PQserverVersion(sql.raw()) >= 140000;
+  const std::string query =
+      std::string(
+          "SELECT slot_name, plugin, slot_type, database, active, restart_lsn, "
+          "confirmed_flush_lsn, wal_status, ") +
+      (has_two_phase ? "two_phase" : "false") +
+      " FROM pg_catalog.pg_replication_slots WHERE slot_name = $1";
+  ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(query, {std::string(slot)}));
+  if (rows.empty()) return std::nullopt;
+  const PgRow& row = rows[0];
+  SlotState s;
+  s.slot_name = row[0].value_or("");
+  s.plugin = row[1].value_or("");
+  s.slot_type = row[2].value_or("");
+  s.database = row[3].value_or("");
+  s.active = row[4].value_or("f") == "t";
+  ARROW_ASSIGN_OR_RAISE(s.restart_lsn, ParseOptionalLsn(row[5]));
+  ARROW_ASSIGN_OR_RAISE(s.confirmed_flush_lsn, ParseOptionalLsn(row[6]));
+  s.wal_status = row[7].value_or("");
+  s.two_phase = row[8].value_or("f") == "t";
+  return s;
+}
+
+arrow::Result<EnsuredSlot> EnsureSlot(ReplicationConnection& repl, PgConnection& sql,
+                                      std::string_view slot,
+                                      const CreateSlotOptions& options) {
+  ARROW_RETURN_NOT_OK(ValidateSlotName(slot));
+  EnsuredSlot out;
+  ARROW_ASSIGN_OR_RAISE(auto state, ReadSlotState(sql, slot));
+  if (!state) {
+    auto created = repl.CreateSlot(slot, options);
+    if (created.ok()) {
+      out.created = std::move(created).ValueUnsafe();
+    } else if (GetSqlState(created.status()) != kDuplicateObject) {
+      return created.status();
+    }  // else: created concurrently by someone else; validate it below.
+    ARROW_ASSIGN_OR_RAISE(state, ReadSlotState(sql, slot));
+    if (!state) {
+      return arrow::Status::IOError("replication slot \"", slot,
+                                    "\" disappeared right after it was created");
+    }
+  }
+  ARROW_ASSIGN_OR_RAISE(auto db_rows, sql.Query("SELECT current_database()"));
+  const std::string current_db = db_rows.at(0).at(0).value_or("");
+  const SlotState& s = *state;
+  if (s.slot_type != "logical") {
+    return arrow::Status::Invalid("replication slot \"", slot, "\" is a ", s.slot_type,
+                                  " slot; floe needs a logical pgoutput slot");
+  }
+  if (s.plugin != "pgoutput") {
+    return arrow::Status::Invalid("replication slot \"", slot, "\" uses output plugin \"",
+                                  s.plugin,
+                                  "\"; floe needs pgoutput. Drop it or choose another "
+                                  "slot name");
+  }
+  if (s.database != current_db) {
+    return arrow::Status::Invalid("replication slot \"", slot,
+                                  "\" belongs to database \"", s.database,
+                                  "\", not to \"", current_db, "\"");
+  }
+  if (s.wal_status == "lost") {
+    return arrow::Status::Invalid(
+        "replication slot \"", slot,
+        "\" has lost WAL it needs (wal_status = lost): its changes are gone; drop "
+        "the slot and start again with a new initial snapshot");
+  }
+  out.state = std::move(*state);
+  return out;
+}
+
+arrow::Result<EnsuredPublication> EnsurePublication(PgConnection& sql,
+                                                    const PublicationOptions& options) {
+  if (options.name.empty()) return arrow::Status::Invalid("publication name is empty");
+  const std::string lookup =
+      "SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = $1";
+  ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(lookup, {options.name}));
+  EnsuredPublication out;
+  if (!rows.empty()) {
+    out.all_tables = rows[0][0].value_or("f") == "t";
+    return out;
+  }
+  if (!options.create_if_missing) {
+    return arrow::Status::Invalid("publication \"", options.name,
+                                  "\" does not exist; create it with CREATE PUBLICATION "
+                                  "or let floe create it");
+  }
+  ARROW_ASSIGN_OR_RAISE(std::string statement,
+                        sql.QuoteIdentifier(options.name).Map([](std::string q) {
+                          return "CREATE PUBLICATION " + q;
+                        }));
+  if (options.all_tables) {
+    statement += " FOR ALL TABLES";
+  } else {
+    if (options.tables.empty()) {
+      return arrow::Status::Invalid("publication \"", options.name,
+                                    "\": no tables given and not FOR ALL TABLES");
+    }
+    statement += " FOR TABLE ";
+    for (size_t i = 0; i < options.tables.size(); ++i) {
+      const QualifiedTable& t = options.tables[i];
+      if (i > 0) statement += ", ";
+      ARROW_ASSIGN_OR_RAISE(std::string schema, sql.QuoteIdentifier(t.schema));
+      ARROW_ASSIGN_OR_RAISE(std::string name, sql.QuoteIdentifier(t.name));
+      statement += schema + "." + name;
+    }
+  }
+  auto created = sql.Query(statement);
+  if (!created.ok()) {
+    if (GetSqlState(created.status()) != kDuplicateObject) return created.status();
+    ARROW_ASSIGN_OR_RAISE(rows, sql.Query(lookup, {options.name}));
+    if (rows.empty()) return created.status();
+    out.all_tables = rows[0][0].value_or("f") == "t";
+    return out;
+  }
+  out.created = true;
+  out.all_tables = options.all_tables;
+  return out;
+}
+
+}  // namespace floe::postgres
