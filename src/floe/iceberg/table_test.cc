@@ -1,0 +1,220 @@
+#include "floe/iceberg/table.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <arrow/api.h>
+#include <gtest/gtest.h>
+
+#include "floe/iceberg/sql_catalog.h"
+
+namespace floe::iceberg {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <typename T>
+T ValueOrDie(arrow::Result<T> result) {
+  EXPECT_TRUE(result.ok()) << result.status().ToString();
+  return std::move(result).ValueOrDie();
+}
+
+class TableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = std::getenv("FLOE_TEST_TMPDIR");
+    dir_ = fs::path(base ? base : fs::temp_directory_path().string()) /
+           ("table_test_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    catalog_ = OpenCatalog();
+    ASSERT_TRUE(catalog_->EnsureNamespace({"db"}).ok());
+  }
+  void TearDown() override {
+    catalog_.reset();
+    fs::remove_all(dir_);
+  }
+
+  std::unique_ptr<SqlCatalog> OpenCatalog() {
+    return ValueOrDie(
+        SqlCatalog::Open("floe", ValueOrDie(OpenSqlite((dir_ / "catalog.db").string()))));
+  }
+
+  Schema TestSchema() {
+    return ValueOrDie(
+        Schema::Make(0, {NestedField::Required(1, "id", Type::Long()),
+                         NestedField::Optional(2, "name", Type::String())}));
+  }
+
+  std::unique_ptr<Table> CreateTable(std::map<std::string, std::string> props = {}) {
+    return ValueOrDie(Table::Create(
+        catalog_.get(), io_, kId, TestSchema(), PartitionSpec{}, SortOrder::Unsorted(),
+        "file://" + (dir_ / "wh" / "db" / "t").string(), std::move(props)));
+  }
+
+  std::shared_ptr<arrow::RecordBatch> Batch(const Table& table, int64_t first,
+                                            int64_t n) {
+    auto schema = ValueOrDie(ToArrowSchema(table.schema()));
+    arrow::Int64Builder ids;
+    arrow::StringBuilder names;
+    for (int64_t i = first; i < first + n; ++i) {
+      EXPECT_TRUE(ids.Append(i).ok());
+      EXPECT_TRUE(names.Append("n" + std::to_string(i)).ok());
+    }
+    return arrow::RecordBatch::Make(
+        schema, n, {ValueOrDie(ids.Finish()), ValueOrDie(names.Finish())});
+  }
+
+  const TableIdentifier kId{{"db"}, "t"};
+  fs::path dir_;
+  std::shared_ptr<FileIO> io_ = MakeLocalFileIO();
+  std::unique_ptr<SqlCatalog> catalog_;
+};
+
+TEST_F(TableTest, CreatedTableLoadsBackWithNoSnapshot) {
+  auto table = CreateTable({{"owner", "floe"}});
+  auto loaded = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
+  EXPECT_EQ(loaded->metadata_location(), table->metadata_location());
+  EXPECT_EQ(loaded->metadata().table_uuid, table->metadata().table_uuid);
+  EXPECT_EQ(loaded->metadata().CurrentSnapshot(), nullptr);
+  EXPECT_EQ(loaded->metadata().properties.at("owner"), "floe");
+  EXPECT_NE(table->metadata_location().find("/metadata/00000-"), std::string::npos);
+  auto again = Table::Create(catalog_.get(), io_, kId, TestSchema(), PartitionSpec{},
+                             SortOrder::Unsorted(), "file:///nowhere");
+  EXPECT_EQ(GetCatalogErrorKind(again.status()), CatalogErrorKind::kAlreadyExists);
+}
+
+TEST_F(TableTest, AppendCommitsOneSnapshotWithTotalsAndTheCallersSummary) {
+  auto table = CreateTable();
+  DataFile a = ValueOrDie(table->WriteDataFile({Batch(*table, 0, 10)}));
+  DataFile b = ValueOrDie(table->WriteDataFile({Batch(*table, 10, 5)}));
+  EXPECT_EQ(a.record_count, 10);
+  EXPECT_EQ(a.lower_bounds.count(1), 1u);
+  Snapshot snap = ValueOrDie(table->AppendFiles({a, b}, {{"floe.commit-lsn", "42"}}));
+
+  auto loaded = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
+  const Snapshot* current = loaded->metadata().CurrentSnapshot();
+  ASSERT_NE(current, nullptr);
+  EXPECT_EQ(current->snapshot_id, snap.snapshot_id);
+  EXPECT_EQ(current->sequence_number, 1);
+  EXPECT_EQ(current->operation, "append");
+  EXPECT_EQ(current->summary.at("floe.commit-lsn"), "42");
+  EXPECT_EQ(current->summary.at("added-records"), "15");
+  EXPECT_EQ(current->summary.at("total-records"), "15");
+  EXPECT_EQ(current->summary.at("total-data-files"), "2");
+
+  auto manifests = ValueOrDie(ReadManifestList(*io_, current->manifest_list));
+  ASSERT_EQ(manifests.size(), 1u);
+  EXPECT_EQ(manifests[0].added_files_count, 2);
+  EXPECT_EQ(manifests[0].sequence_number, 1);
+  auto entries = ValueOrDie(ReadManifest(*io_, manifests[0], *Type::Struct({})));
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].snapshot_id, snap.snapshot_id);
+  EXPECT_EQ(entries[0].sequence_number, 1);
+  EXPECT_EQ(entries[0].data_file.file_path, a.file_path);
+}
+
+TEST_F(TableTest, LaterAppendsReuseEarlierManifestsAndAccumulateTotals) {
+  auto table = CreateTable();
+  ValueOrDie(
+      table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 0, 3)}))}));
+  auto first = ValueOrDie(
+      ReadManifestList(*io_, table->metadata().CurrentSnapshot()->manifest_list));
+  ValueOrDie(
+      table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 3, 4)}))}));
+  const Snapshot* current = table->metadata().CurrentSnapshot();
+  EXPECT_EQ(current->sequence_number, 2);
+  EXPECT_EQ(current->summary.at("total-records"), "7");
+  auto second = ValueOrDie(ReadManifestList(*io_, current->manifest_list));
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[1].manifest_path, first[0].manifest_path);  // not rewritten
+  EXPECT_EQ(second[1].sequence_number, 1);
+  EXPECT_EQ(second[0].sequence_number, 2);
+}
+
+TEST_F(TableTest, AnAppendThatLostARaceRetriesOnTopOfTheWinner) {
+  auto writer_a = CreateTable();
+  auto writer_b = ValueOrDie(Table::Load(catalog_.get(), io_, kId));  // same base
+  Snapshot won = ValueOrDie(writer_a->AppendFiles(
+      {ValueOrDie(writer_a->WriteDataFile({Batch(*writer_a, 0, 1)}))}));
+  Snapshot retried = ValueOrDie(writer_b->AppendFiles(
+      {ValueOrDie(writer_b->WriteDataFile({Batch(*writer_b, 1, 1)}))}));
+  EXPECT_EQ(retried.parent_snapshot_id, won.snapshot_id);
+  EXPECT_EQ(retried.sequence_number, 2);
+  EXPECT_EQ(retried.summary.at("total-records"), "2");
+  // The losing attempt's metadata and manifest list were removed.
+  int metadata_files = 0;
+  for (const auto& f :
+       ValueOrDie(io_->List(writer_a->metadata().location + "/metadata"))) {
+    metadata_files += f.location.ends_with(".metadata.json");
+  }
+  EXPECT_EQ(metadata_files, 3);
+}
+
+TEST_F(TableTest, ConcurrentWritersKeepEveryCommitInOneLinearHistory) {
+  CreateTable();
+  constexpr int kWriters = 4, kCommits = 15;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      auto catalog = OpenCatalog();
+      auto table = ValueOrDie(Table::Load(catalog.get(), io_, kId));
+      for (int i = 0; i < kCommits; ++i) {
+        auto file = ValueOrDie(table->WriteDataFile({Batch(*table, w * 1000 + i, 1)}));
+        CommitOptions options;
+        options.max_attempts = 100;
+        options.min_backoff_ms = 1;
+        ValueOrDie(table->AppendFiles({file}, {}, options));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto table = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
+  const auto& md = table->metadata();
+  ASSERT_EQ(md.snapshots.size(), static_cast<size_t>(kWriters * kCommits));
+  auto chain = md.SnapshotsAncestryOf(md.CurrentSnapshot()->snapshot_id);
+  EXPECT_EQ(chain.size(), md.snapshots.size());  // one line, nothing lost
+  EXPECT_EQ(md.CurrentSnapshot()->summary.at("total-records"),
+            std::to_string(kWriters * kCommits));
+  auto manifests =
+      ValueOrDie(ReadManifestList(*io_, md.CurrentSnapshot()->manifest_list));
+  EXPECT_EQ(manifests.size(), static_cast<size_t>(kWriters * kCommits));
+}
+
+TEST_F(TableTest, WriterPropertiesChooseCodecAndBloomFilters) {
+  auto table = CreateTable({{"write.parquet.compression-codec", "snappy"},
+                            {"write.parquet.bloom-filter-enabled.column.id", "true"},
+                            {"write.parquet.bloom-filter-fpp.column.id", "0.001"}});
+  auto options = ValueOrDie(table->WriterOptions());
+  EXPECT_EQ(options.compression, arrow::Compression::SNAPPY);
+  ASSERT_EQ(options.bloom_filters.size(), 1u);
+  EXPECT_EQ(options.bloom_filters[0].column, "id");
+  EXPECT_DOUBLE_EQ(options.bloom_filters[0].fpp, 0.001);
+
+  auto bad = ValueOrDie(Table::Create(catalog_.get(), io_, {{"db"}, "bad"}, TestSchema(),
+                                      PartitionSpec{}, SortOrder::Unsorted(),
+                                      "file://" + (dir_ / "wh" / "db" / "bad").string(),
+                                      {{"write.parquet.compression-codec", "lzo"}}));
+  EXPECT_TRUE(bad->WriterOptions().status().IsInvalid());
+}
+
+TEST(PartitionPath, PrintsTransformedValuesLikeIceberg) {
+  auto schema =
+      ValueOrDie(Schema::Make(0, {NestedField::Required(1, "ts", Type::TimestampTz()),
+                                  NestedField::Required(2, "name", Type::String())}));
+  PartitionSpec spec;
+  spec.fields = {{1, 1000, "ts_day", Transform::Day()},
+                 {2, 1001, "name", Transform::Identity()}};
+  PartitionTuple tuple{Literal(int32_t{19723}), Literal(std::string("a b/c"))};
+  EXPECT_EQ(PartitionPath(spec, schema, tuple), "ts_day=2024-01-01/name=a%20b%2Fc");
+  PartitionTuple nulls{std::nullopt, std::nullopt};
+  EXPECT_EQ(PartitionPath(spec, schema, nulls), "ts_day=null/name=null");
+}
+
+}  // namespace
+}  // namespace floe::iceberg
