@@ -1,0 +1,653 @@
+#include "floe/source/postgres/snapshot.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace floe::postgres {
+namespace {
+
+int OctalValue(char c) { return c >= '0' && c <= '7' ? c - '0' : -1; }
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+arrow::Result<int64_t> ParseInt64(const std::optional<std::string>& text,
+                                  std::string_view what) {
+  if (!text) return arrow::Status::Invalid(what, " is NULL");
+  int64_t v = 0;
+  const char* end = text->data() + text->size();
+  auto [p, ec] = std::from_chars(text->data(), end, v);
+  if (ec != std::errc() || p != end) {
+    return arrow::Status::Invalid(what, " is not an integer: ", *text);
+  }
+  return v;
+}
+
+std::string DisplayName(const QualifiedTable& t) { return t.schema + "." + t.name; }
+
+// Makes `status` an incomplete-snapshot error, keeping its code and message.
+arrow::Status Incomplete(const arrow::Status& status, int64_t done, int64_t total) {
+  return arrow::Status(
+      status.code(),
+      "snapshot incomplete (" + std::to_string(done) + "/" + std::to_string(total) +
+          " chunks read; discard it and start over): " + status.message(),
+      std::make_shared<SnapshotIncompleteDetail>(done, total));
+}
+
+arrow::Status Exec(PGconn* conn, const std::string& sql, std::string_view context) {
+  std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(conn, sql.c_str()), &PQclear);
+  const ExecStatusType st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    return ResultError(conn, res.get(), context);
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// COPY text
+
+arrow::Status UnescapeCopyText(std::string_view field, std::string* out) {
+  const char* p = field.data();
+  const char* const end = p + field.size();
+  while (p < end) {
+    const char* bs = static_cast<const char*>(std::memchr(p, '\\', end - p));
+    if (bs == nullptr) {
+      out->append(p, end - p);
+      break;
+    }
+    out->append(p, bs - p);
+    p = bs + 1;
+    if (p == end) {
+      return arrow::Status::Invalid("COPY text field ends in a lone backslash");
+    }
+    const char c = *p++;
+    switch (c) {
+      case 'b':
+        out->push_back('\b');
+        break;
+      case 'f':
+        out->push_back('\f');
+        break;
+      case 'n':
+        out->push_back('\n');
+        break;
+      case 'r':
+        out->push_back('\r');
+        break;
+      case 't':
+        out->push_back('\t');
+        break;
+      case 'v':
+        out->push_back('\v');
+        break;
+      case 'x': {
+        // `\x` + one or two hex digits; `\x` without a digit is a plain 'x'.
+        int v = p < end ? HexValue(*p) : -1;
+        if (v < 0) {
+          out->push_back('x');
+          break;
+        }
+        ++p;
+        if (p < end && HexValue(*p) >= 0) v = (v << 4) + HexValue(*p++);
+        out->push_back(static_cast<char>(v));
+        break;
+      }
+      default: {
+        int v = OctalValue(c);
+        if (v < 0) {
+          out->push_back(c);  // `\\`, and any other escaped character is itself
+          break;
+        }
+        for (int i = 0; i < 2 && p < end && OctalValue(*p) >= 0; ++i) {
+          v = (v << 3) + OctalValue(*p++);
+        }
+        out->push_back(static_cast<char>(v & 0xFF));
+        break;
+      }
+    }
+  }
+  return arrow::Status::OK();
+}
+
+void SnapshotBatch::Clear() {
+  data_.clear();
+  offsets_.resize(1);
+  nulls_.clear();
+  num_rows_ = 0;
+}
+
+arrow::Status SnapshotBatch::AppendCopyRow(std::string_view line) {
+  if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+  const size_t ncols = num_columns();
+  const size_t data_mark = data_.size();
+  const size_t value_mark = nulls_.size();
+  auto fail = [&](arrow::Status st) {
+    data_.resize(data_mark);
+    offsets_.resize(value_mark + 1);
+    nulls_.resize(value_mark);
+    return st;
+  };
+  size_t fields = 0;
+  const char* p = line.data();
+  const char* const end = p + line.size();
+  while (true) {
+    const char* tab = static_cast<const char*>(std::memchr(p, '\t', end - p));
+    const char* field_end = tab != nullptr ? tab : end;
+    const std::string_view field(p, field_end - p);
+    if (++fields > ncols) {
+      return fail(arrow::Status::Invalid("COPY row has more than ", ncols, " columns"));
+    }
+    if (IsCopyNull(field)) {
+      nulls_.push_back(1);
+    } else {
+      nulls_.push_back(0);
+      if (std::memchr(field.data(), '\\', field.size()) == nullptr) {
+        data_.append(field);
+      } else {
+        arrow::Status st = UnescapeCopyText(field, &data_);
+        if (!st.ok()) return fail(st);
+      }
+    }
+    offsets_.push_back(data_.size());
+    if (tab == nullptr) break;
+    p = tab + 1;
+  }
+  if (fields != ncols) {
+    return fail(
+        arrow::Status::Invalid("COPY row has ", fields, " columns, expected ", ncols));
+  }
+  ++num_rows_;
+  return arrow::Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// Chunk planning
+
+std::vector<SnapshotChunk> PlanChunks(const TableLayout& table, size_t table_index,
+                                      const ChunkingOptions& options) {
+  const int64_t target_rows = std::max<int64_t>(1, options.target_rows);
+  const int64_t target_pages = std::max<int64_t>(1, options.target_pages);
+  const int64_t max_chunks = std::max<int64_t>(1, options.max_chunks_per_table);
+  const int64_t estimate = std::max<int64_t>(0, table.estimated_rows);
+  std::vector<SnapshotChunk> chunks;
+
+  auto split = [&](ChunkKind kind, int64_t first, __int128 span, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      SnapshotChunk c;
+      c.table_index = table_index;
+      c.kind = kind;
+      if (i > 0) c.lo = static_cast<int64_t>(first + span * i / n);
+      if (i + 1 < n) c.hi = static_cast<int64_t>(first + span * (i + 1) / n);
+      c.estimated_rows = estimate / n + (i < estimate % n ? 1 : 0);
+      chunks.push_back(c);
+    }
+  };
+
+  if (table.integer_key && table.key_min && table.key_max &&
+      *table.key_max >= *table.key_min) {
+    const __int128 span = static_cast<__int128>(*table.key_max) - *table.key_min + 1;
+    // Without a row estimate, assume dense keys.
+    const __int128 rows = table.estimated_rows >= 0 ? table.estimated_rows : span;
+    __int128 n = (rows + target_rows - 1) / target_rows;
+    n = std::min<__int128>({n, span, max_chunks});
+    if (n > 1) {
+      split(ChunkKind::kKeyRange, *table.key_min, span, static_cast<int64_t>(n));
+      return chunks;
+    }
+  } else if (!table.integer_key && !table.partitioned && table.pages > 0) {
+    int64_t n = (table.pages + target_pages - 1) / target_pages;
+    n = std::min(n, max_chunks);
+    if (n > 1) {
+      split(ChunkKind::kPageRange, 0, table.pages, n);
+      return chunks;
+    }
+  }
+  SnapshotChunk whole;
+  whole.table_index = table_index;
+  whole.estimated_rows = estimate;
+  chunks.push_back(whole);
+  return chunks;
+}
+
+std::string ChunkPredicate(const SnapshotChunk& chunk, std::string_view quoted_key) {
+  std::vector<std::string> terms;
+  switch (chunk.kind) {
+    case ChunkKind::kWhole:
+      return "";
+    case ChunkKind::kKeyRange:
+      if (chunk.lo)
+        terms.push_back(std::string(quoted_key) + " >= " + std::to_string(*chunk.lo));
+      if (chunk.hi)
+        terms.push_back(std::string(quoted_key) + " < " + std::to_string(*chunk.hi));
+      break;
+    case ChunkKind::kPageRange:
+      if (chunk.lo)
+        terms.push_back("ctid >= '(" + std::to_string(*chunk.lo) + ",0)'::tid");
+      if (chunk.hi)
+        terms.push_back("ctid < '(" + std::to_string(*chunk.hi) + ",0)'::tid");
+      break;
+  }
+  if (terms.empty()) return "";
+  std::string out = "WHERE " + terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) out += " AND " + terms[i];
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Progress
+
+std::string FormatProgressLine(const SnapshotProgressSample& s) {
+  const bool finished = s.chunks_total > 0 && s.chunks_done >= s.chunks_total;
+  std::string line = "snapshot: " + std::to_string(s.rows);
+  double fraction = -1;
+  if (s.estimated_rows > 0) {
+    line += "/" + std::to_string(std::max(s.rows, finished ? s.rows : s.estimated_rows));
+    fraction = static_cast<double>(s.rows) / static_cast<double>(s.estimated_rows);
+  } else if (s.chunks_total > 0) {
+    fraction = static_cast<double>(s.chunks_done) / static_cast<double>(s.chunks_total);
+  }
+  line += " rows";
+  if (fraction >= 0) {
+    int pct = finished ? 100 : std::min(99, static_cast<int>(fraction * 100));
+    line += " (" + std::to_string(pct) + "%)";
+  }
+  line += ", " + std::to_string(s.chunks_done) + "/" + std::to_string(s.chunks_total) +
+          " chunks";
+  const double seconds = std::chrono::duration<double>(s.elapsed).count();
+  if (seconds > 0 && s.rows > 0) {
+    const double rate = s.rows / seconds;
+    line += ", " + std::to_string(static_cast<int64_t>(rate)) + " rows/s";
+    if (finished) {
+      line += ", done in " + std::to_string(static_cast<int64_t>(seconds + 0.5)) + "s";
+    } else if (fraction > 0 && fraction < 1) {
+      const double eta = seconds * (1 - fraction) / fraction;
+      line += ", ETA " + std::to_string(static_cast<int64_t>(eta + 0.5)) + "s";
+    }
+  }
+  return line;
+}
+
+SnapshotProgressSample SnapshotProgress::Sample() const {
+  SnapshotProgressSample s;
+  s.rows = rows_.load();
+  s.bytes = bytes_.load();
+  s.chunks_done = chunks_done_.load();
+  s.chunks_total = chunks_total_.load();
+  s.estimated_rows = estimated_rows_.load();
+  if (const int64_t start = start_ns_.load(); start != 0) {
+    s.elapsed = std::chrono::steady_clock::now().time_since_epoch() -
+                std::chrono::nanoseconds(start);
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// The reader
+
+SnapshotSource SnapshotSource::Exported(const CreatedSlot& slot) {
+  SnapshotSource s;
+  s.snapshot_name = slot.snapshot_name;
+  s.consistent_point = slot.consistent_point;
+  return s;
+}
+
+SnapshotSource SnapshotSource::Unsynchronized(Lsn low, Lsn high) {
+  SnapshotSource s;
+  s.consistent_point = low;
+  s.low_watermark = low;
+  s.high_watermark = high;
+  return s;
+}
+
+std::string SnapshotIncompleteDetail::ToString() const {
+  return "snapshot incomplete: " + std::to_string(chunks_done_) + "/" +
+         std::to_string(chunks_total_) + " chunks read";
+}
+
+bool IsSnapshotIncomplete(const arrow::Status& status) {
+  return !status.ok() && status.detail() != nullptr &&
+         std::string_view(status.detail()->type_id()) ==
+             SnapshotIncompleteDetail::kTypeId;
+}
+
+struct SnapshotReader::Worker {
+  std::unique_ptr<PgConnection> conn;
+  SnapshotBatch batch;
+  std::thread thread;
+  arrow::Status status;
+};
+
+SnapshotReader::SnapshotReader(SnapshotSource source, SnapshotOptions options)
+    : source_(std::move(source)), options_(std::move(options)) {}
+
+SnapshotReader::~SnapshotReader() {
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+arrow::Result<std::unique_ptr<SnapshotReader>> SnapshotReader::Open(
+    const std::string& conninfo, SnapshotSource source, SnapshotOptions options) {
+  if (options.workers < 1) return arrow::Status::Invalid("snapshot needs >= 1 worker");
+  if (options.batch_rows < 1) options.batch_rows = 1;
+  std::unique_ptr<SnapshotReader> reader(
+      new SnapshotReader(std::move(source), std::move(options)));
+  for (int i = 0; i < reader->options_.workers; ++i) {
+    auto w = std::make_unique<Worker>();
+    ARROW_ASSIGN_OR_RAISE(w->conn, PgConnection::Connect(conninfo));
+    PGconn* conn = w->conn->raw();
+    ARROW_RETURN_NOT_OK(Exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                             "cannot start the snapshot transaction"));
+    if (reader->source_.snapshot_name) {
+      const std::string& name = *reader->source_.snapshot_name;
+      char* literal = PQescapeLiteral(conn, name.data(), name.size());
+      if (literal == nullptr) {
+        return arrow::Status::Invalid("cannot quote the snapshot name: ",
+                                      PQerrorMessage(conn));
+      }
+      std::string sql = std::string("SET TRANSACTION SNAPSHOT ") + literal;
+      PQfreemem(literal);
+      ARROW_RETURN_NOT_OK(Exec(conn, sql, "cannot import the exported snapshot"));
+    } else {
+      // Take the transaction's snapshot now, not at the first chunk.
+      ARROW_RETURN_NOT_OK(Exec(conn, "SELECT 1", "cannot take a snapshot"));
+    }
+    reader->workers_.push_back(std::move(w));
+  }
+  return reader;
+}
+
+arrow::Result<TableLayout> SnapshotReader::DescribeTable(PgConnection& conn,
+                                                         const QualifiedTable& t) {
+  TableLayout layout;
+  layout.name = t;
+  ARROW_ASSIGN_OR_RAISE(
+      auto rel,
+      conn.Query("SELECT c.oid::text, c.relkind::text, c.reltuples::bigint, "
+                 "pg_relation_size(c.oid) / current_setting('block_size')::bigint"
+                 " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                 " WHERE n.nspname = $1 AND c.relname = $2",
+                 {t.schema, t.name}));
+  if (rel.empty()) {
+    return arrow::Status::KeyError("table ", DisplayName(t), " does not exist");
+  }
+  const std::string oid = rel[0][0].value_or("");
+  const std::string relkind = rel[0][1].value_or("");
+  if (relkind != "r" && relkind != "p") {
+    return arrow::Status::Invalid(DisplayName(t), " is not a table (relkind ", relkind,
+                                  ")");
+  }
+  layout.partitioned = relkind == "p";
+  ARROW_ASSIGN_OR_RAISE(layout.estimated_rows, ParseInt64(rel[0][2], "reltuples"));
+  ARROW_ASSIGN_OR_RAISE(layout.pages, ParseInt64(rel[0][3], "relation pages"));
+  if (layout.partitioned) layout.estimated_rows = -1;
+
+  // Generated columns are left out: pgoutput does not send them either (PG <= 17).
+  ARROW_ASSIGN_OR_RAISE(
+      auto cols, conn.Query("SELECT attname FROM pg_attribute WHERE attrelid = $1::oid "
+                            "AND attnum > 0 AND NOT attisdropped AND attgenerated = '' "
+                            "ORDER BY attnum",
+                            {oid}));
+  for (auto& row : cols) layout.columns.push_back(row[0].value_or(""));
+  if (layout.columns.empty()) {
+    return arrow::Status::Invalid(DisplayName(t), " has no columns to snapshot");
+  }
+
+  ARROW_ASSIGN_OR_RAISE(
+      auto key, conn.Query("SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+                           "ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
+                           "WHERE i.indrelid = $1::oid AND i.indisprimary "
+                           "AND i.indnkeyatts = 1 "
+                           "AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, "
+                           "'int8'::regtype)",
+                           {oid}));
+  if (!key.empty() && key[0][0]) {
+    layout.integer_key = *key[0][0];
+    ARROW_ASSIGN_OR_RAISE(std::string qkey, conn.QuoteIdentifier(*layout.integer_key));
+    ARROW_ASSIGN_OR_RAISE(std::string qschema, conn.QuoteIdentifier(t.schema));
+    ARROW_ASSIGN_OR_RAISE(std::string qname, conn.QuoteIdentifier(t.name));
+    ARROW_ASSIGN_OR_RAISE(auto mm,
+                          conn.Query("SELECT min(" + qkey + ")::text, max(" + qkey +
+                                     ")::text FROM " + qschema + "." + qname));
+    if (!mm.empty() && mm[0][0] && mm[0][1]) {
+      ARROW_ASSIGN_OR_RAISE(layout.key_min, ParseInt64(mm[0][0], "key minimum"));
+      ARROW_ASSIGN_OR_RAISE(layout.key_max, ParseInt64(mm[0][1], "key maximum"));
+    }
+  }
+  // Never analysed (reltuples -1): an empty heap has no rows, a key table is
+  // assumed dense; otherwise the size stays unknown.
+  if (layout.estimated_rows < 0 && !layout.partitioned) {
+    if (layout.pages == 0) {
+      layout.estimated_rows = 0;
+    } else if (layout.key_min && layout.key_max) {
+      const __int128 span = static_cast<__int128>(*layout.key_max) - *layout.key_min + 1;
+      layout.estimated_rows = static_cast<int64_t>(std::min<__int128>(span, INT64_MAX));
+    }
+  }
+  return layout;
+}
+
+arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layout,
+                                        const SnapshotChunk& chunk,
+                                        const SnapshotSink& sink) {
+  PgConnection& conn = *worker.conn;
+  std::string sql = "COPY (SELECT ";
+  for (size_t i = 0; i < layout.columns.size(); ++i) {
+    ARROW_ASSIGN_OR_RAISE(std::string q, conn.QuoteIdentifier(layout.columns[i]));
+    if (i > 0) sql += ", ";
+    sql += q;
+  }
+  ARROW_ASSIGN_OR_RAISE(std::string qschema, conn.QuoteIdentifier(layout.name.schema));
+  ARROW_ASSIGN_OR_RAISE(std::string qname, conn.QuoteIdentifier(layout.name.name));
+  sql += " FROM " + qschema + "." + qname;
+  std::string qkey;
+  if (chunk.kind == ChunkKind::kKeyRange) {
+    ARROW_ASSIGN_OR_RAISE(qkey, conn.QuoteIdentifier(*layout.integer_key));
+  }
+  const std::string predicate = ChunkPredicate(chunk, qkey);
+  if (!predicate.empty()) sql += " " + predicate;
+  sql += ") TO STDOUT";
+
+  PGconn* raw = conn.raw();
+  {
+    std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(raw, sql.c_str()), &PQclear);
+    if (!res || PQresultStatus(res.get()) != PGRES_COPY_OUT) {
+      return ResultError(raw, res.get(),
+                         "COPY of " + DisplayName(layout.name) + " failed");
+    }
+  }
+  SnapshotProgress::Table& tp = *progress_.tables_[chunk.table_index];
+  SnapshotBatch& batch = worker.batch;
+  batch.Clear();
+  batch.table_index = chunk.table_index;
+  batch.table = &layout.name;
+  batch.column_names = &layout.columns;
+
+  auto flush = [&]() -> arrow::Status {
+    if (batch.num_rows() == 0) return arrow::Status::OK();
+    const int64_t rows = static_cast<int64_t>(batch.num_rows());
+    ARROW_RETURN_NOT_OK(sink(batch));
+    progress_.rows_ += rows;
+    tp.rows += rows;
+    batch.Clear();
+    return arrow::Status::OK();
+  };
+
+  while (true) {
+    char* buf = nullptr;
+    const int n = PQgetCopyData(raw, &buf, /*async=*/0);
+    if (n > 0) {
+      arrow::Status st = batch.AppendCopyRow(std::string_view(buf, n));
+      PQfreemem(buf);
+      if (!st.ok())
+        return st.WithMessage("COPY of ", DisplayName(layout.name), ": ", st.message());
+      progress_.bytes_ += n;
+      tp.bytes += n;
+      if (batch.num_rows() >= options_.batch_rows ||
+          batch.data_size() >= options_.batch_bytes) {
+        if (cancelled_.load(std::memory_order_relaxed)) {
+          return arrow::Status::Cancelled("snapshot cancelled");
+        }
+        if (failed_.load(std::memory_order_relaxed)) {
+          return arrow::Status::Cancelled("another snapshot worker failed");
+        }
+        ARROW_RETURN_NOT_OK(flush());
+      }
+      continue;
+    }
+    if (n == -1) break;
+    return ResultError(raw, nullptr, "COPY of " + DisplayName(layout.name) + " failed");
+  }
+  // The COPY's final result says whether all of it arrived.
+  std::unique_ptr<PGresult, decltype(&PQclear)> res(PQgetResult(raw), &PQclear);
+  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    return ResultError(raw, res.get(), "COPY of " + DisplayName(layout.name) + " failed");
+  }
+  while (PGresult* extra = PQgetResult(raw)) PQclear(extra);
+  ARROW_RETURN_NOT_OK(flush());
+  return arrow::Status::OK();
+}
+
+arrow::Status SnapshotReader::RunWorker(Worker& worker,
+                                        const std::vector<TableLayout>& layouts,
+                                        const std::vector<SnapshotChunk>& chunks,
+                                        std::atomic<size_t>& next,
+                                        const SnapshotSink& sink) {
+  while (true) {
+    if (cancelled_.load()) return arrow::Status::Cancelled("snapshot cancelled");
+    if (failed_.load()) return arrow::Status::Cancelled("another snapshot worker failed");
+    const size_t i = next.fetch_add(1);
+    if (i >= chunks.size()) return arrow::Status::OK();
+    const SnapshotChunk& chunk = chunks[i];
+    ARROW_RETURN_NOT_OK(ReadChunk(worker, layouts[chunk.table_index], chunk, sink));
+    ++progress_.tables_[chunk.table_index]->chunks_done;
+    ++progress_.chunks_done_;
+  }
+}
+
+arrow::Result<SnapshotResult> SnapshotReader::Run(
+    const std::vector<QualifiedTable>& tables, const SnapshotSink& sink) {
+  if (ran_) return arrow::Status::Invalid("a SnapshotReader runs once");
+  ran_ = true;
+  const auto start = std::chrono::steady_clock::now();
+  auto fail = [&](const arrow::Status& st) {
+    // Closing the connections ends their transactions and any COPY in flight.
+    for (auto& w : workers_) w->conn.reset();
+    return Incomplete(st, progress_.chunks_done_.load(), progress_.chunks_total_.load());
+  };
+
+  // Plan inside the snapshot: the catalog, key bounds and sizes as the snapshot sees
+  // them (sizes are the current ones; the open last chunk covers any difference).
+  std::vector<TableLayout> layouts;
+  std::vector<SnapshotChunk> chunks;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    auto layout = DescribeTable(*workers_[0]->conn, tables[i]);
+    if (!layout.ok()) return fail(layout.status());
+    std::vector<SnapshotChunk> planned = PlanChunks(*layout, i, options_.chunking);
+    auto tp = std::make_unique<SnapshotProgress::Table>();
+    tp->name = tables[i];
+    tp->chunks_total = static_cast<int64_t>(planned.size());
+    tp->estimated_rows = layout->estimated_rows;
+    progress_.estimated_rows_ += std::max<int64_t>(0, layout->estimated_rows);
+    progress_.tables_.push_back(std::move(tp));
+    chunks.insert(chunks.end(), planned.begin(), planned.end());
+    layouts.push_back(std::move(*layout));
+  }
+  // A table whose size is unknown makes the row total meaningless.
+  for (const auto& l : layouts) {
+    if (l.estimated_rows < 0) progress_.estimated_rows_ = 0;
+  }
+  progress_.chunks_total_ = static_cast<int64_t>(chunks.size());
+  progress_.start_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch())
+          .count();
+  progress_.planned_.store(true, std::memory_order_release);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread reporter;
+  const bool report = options_.progress_stream != nullptr || options_.on_progress;
+  if (report) {
+    reporter = std::thread([&] {
+      FILE* out = options_.progress_stream;
+      const bool tty = out != nullptr && isatty(fileno(out));
+      const auto interval =
+          tty ? options_.progress_tty_interval : options_.progress_interval;
+      std::unique_lock<std::mutex> lock(mu);
+      while (true) {
+        const bool last = cv.wait_for(lock, interval, [&] { return done; });
+        const SnapshotProgressSample s = progress_.Sample();
+        if (options_.on_progress) options_.on_progress(s);
+        if (out != nullptr) {
+          const std::string line = FormatProgressLine(s);
+          if (tty) {
+            std::fprintf(out, "\r%s\x1b[K%s", line.c_str(), last ? "\n" : "");
+          } else {
+            std::fprintf(out, "%s\n", line.c_str());
+          }
+          std::fflush(out);
+        }
+        if (last) break;
+      }
+    });
+  }
+
+  std::atomic<size_t> next{0};
+  for (auto& w : workers_) {
+    Worker* worker = w.get();
+    worker->thread = std::thread([this, worker, &layouts, &chunks, &next, &sink] {
+      worker->status = RunWorker(*worker, layouts, chunks, next, sink);
+      if (!worker->status.ok()) failed_.store(true);
+    });
+  }
+  for (auto& w : workers_) w->thread.join();
+  if (reporter.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+    reporter.join();
+  }
+
+  // Report the root cause, not the workers that stopped because of it.
+  arrow::Status first;
+  for (auto& w : workers_) {
+    if (w->status.ok()) continue;
+    if (first.ok() || (first.IsCancelled() && !w->status.IsCancelled()))
+      first = w->status;
+  }
+  if (cancelled_.load() && first.ok())
+    first = arrow::Status::Cancelled("snapshot cancelled");
+  if (!first.ok()) return fail(first);
+  for (auto& w : workers_) {
+    arrow::Status st = Exec(w->conn->raw(), "COMMIT", "cannot end the snapshot");
+    if (!st.ok()) return fail(st);
+  }
+
+  SnapshotResult result;
+  result.consistent_point = source_.consistent_point;
+  for (const auto& tp : progress_.tables_) {
+    result.tables.push_back(TableSnapshotStats{tp->name, tp->rows.load(),
+                                               tp->bytes.load(), tp->chunks_done.load()});
+    result.rows += tp->rows.load();
+    result.bytes += tp->bytes.load();
+  }
+  result.elapsed = std::chrono::steady_clock::now() - start;
+  return result;
+}
+
+}  // namespace floe::postgres
