@@ -1,0 +1,761 @@
+#include "floe/source/postgres/change_stream.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+#include <type_traits>
+
+#include <arrow/array.h>
+#include <arrow/builder.h>
+#include <arrow/record_batch.h>
+#include <arrow/type.h>
+
+#include "floe/source/postgres/replication_connection.h"
+
+namespace floe::postgres {
+
+namespace {
+
+constexpr std::chrono::milliseconds kRunSlice{200};
+
+// The xid a data message came with; set only inside a stream block.
+std::optional<TransactionId> DataXid(const PgOutputMessage& message) {
+  return std::visit(
+      [](const auto& m) -> std::optional<TransactionId> {
+        if constexpr (requires { m.xid; }) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(m.xid)>,
+                                       std::optional<TransactionId>>) {
+            return m.xid;
+          }
+        }
+        return std::nullopt;
+      },
+      message);
+}
+
+bool IsDataMessage(MessageType type) {
+  switch (type) {
+    case MessageType::kRelation:
+    case MessageType::kType:
+    case MessageType::kInsert:
+    case MessageType::kUpdate:
+    case MessageType::kDelete:
+    case MessageType::kTruncate:
+    case MessageType::kMessage:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A spill record: Int64 wal_start, Int32 xid, Int32 size (host byte order: the file
+// never leaves this process), then the pgoutput message.
+struct SpillHeader {
+  uint64_t wal_start;
+  uint32_t xid;
+  uint32_t size;
+};
+static_assert(sizeof(SpillHeader) == 16);
+
+arrow::Status IoError(const std::string& what, const std::filesystem::path& path) {
+  return arrow::Status::IOError(what, " ", path.string(), ": ", std::strerror(errno));
+}
+
+CapturedMessage Capture(const LogicalMessage& m) {
+  CapturedMessage out;
+  out.transactional = m.transactional;
+  out.lsn = m.lsn;
+  out.prefix = std::string(m.prefix);
+  out.content = std::string(m.content);
+  out.xid = m.xid;
+  return out;
+}
+
+}  // namespace
+
+arrow::FieldVector CdcMetadataFields() {
+  return {
+      arrow::field(kCdcOp, arrow::utf8()),
+      arrow::field(kCdcTs, arrow::timestamp(arrow::TimeUnit::MICRO, "UTC")),
+      arrow::field(kCdcSourceLsn, arrow::int64()),
+      arrow::field(kCdcSourceTxId, arrow::int64()),
+      arrow::field(kCdcCommitLsn, arrow::int64()),
+      arrow::field(kCdcSeq, arrow::int32()),
+      arrow::field(kCdcUnchanged, arrow::list(arrow::utf8())),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// ReplicationMessageSource
+
+arrow::Result<std::optional<SourceMessage>> ReplicationMessageSource::Read(
+    std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    ARROW_ASSIGN_OR_RAISE(
+        auto raw, connection_->ReadMessage(std::max(left, std::chrono::milliseconds(0))));
+    if (!raw) return std::nullopt;
+    ARROW_ASSIGN_OR_RAISE(ReplicationMessage envelope, DecodeReplicationMessage(*raw));
+    if (const auto* x = std::get_if<XLogData>(&envelope)) {
+      return SourceMessage{x->wal_start, x->payload};
+    }
+    // A keepalive: the connection answered it if asked; keep waiting.
+    if (Clock::now() >= deadline) return std::nullopt;
+  }
+}
+
+void ReplicationMessageSource::ReportDurable(Lsn lsn) { connection_->ReportDurable(lsn); }
+
+// ---------------------------------------------------------------------------
+// Internal state
+
+struct ChangeStream::TableState {
+  std::shared_ptr<const TableShape> shape;
+  std::vector<ColumnConverter> converters;
+  /// The columns whose change makes an update a delete + insert.
+  std::vector<int> key_columns;
+  /// The shape the sink was last given.
+  std::shared_ptr<const TableShape> delivered;
+};
+
+struct ChangeStream::TableBuilder {
+  std::shared_ptr<const TableShape> shape;
+  const TableState* state = nullptr;
+  std::vector<std::unique_ptr<arrow::ArrayBuilder>> columns;
+  arrow::StringBuilder op;
+  arrow::TimestampBuilder ts{arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
+                             arrow::default_memory_pool()};
+  arrow::Int64Builder source_lsn;
+  arrow::Int64Builder xid;
+  arrow::Int64Builder commit_lsn;
+  arrow::Int32Builder seq;
+  std::shared_ptr<arrow::StringBuilder> unchanged_names =
+      std::make_shared<arrow::StringBuilder>();
+  arrow::ListBuilder unchanged{arrow::default_memory_pool(), unchanged_names,
+                               arrow::list(arrow::utf8())};
+  int64_t rows = 0;
+  std::vector<QuarantineCandidate> issues;
+  std::vector<ConversionIssue> found;
+};
+
+struct ChangeStream::Transaction {
+  TransactionInfo info;
+  /// Committed at or below start_after: decoded, not delivered.
+  bool skip = false;
+  /// A streamed transaction being replayed after its commit: batches go to the sink
+  /// as soon as they are full.
+  bool deliver_now = false;
+  bool begun = false;
+  int32_t next_seq = 0;
+  std::unordered_map<Oid, std::unique_ptr<TableBuilder>> builders;
+  /// Tables with an open builder, in the order the builders were opened.
+  std::vector<Oid> builder_order;
+  std::vector<std::variant<TableChanges, CapturedMessage>> pending;
+};
+
+struct ChangeStream::Spill {
+  std::filesystem::path path;
+  std::FILE* file = nullptr;
+  int64_t bytes = 0;
+  /// Subtransactions aborted while streaming: their changes are skipped on replay.
+  std::unordered_set<TransactionId> aborted;
+};
+
+// ---------------------------------------------------------------------------
+// Construction
+
+arrow::Result<std::unique_ptr<ChangeStream>> ChangeStream::Make(
+    MessageSource* source, PgOutputOptions decoder_options, AttributeLookup* attributes,
+    TypeResolver* types, ChangeSink* sink, Options options) {
+  if (source == nullptr || types == nullptr || sink == nullptr) {
+    return arrow::Status::Invalid(
+        "ChangeStream needs a source, a type resolver and a sink");
+  }
+  if (options.max_batch_rows < 1) {
+    return arrow::Status::Invalid("max_batch_rows must be positive");
+  }
+  ARROW_ASSIGN_OR_RAISE(PgOutputDecoder decoder, PgOutputDecoder::Make(decoder_options));
+  std::filesystem::path dir = options.spill_directory;
+  bool owns = false;
+  std::error_code ec;
+  if (dir.empty()) {
+    std::string templ =
+        (std::filesystem::temp_directory_path(ec) / "floe-spill-XXXXXX").string();
+    if (ec) return arrow::Status::IOError("no temp directory: ", ec.message());
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return IoError("cannot create spill directory", templ);
+    }
+    dir = templ;
+    owns = true;
+  } else {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return arrow::Status::IOError("cannot create spill directory ", dir.string(), ": ",
+                                    ec.message());
+    }
+  }
+  return std::unique_ptr<ChangeStream>(
+      new ChangeStream(source, std::move(decoder), attributes, types, sink,
+                       std::move(options), std::move(dir), owns));
+}
+
+ChangeStream::ChangeStream(MessageSource* source, PgOutputDecoder decoder,
+                           AttributeLookup* attributes, TypeResolver* types,
+                           ChangeSink* sink, Options options,
+                           std::filesystem::path spill_directory,
+                           bool owns_spill_directory)
+    : source_(source),
+      decoder_(std::move(decoder)),
+      relations_(attributes),
+      types_(types),
+      sink_(sink),
+      options_(std::move(options)),
+      spill_directory_(std::move(spill_directory)),
+      owns_spill_directory_(owns_spill_directory) {}
+
+ChangeStream::~ChangeStream() {
+  std::vector<TransactionId> xids;
+  for (const auto& [xid, spill] : spills_) xids.push_back(xid);
+  for (TransactionId xid : xids) RemoveSpill(xid);
+  if (owns_spill_directory_) {
+    std::error_code ec;
+    std::filesystem::remove_all(spill_directory_, ec);
+  }
+}
+
+std::filesystem::path ChangeStream::SpillPath(TransactionId xid) const {
+  return spill_directory_ / ("xid-" + std::to_string(xid) + ".spill");
+}
+
+void ChangeStream::ReportDurable(Lsn end_lsn) { source_->ReportDurable(end_lsn); }
+
+// ---------------------------------------------------------------------------
+// The read loop
+
+arrow::Result<bool> ChangeStream::Poll(std::chrono::milliseconds timeout) {
+  ARROW_ASSIGN_OR_RAISE(std::optional<SourceMessage> message, source_->Read(timeout));
+  if (!message) return false;
+  ARROW_RETURN_NOT_OK(Process(message->wal_start, message->payload));
+  return true;
+}
+
+arrow::Status ChangeStream::Run(std::chrono::steady_clock::time_point deadline,
+                                int64_t max_transactions) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t target = stats_.transactions_delivered + max_transactions;
+  while (!stop_requested()) {
+    if (max_transactions >= 0 && stats_.transactions_delivered >= target) break;
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    const auto wait = std::min<Clock::duration>(deadline - now, kRunSlice);
+    ARROW_RETURN_NOT_OK(
+        Poll(std::chrono::duration_cast<std::chrono::milliseconds>(wait)).status());
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status ChangeStream::Process(Lsn wal_start, std::string_view payload) {
+  ARROW_ASSIGN_OR_RAISE(PgOutputMessage message, decoder_.Decode(payload));
+  const MessageType type = TypeOf(message);
+
+  if (stream_xid_ && IsDataMessage(type)) {
+    return SpillMessage(wal_start, payload, message);
+  }
+  switch (type) {
+    case MessageType::kBegin: {
+      const auto& m = std::get<BeginMessage>(message);
+      if (current_) return arrow::Status::Invalid("pgoutput BEGIN inside a transaction");
+      current_ = std::make_unique<Transaction>();
+      current_->info.xid = m.xid;
+      current_->info.commit_lsn = m.final_lsn;
+      current_->info.commit_time = m.commit_time;
+      current_->skip = m.final_lsn <= options_.start_after;
+      return arrow::Status::OK();
+    }
+    case MessageType::kCommit: {
+      const auto& m = std::get<CommitMessage>(message);
+      if (!current_)
+        return arrow::Status::Invalid("pgoutput COMMIT outside a transaction");
+      current_->info.commit_lsn = m.commit_lsn;
+      current_->info.end_lsn = m.end_lsn;
+      current_->info.commit_time = m.commit_time;
+      std::unique_ptr<Transaction> tx = std::move(current_);
+      return CommitTransaction(tx.get());
+    }
+    case MessageType::kStreamStart: {
+      const auto& m = std::get<StreamStartMessage>(message);
+      auto& spill = spills_[m.xid];
+      if (!spill) {
+        spill = std::make_unique<Spill>();
+        spill->path = SpillPath(m.xid);
+      }
+      // A first segment starts the file afresh (a crash may have left one behind).
+      const char* mode = m.first_segment ? "wb" : "ab";
+      if (m.first_segment) {
+        spill_bytes_ -= spill->bytes;
+        spill->bytes = 0;
+        spill->aborted.clear();
+      }
+      spill->file = std::fopen(spill->path.c_str(), mode);
+      if (spill->file == nullptr) return IoError("cannot open spill file", spill->path);
+      stream_xid_ = m.xid;
+      return arrow::Status::OK();
+    }
+    case MessageType::kStreamStop: {
+      auto it = spills_.find(*stream_xid_);
+      stream_xid_.reset();
+      // Closed between blocks so that many open streamed transactions do not hold as
+      // many file descriptors.
+      if (it != spills_.end()) return CloseSpillFile(it->second.get());
+      return arrow::Status::OK();
+    }
+    case MessageType::kStreamCommit:
+      return OnStreamCommit(std::get<StreamCommitMessage>(message));
+    case MessageType::kStreamAbort:
+      return OnStreamAbort(std::get<StreamAbortMessage>(message));
+    case MessageType::kOrigin:
+      return arrow::Status::OK();
+    case MessageType::kBeginPrepare:
+    case MessageType::kPrepare:
+    case MessageType::kStreamPrepare:
+    case MessageType::kCommitPrepared:
+    case MessageType::kRollbackPrepared:
+      return arrow::Status::NotImplemented(
+          "two-phase transactions are not supported by the change stream (pgoutput ",
+          MessageTypeName(type), ")");
+    default:
+      break;
+  }
+  // Data messages outside a stream block.
+  if (const auto* m = std::get_if<LogicalMessage>(&message); m && !m->transactional) {
+    return EmitMessage(nullptr, Capture(*m));
+  }
+  if (current_) return ApplyData(current_.get(), wal_start, message);
+  if (type == MessageType::kRelation) {
+    return ApplyRelation(nullptr, std::get<RelationMessage>(message));
+  }
+  if (type == MessageType::kType) return arrow::Status::OK();
+  return arrow::Status::Invalid("pgoutput ", MessageTypeName(type),
+                                " outside a transaction");
+}
+
+arrow::Status ChangeStream::SpillMessage(Lsn wal_start, std::string_view payload,
+                                         const PgOutputMessage& message) {
+  // A non-transactional message is not part of the streamed transaction.
+  if (const auto* m = std::get_if<LogicalMessage>(&message); m && !m->transactional) {
+    return EmitMessage(nullptr, Capture(*m));
+  }
+  Spill* spill = spills_.at(*stream_xid_).get();
+  const std::optional<TransactionId> xid = DataXid(message);
+  SpillHeader header{wal_start.value(), xid.value_or(*stream_xid_),
+                     static_cast<uint32_t>(payload.size())};
+  if (std::fwrite(&header, sizeof header, 1, spill->file) != 1 ||
+      std::fwrite(payload.data(), 1, payload.size(), spill->file) != payload.size()) {
+    return IoError("cannot write spill file", spill->path);
+  }
+  const int64_t n = static_cast<int64_t>(sizeof header + payload.size());
+  spill->bytes += n;
+  spill_bytes_ += n;
+  stats_.spilled_bytes += n;
+  stats_.peak_spill_bytes = std::max(stats_.peak_spill_bytes, spill_bytes_);
+  return arrow::Status::OK();
+}
+
+arrow::Status ChangeStream::CloseSpillFile(Spill* spill) {
+  if (spill->file == nullptr) return arrow::Status::OK();
+  const int rc = std::fclose(spill->file);
+  spill->file = nullptr;
+  if (rc != 0) return IoError("cannot write spill file", spill->path);
+  return arrow::Status::OK();
+}
+
+void ChangeStream::RemoveSpill(TransactionId xid) {
+  auto it = spills_.find(xid);
+  if (it == spills_.end()) return;
+  if (it->second->file != nullptr) std::fclose(it->second->file);
+  std::error_code ec;
+  std::filesystem::remove(it->second->path, ec);
+  spill_bytes_ -= it->second->bytes;
+  spills_.erase(it);
+}
+
+arrow::Status ChangeStream::OnStreamAbort(const StreamAbortMessage& message) {
+  auto it = spills_.find(message.xid);
+  if (message.subxid == message.xid) {
+    RemoveSpill(message.xid);
+    ++stats_.streamed_aborts;
+  } else if (it != spills_.end()) {
+    it->second->aborted.insert(message.subxid);
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status ChangeStream::OnStreamCommit(const StreamCommitMessage& message) {
+  Transaction tx;
+  tx.info.xid = message.xid;
+  tx.info.commit_lsn = message.commit_lsn;
+  tx.info.end_lsn = message.end_lsn;
+  tx.info.commit_time = message.commit_time;
+  tx.info.streamed = true;
+  tx.skip = message.commit_lsn <= options_.start_after;
+  tx.deliver_now = true;
+  ++stats_.streamed_transactions;
+
+  auto it = spills_.find(message.xid);
+  if (it != spills_.end()) {
+    Spill* spill = it->second.get();
+    ARROW_RETURN_NOT_OK(CloseSpillFile(spill));
+    if (!tx.skip) ARROW_RETURN_NOT_OK(BeginDelivery(&tx));
+    // Replay through a decoder of its own, inside a synthetic stream block, so the
+    // spilled messages decode exactly as they did when they arrived.
+    ARROW_ASSIGN_OR_RAISE(PgOutputDecoder replay,
+                          PgOutputDecoder::Make(decoder_.options()));
+    std::string start(6, '\0');
+    start[0] = static_cast<char>(MessageType::kStreamStart);
+    for (int i = 0; i < 4; ++i) {
+      start[1 + i] = static_cast<char>((message.xid >> (8 * (3 - i))) & 0xFF);
+    }
+    start[5] = 1;
+    ARROW_RETURN_NOT_OK(replay.Decode(start).status());
+
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(
+        std::fopen(spill->path.c_str(), "rb"), &std::fclose);
+    if (!in) return IoError("cannot open spill file", spill->path);
+    std::string buffer;
+    while (true) {
+      SpillHeader header;
+      const size_t got = std::fread(&header, 1, sizeof header, in.get());
+      if (got == 0 && std::feof(in.get())) break;
+      if (got != sizeof header) return IoError("truncated spill file", spill->path);
+      buffer.resize(header.size);
+      if (std::fread(buffer.data(), 1, header.size, in.get()) != header.size) {
+        return IoError("truncated spill file", spill->path);
+      }
+      ARROW_ASSIGN_OR_RAISE(PgOutputMessage m, replay.Decode(buffer));
+      const MessageType type = TypeOf(m);
+      // Relation messages are applied even from an aborted subtransaction: pgoutput
+      // does not resend a relation's schema to the rest of the transaction, and a
+      // schema change rolled back with the subtransaction makes it send a new one.
+      if (spill->aborted.contains(header.xid) && type != MessageType::kRelation) {
+        continue;
+      }
+      ARROW_RETURN_NOT_OK(ApplyData(&tx, Lsn(header.wal_start), m));
+    }
+    RemoveSpill(message.xid);
+  }
+  return CommitTransaction(&tx);
+}
+
+// ---------------------------------------------------------------------------
+// Building rows
+
+arrow::Status ChangeStream::ApplyData(Transaction* tx, Lsn wal_start,
+                                      const PgOutputMessage& message) {
+  if (const auto* m = std::get_if<RelationMessage>(&message)) {
+    return ApplyRelation(tx, *m);
+  }
+  if (std::holds_alternative<TypeMessage>(message)) return arrow::Status::OK();
+  if (const auto* m = std::get_if<InsertMessage>(&message)) {
+    return AppendRow(tx, m->relation_id, 'c', wal_start, m->new_tuple);
+  }
+  if (const auto* m = std::get_if<UpdateMessage>(&message)) {
+    if (m->old_kind != OldTupleKind::kNone) {
+      auto state = tables_.find(m->relation_id);
+      if (state == tables_.end()) {
+        return arrow::Status::Invalid("pgoutput UPDATE of unknown relation ",
+                                      m->relation_id);
+      }
+      bool key_changed = false;
+      for (int i : state->second->key_columns) {
+        if (static_cast<size_t>(i) >= m->old_tuple.size() ||
+            static_cast<size_t>(i) >= m->new_tuple.size()) {
+          break;  // AppendRow reports the malformed tuple
+        }
+        const TupleValue& before = m->old_tuple[i];
+        const TupleValue& after = m->new_tuple[i];
+        if (after.is_unchanged_toast() || before.is_unchanged_toast()) continue;
+        if (before.kind != after.kind || before.bytes != after.bytes) {
+          key_changed = true;
+          break;
+        }
+      }
+      if (key_changed) {
+        ARROW_RETURN_NOT_OK(AppendRow(tx, m->relation_id, 'd', wal_start, m->old_tuple));
+        return AppendRow(tx, m->relation_id, 'c', wal_start, m->new_tuple);
+      }
+    }
+    return AppendRow(tx, m->relation_id, 'u', wal_start, m->new_tuple);
+  }
+  if (const auto* m = std::get_if<DeleteMessage>(&message)) {
+    return AppendRow(tx, m->relation_id, 'd', wal_start, m->old_tuple);
+  }
+  if (const auto* m = std::get_if<TruncateMessage>(&message)) {
+    for (Oid relation_id : m->relation_ids) {
+      ARROW_RETURN_NOT_OK(AppendRow(tx, relation_id, 't', wal_start, TupleData{}));
+    }
+    return arrow::Status::OK();
+  }
+  if (const auto* m = std::get_if<LogicalMessage>(&message)) {
+    CapturedMessage captured = Capture(*m);
+    if (!m->transactional) return EmitMessage(nullptr, std::move(captured));
+    if (!captured.xid) captured.xid = tx->info.xid;
+    return EmitMessage(tx, std::move(captured));
+  }
+  return arrow::Status::Invalid("pgoutput ", MessageTypeName(TypeOf(message)),
+                                " inside a transaction");
+}
+
+arrow::Status ChangeStream::ApplyRelation(Transaction* tx,
+                                          const RelationMessage& message) {
+  ARROW_ASSIGN_OR_RAISE(RelationUpdate update, relations_.Apply(message));
+  auto& state = tables_[message.relation_id];
+  if (update.kind == RelationUpdate::Kind::kUnchanged && state) {
+    return arrow::Status::OK();
+  }
+  // Rows of the old shape are finished before the new shape's first row.
+  if (tx != nullptr && tx->builders.contains(message.relation_id)) {
+    ARROW_RETURN_NOT_OK(FinishBuilder(tx, message.relation_id));
+  }
+  auto next = std::make_unique<TableState>();
+  auto shape = std::make_shared<TableShape>();
+  shape->relation_id = message.relation_id;
+  shape->version = state && state->shape ? state->shape->version + 1 : 1;
+  shape->relation = *update.relation;
+  arrow::FieldVector fields;
+  for (const RelationColumnInfo& column : shape->relation.columns) {
+    ARROW_ASSIGN_OR_RAISE(PgTypeInfo type,
+                          types_->Resolve(column.type_oid, column.type_modifier));
+    ColumnMapping mapping = MapType(type);
+    fields.push_back(arrow::field(column.name, mapping.type));
+    next->converters.emplace_back(column.name, std::move(mapping));
+  }
+  for (auto& f : CdcMetadataFields()) fields.push_back(std::move(f));
+  shape->schema = arrow::schema(std::move(fields));
+
+  // The key that identifies a row downstream: the primary key when the old image
+  // carries it, else the replica identity (never all columns of REPLICA IDENTITY
+  // FULL: then an update would look like a key change whenever any value changed).
+  std::vector<int> pk, identity;
+  for (size_t i = 0; i < shape->relation.columns.size(); ++i) {
+    const auto& c = shape->relation.columns[i];
+    if (c.is_primary_key) pk.push_back(static_cast<int>(i));
+    if (c.is_replica_identity) identity.push_back(static_cast<int>(i));
+  }
+  if (shape->relation.replica_identity == ReplicaIdentity::kFull) {
+    next->key_columns = pk;
+  } else {
+    bool pk_in_identity = !pk.empty();
+    for (int i : pk) {
+      if (!shape->relation.columns[i].is_replica_identity) pk_in_identity = false;
+    }
+    next->key_columns = pk_in_identity ? pk : identity;
+  }
+  next->shape = std::move(shape);
+  if (state) next->delivered = std::move(state->delivered);
+  state = std::move(next);
+  return arrow::Status::OK();
+}
+
+bool ChangeStream::SkipTable(const TableShape& shape, Lsn commit_lsn) const {
+  if (options_.table_start_after.empty()) return false;
+  auto it = options_.table_start_after.find(
+      QualifiedName{shape.relation.namespace_name, shape.relation.relation_name});
+  return it != options_.table_start_after.end() && commit_lsn <= it->second;
+}
+
+arrow::Result<ChangeStream::TableBuilder*> ChangeStream::BuilderFor(Transaction* tx,
+                                                                    Oid relation_id) {
+  auto& slot = tx->builders[relation_id];
+  if (slot) return slot.get();
+  auto state = tables_.find(relation_id);
+  if (state == tables_.end() || !state->second) {
+    tx->builders.erase(relation_id);
+    return arrow::Status::Invalid("pgoutput change of relation ", relation_id,
+                                  " before its Relation message");
+  }
+  auto builder = std::make_unique<TableBuilder>();
+  builder->shape = state->second->shape;
+  builder->state = state->second.get();
+  for (const ColumnConverter& converter : state->second->converters) {
+    ARROW_ASSIGN_OR_RAISE(auto column, converter.MakeBuilder());
+    builder->columns.push_back(std::move(column));
+  }
+  slot = std::move(builder);
+  tx->builder_order.push_back(relation_id);
+  return slot.get();
+}
+
+arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
+                                      Lsn wal_start, TupleData tuple) {
+  const int32_t seq = tx->next_seq++;
+  if (tx->skip) {
+    // Still checked, so that a replayed stream fails the same way it did first.
+    if (!tables_.contains(relation_id)) {
+      return arrow::Status::Invalid("pgoutput change of relation ", relation_id,
+                                    " before its Relation message");
+    }
+    return arrow::Status::OK();
+  }
+  ARROW_ASSIGN_OR_RAISE(TableBuilder * b, BuilderFor(tx, relation_id));
+  const TableShape& shape = *b->shape;
+  if (SkipTable(shape, tx->info.commit_lsn)) return arrow::Status::OK();
+  const auto& converters = b->state->converters;
+  if (op != 't' && tuple.size() != converters.size()) {
+    return arrow::Status::Invalid("pgoutput tuple of ", shape.relation.namespace_name,
+                                  ".", shape.relation.relation_name, " has ",
+                                  tuple.size(), " columns, its relation ",
+                                  converters.size());
+  }
+  bool any_unchanged = false;
+  for (size_t i = 0; i < converters.size(); ++i) {
+    arrow::ArrayBuilder* column = b->columns[i].get();
+    if (op == 't') {
+      ARROW_RETURN_NOT_OK(converters[i].AppendNull(column));
+      continue;
+    }
+    const TupleValue& v = tuple[i];
+    switch (v.kind) {
+      case TupleValueKind::kNull:
+        ARROW_RETURN_NOT_OK(converters[i].AppendNull(column));
+        break;
+      case TupleValueKind::kUnchangedToast:
+        ARROW_RETURN_NOT_OK(converters[i].AppendNull(column));
+        if (!any_unchanged) ARROW_RETURN_NOT_OK(b->unchanged.Append());
+        any_unchanged = true;
+        ARROW_RETURN_NOT_OK(b->unchanged_names->Append(converters[i].column_name()));
+        break;
+      case TupleValueKind::kText: {
+        b->found.clear();
+        ARROW_RETURN_NOT_OK(converters[i].Append(v.bytes, column, &b->found));
+        for (ConversionIssue& issue : b->found) {
+          QuarantineCandidate q;
+          q.relation_id = relation_id;
+          q.schema_name = shape.relation.namespace_name;
+          q.table_name = shape.relation.relation_name;
+          q.source_lsn = wal_start;
+          q.commit_lsn = tx->info.commit_lsn;
+          q.xid = tx->info.xid;
+          q.seq = seq;
+          q.issue = std::move(issue);
+          b->issues.push_back(std::move(q));
+          ++stats_.conversion_issues;
+        }
+        break;
+      }
+      case TupleValueKind::kBinary:
+        return arrow::Status::NotImplemented(
+            "binary tuple values (pgoutput option binary) are not supported by the "
+            "change stream");
+    }
+  }
+  if (!any_unchanged) ARROW_RETURN_NOT_OK(b->unchanged.AppendNull());
+  const char op_text[1] = {op};
+  ARROW_RETURN_NOT_OK(b->op.Append(std::string_view(op_text, 1)));
+  ARROW_RETURN_NOT_OK(b->ts.Append(PgTimestampToUnixMicros(tx->info.commit_time)));
+  ARROW_RETURN_NOT_OK(b->source_lsn.Append(static_cast<int64_t>(wal_start.value())));
+  ARROW_RETURN_NOT_OK(b->xid.Append(static_cast<int64_t>(tx->info.xid)));
+  ARROW_RETURN_NOT_OK(
+      b->commit_lsn.Append(static_cast<int64_t>(tx->info.commit_lsn.value())));
+  ARROW_RETURN_NOT_OK(b->seq.Append(seq));
+  ++b->rows;
+  if (b->rows >= options_.max_batch_rows) return FinishBuilder(tx, relation_id);
+  return arrow::Status::OK();
+}
+
+arrow::Status ChangeStream::FinishBuilder(Transaction* tx, Oid relation_id) {
+  auto it = tx->builders.find(relation_id);
+  if (it == tx->builders.end()) return arrow::Status::OK();
+  std::unique_ptr<TableBuilder> b = std::move(it->second);
+  tx->builders.erase(it);
+  std::erase(tx->builder_order, relation_id);
+  if (b->rows == 0) return arrow::Status::OK();
+  arrow::ArrayVector arrays;
+  for (auto& column : b->columns) {
+    ARROW_ASSIGN_OR_RAISE(auto array, column->Finish());
+    arrays.push_back(std::move(array));
+  }
+  for (arrow::ArrayBuilder* meta : std::initializer_list<arrow::ArrayBuilder*>{
+           &b->op, &b->ts, &b->source_lsn, &b->xid, &b->commit_lsn, &b->seq,
+           &b->unchanged}) {
+    ARROW_ASSIGN_OR_RAISE(auto array, meta->Finish());
+    arrays.push_back(std::move(array));
+  }
+  TableChanges changes;
+  changes.shape = b->shape;
+  changes.batch = arrow::RecordBatch::Make(b->shape->schema, b->rows, std::move(arrays));
+  changes.issues = std::move(b->issues);
+  return Emit(tx, std::move(changes));
+}
+
+// ---------------------------------------------------------------------------
+// Delivery
+
+arrow::Status ChangeStream::Emit(Transaction* tx, TableChanges changes) {
+  if (tx->deliver_now) return DeliverTable(tx->info, changes);
+  tx->pending.emplace_back(std::move(changes));
+  return arrow::Status::OK();
+}
+
+arrow::Status ChangeStream::EmitMessage(Transaction* tx, CapturedMessage message) {
+  if (tx == nullptr) {
+    if (message.lsn.is_valid() && message.lsn <= options_.start_after) {
+      return arrow::Status::OK();
+    }
+    return sink_->OnMessage(message);
+  }
+  if (tx->skip) return arrow::Status::OK();
+  message.commit_lsn = tx->info.commit_lsn;
+  message.commit_time = tx->info.commit_time;
+  if (tx->deliver_now) return sink_->OnMessage(message);
+  tx->pending.emplace_back(std::move(message));
+  return arrow::Status::OK();
+}
+
+arrow::Status ChangeStream::DeliverTable(const TransactionInfo& info,
+                                         const TableChanges& changes) {
+  TableState* state = tables_.at(changes.shape->relation_id).get();
+  if (state->delivered != changes.shape) {
+    RelationChange change;
+    change.shape = changes.shape;
+    change.previous = state->delivered;
+    if (change.previous)
+      change.diff = Diff(change.previous->relation, change.shape->relation);
+    ARROW_RETURN_NOT_OK(sink_->OnRelationChange(change));
+    state->delivered = changes.shape;
+  }
+  stats_.rows_delivered += changes.batch->num_rows();
+  return sink_->OnTableChanges(info, changes);
+}
+
+arrow::Status ChangeStream::BeginDelivery(Transaction* tx) {
+  tx->begun = true;
+  return sink_->OnBegin(tx->info);
+}
+
+arrow::Status ChangeStream::CommitTransaction(Transaction* tx) {
+  if (tx->skip) {
+    ++stats_.transactions_skipped;
+    return arrow::Status::OK();
+  }
+  while (!tx->builder_order.empty()) {
+    ARROW_RETURN_NOT_OK(FinishBuilder(tx, tx->builder_order.front()));
+  }
+  if (!tx->begun) ARROW_RETURN_NOT_OK(BeginDelivery(tx));
+  for (auto& item : tx->pending) {
+    if (auto* changes = std::get_if<TableChanges>(&item)) {
+      ARROW_RETURN_NOT_OK(DeliverTable(tx->info, *changes));
+    } else {
+      ARROW_RETURN_NOT_OK(sink_->OnMessage(std::get<CapturedMessage>(item)));
+    }
+  }
+  tx->pending.clear();
+  ++stats_.transactions_delivered;
+  return sink_->OnCommit(tx->info);
+}
+
+}  // namespace floe::postgres
