@@ -1,19 +1,26 @@
-// Creates and appends to Iceberg tables with floe's Table so the integration tests
-// can read the result with PyIceberg and DuckDB. Rows i have id = i, name =
-// "name-<i>", amount = i * 1.5 and ts = 2024-01-01T00:00:00Z + i hours.
+// Creates, appends to, deletes from, compacts, evolves and cleans up Iceberg tables
+// with floe's Table so the integration tests can read the result with PyIceberg
+// and DuckDB. Rows i have id = i, name = "name-<i>", amount = i * 1.5 and ts =
+// 2024-01-01T00:00:00Z + i hours; columns added later hold i * 10 (int / long),
+// i * 0.5 (double) or "note-<i>" (string).
 #include <unistd.h>
 
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <arrow/api.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/exception.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "floe/iceberg/position_delete_writer.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/iceberg/table_operations.h"
 
 namespace {
 
@@ -46,23 +53,224 @@ arrow::Result<Schema> SampleSchema() {
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> Rows(const Table& table,
                                                         const std::vector<int64_t>& ids) {
   ARROW_ASSIGN_OR_RAISE(auto schema, ToArrowSchema(table.schema()));
-  arrow::Int64Builder id;
-  arrow::StringBuilder name;
-  arrow::DoubleBuilder amount;
-  arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
-                             arrow::default_memory_pool());
-  for (int64_t i : ids) {
-    ARROW_RETURN_NOT_OK(id.Append(i));
-    ARROW_RETURN_NOT_OK(name.Append("name-" + std::to_string(i)));
-    ARROW_RETURN_NOT_OK(amount.Append(static_cast<double>(i) * 1.5));
-    ARROW_RETURN_NOT_OK(ts.Append(kBaseMicros + i * kHourMicros));
+  std::vector<std::shared_ptr<arrow::Array>> cols;
+  for (const NestedField& field : table.schema().fields()) {
+    std::shared_ptr<arrow::Array> col;
+    const TypeId type = field.type->id();
+    if (field.id == 1 || (field.id > 4 && type == TypeId::kLong)) {
+      arrow::Int64Builder b;
+      for (int64_t i : ids) ARROW_RETURN_NOT_OK(b.Append(field.id == 1 ? i : i * 10));
+      ARROW_RETURN_NOT_OK(b.Finish(&col));
+    } else if (field.id == 2 || (field.id > 4 && type == TypeId::kString)) {
+      arrow::StringBuilder b;
+      for (int64_t i : ids) {
+        ARROW_RETURN_NOT_OK(
+            b.Append((field.id == 2 ? "name-" : "note-") + std::to_string(i)));
+      }
+      ARROW_RETURN_NOT_OK(b.Finish(&col));
+    } else if (field.id == 3 || (field.id > 4 && type == TypeId::kDouble)) {
+      arrow::DoubleBuilder b;
+      for (int64_t i : ids) {
+        ARROW_RETURN_NOT_OK(
+            b.Append(static_cast<double>(i) * (field.id == 3 ? 1.5 : 0.5)));
+      }
+      ARROW_RETURN_NOT_OK(b.Finish(&col));
+    } else if (field.id == 4) {
+      arrow::TimestampBuilder b(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
+                                arrow::default_memory_pool());
+      for (int64_t i : ids) ARROW_RETURN_NOT_OK(b.Append(kBaseMicros + i * kHourMicros));
+      ARROW_RETURN_NOT_OK(b.Finish(&col));
+    } else if (type == TypeId::kInt) {
+      arrow::Int32Builder b;
+      for (int64_t i : ids) ARROW_RETURN_NOT_OK(b.Append(static_cast<int32_t>(i * 10)));
+      ARROW_RETURN_NOT_OK(b.Finish(&col));
+    } else {
+      return arrow::Status::NotImplemented("table_tool cannot fill column ", field.name);
+    }
+    cols.push_back(std::move(col));
   }
-  std::vector<std::shared_ptr<arrow::Array>> cols(4);
-  ARROW_RETURN_NOT_OK(id.Finish(&cols[0]));
-  ARROW_RETURN_NOT_OK(name.Finish(&cols[1]));
-  ARROW_RETURN_NOT_OK(amount.Finish(&cols[2]));
-  ARROW_RETURN_NOT_OK(ts.Finish(&cols[3]));
   return arrow::RecordBatch::Make(schema, static_cast<int64_t>(ids.size()), cols);
+}
+
+// Every row of a Parquet file, as Arrow reads it (field ids kept in the metadata).
+arrow::Result<std::shared_ptr<arrow::Table>> ReadParquet(FileIO& io,
+                                                         const std::string& location) {
+  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(location));
+  ARROW_ASSIGN_OR_RAISE(auto reader,
+                        parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+  return reader->ReadTable();
+}
+
+// Positions deleted by the position delete files among `files`, by data file.
+arrow::Result<std::map<std::string, std::set<int64_t>>> DeletedPositions(
+    FileIO& io, const std::vector<LiveFile>& files) {
+  std::map<std::string, std::set<int64_t>> deleted;
+  for (const auto& f : files) {
+    const DataFile& file = f.entry.data_file;
+    if (file.content == DataFileContent::kData) continue;
+    if (file.content != DataFileContent::kPositionDeletes) {
+      return arrow::Status::NotImplemented("equality deletes in ", file.file_path);
+    }
+    ARROW_ASSIGN_OR_RAISE(auto rows, ReadParquet(io, file.file_path));
+    ARROW_ASSIGN_OR_RAISE(auto combined, rows->CombineChunks());
+    auto paths = std::static_pointer_cast<arrow::StringArray>(
+        combined->GetColumnByName("file_path")->chunk(0));
+    auto pos = std::static_pointer_cast<arrow::Int64Array>(
+        combined->GetColumnByName("pos")->chunk(0));
+    for (int64_t i = 0; i < combined->num_rows(); ++i) {
+      deleted[paths->GetString(i)].insert(pos->Value(i));
+    }
+  }
+  return deleted;
+}
+
+// Deletes the rows with the given ids: one position delete file per partition,
+// committed as one row delta.
+arrow::Result<nlohmann::json> DeleteRows(Table& table, const std::set<int64_t>& ids) {
+  ARROW_ASSIGN_OR_RAISE(auto files, table.LiveFiles());
+  const std::optional<int64_t> base = table.metadata().current_snapshot_id;
+  std::map<std::string, std::pair<PartitionTuple, std::vector<PositionDelete>>> groups;
+  RowDeltaRequest request;
+  request.validate_from_snapshot_id = base;
+  int64_t count = 0;
+  for (const auto& f : files) {
+    const DataFile& file = f.entry.data_file;
+    if (file.content != DataFileContent::kData) continue;
+    ARROW_ASSIGN_OR_RAISE(auto rows, ReadParquet(table.io(), file.file_path));
+    auto column = rows->GetColumnByName("id");
+    if (column == nullptr) return arrow::Status::Invalid(file.file_path, " has no id");
+    int64_t pos = 0;
+    bool referenced = false;
+    for (const auto& chunk : column->chunks()) {
+      auto values = std::static_pointer_cast<arrow::Int64Array>(chunk);
+      for (int64_t i = 0; i < values->length(); ++i, ++pos) {
+        if (!ids.contains(values->Value(i))) continue;
+        auto& group = groups[PartitionPath(table.spec(), table.schema(), file.partition)];
+        group.first = file.partition;
+        group.second.push_back({file.file_path, pos});
+        referenced = true;
+        ++count;
+      }
+    }
+    if (referenced) request.referenced_data_files.push_back(file.file_path);
+  }
+  nlohmann::json out;
+  out["deleted_rows"] = count;
+  if (groups.empty()) return out;
+  for (auto& [key, group] : groups) {
+    ARROW_ASSIGN_OR_RAISE(DataFile deletes,
+                          WritePositionDeleteFile(table, group.first, group.second));
+    out["delete_files"].push_back(deletes.file_path);
+    request.add_delete_files.push_back(std::move(deletes));
+  }
+  ARROW_ASSIGN_OR_RAISE(Snapshot snap, table.RowDelta(request));
+  out["snapshot_id"] = snap.snapshot_id;
+  return out;
+}
+
+// Rewrites every live file into one data file per partition, without the deleted
+// rows, as one replace snapshot.
+arrow::Result<nlohmann::json> Compact(Table& table) {
+  ARROW_ASSIGN_OR_RAISE(auto files, table.LiveFiles());
+  ARROW_ASSIGN_OR_RAISE(auto deleted, DeletedPositions(table.io(), files));
+  ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(table.schema()));
+  std::map<std::string,
+           std::pair<PartitionTuple, std::vector<std::shared_ptr<arrow::Table>>>>
+      groups;
+  std::vector<DataFile> removed;
+  for (const auto& f : files) {
+    const DataFile& file = f.entry.data_file;
+    removed.push_back(file);
+    if (file.content != DataFileContent::kData) continue;
+    ARROW_ASSIGN_OR_RAISE(auto rows, ReadParquet(table.io(), file.file_path));
+    if (rows->num_columns() != arrow_schema->num_fields()) {
+      return arrow::Status::NotImplemented("compacting files of an older schema");
+    }
+    ARROW_ASSIGN_OR_RAISE(rows, rows->ReplaceSchemaMetadata(nullptr)->CombineChunks());
+    auto& group = groups[PartitionPath(table.spec(), table.schema(), file.partition)];
+    group.first = file.partition;
+    const auto& gone = deleted[file.file_path];
+    int64_t run_start = 0;
+    for (int64_t pos = 0; pos <= rows->num_rows(); ++pos) {
+      if (pos == rows->num_rows() || gone.contains(pos)) {
+        if (pos > run_start)
+          group.second.push_back(rows->Slice(run_start, pos - run_start));
+        run_start = pos + 1;
+      }
+    }
+  }
+  std::vector<DataFile> added;
+  for (auto& [key, group] : groups) {
+    std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+    for (const auto& part : group.second) {
+      arrow::TableBatchReader reader(*part);
+      std::shared_ptr<arrow::RecordBatch> batch;
+      while (true) {
+        ARROW_RETURN_NOT_OK(reader.ReadNext(&batch));
+        if (!batch) break;
+        ARROW_ASSIGN_OR_RAISE(batch, batch->ReplaceSchema(arrow_schema));
+        batches.push_back(batch);
+      }
+    }
+    if (batches.empty()) continue;
+    ARROW_ASSIGN_OR_RAISE(DataFile file, table.WriteDataFile(batches, group.first));
+    added.push_back(std::move(file));
+  }
+  nlohmann::json out;
+  out["removed_files"] = removed.size();
+  out["added_files"] = added.size();
+  if (removed.empty()) return out;
+  ARROW_ASSIGN_OR_RAISE(Snapshot snap, table.RewriteFiles(removed, added));
+  out["snapshot_id"] = snap.snapshot_id;
+  return out;
+}
+
+// Applies `--add-column name:type`, `--rename old=new`, `--drop name` and
+// `--widen name:type` in that order as one schema change.
+arrow::Status Evolve(Table& table, const std::vector<std::string>& add,
+                     const std::vector<std::string>& rename,
+                     const std::vector<std::string>& drop,
+                     const std::vector<std::string>& widen) {
+  return table.UpdateMetadata([&](const TableMetadata& base,
+                                  TableMetadataBuilder* builder) -> arrow::Status {
+    SchemaChange change{*base.CurrentSchema(), base.last_column_id};
+    for (const auto& spec : add) {
+      auto colon = spec.find(':');
+      ARROW_ASSIGN_OR_RAISE(auto type, Type::FromPrimitiveString(spec.substr(colon + 1)));
+      ARROW_ASSIGN_OR_RAISE(change, AddColumn(change.schema, change.last_column_id, "",
+                                              spec.substr(0, colon), type));
+    }
+    for (const auto& spec : rename) {
+      auto eq = spec.find('=');
+      ARROW_ASSIGN_OR_RAISE(
+          change, RenameColumn(change.schema, change.last_column_id, spec.substr(0, eq),
+                               spec.substr(eq + 1)));
+    }
+    for (const auto& name : drop) {
+      ARROW_ASSIGN_OR_RAISE(change,
+                            DeleteColumn(change.schema, change.last_column_id, name));
+    }
+    for (const auto& spec : widen) {
+      auto colon = spec.find(':');
+      ARROW_ASSIGN_OR_RAISE(auto type, Type::FromPrimitiveString(spec.substr(colon + 1)));
+      ARROW_ASSIGN_OR_RAISE(change, UpdateColumnType(change.schema, change.last_column_id,
+                                                     spec.substr(0, colon), type));
+    }
+    builder->AddSchema(change.schema).SetCurrentSchema(kLastAdded);
+    return arrow::Status::OK();
+  });
+}
+
+std::vector<int64_t> ParseIds(const std::string& text) {
+  std::vector<int64_t> ids;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    ids.push_back(std::stoll(text.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return ids;
 }
 
 // Writes rows [start, start + rows) as data files (split by partition, then into
@@ -138,6 +346,32 @@ int main(int argc, char** argv) {
   loop->add_option("table", ident)->required();
   loop->add_option("--start", start);
   loop->add_option("--commits", commits);
+
+  std::string ids_text;
+  auto* del =
+      app.add_subcommand("delete-rows", "position-delete the rows with these ids");
+  del->add_option("table", ident)->required();
+  del->add_option("--ids", ids_text, "comma-separated ids")->required();
+  auto* compact = app.add_subcommand("compact", "rewrite all files, applying deletes");
+  compact->add_option("table", ident)->required();
+  int64_t older_than_ms = 0;
+  int retain = 1;
+  auto* expire = app.add_subcommand("expire", "expire snapshots and delete their files");
+  expire->add_option("table", ident)->required();
+  expire->add_option("--older-than-ms", older_than_ms)->required();
+  expire->add_option("--retain", retain);
+  bool dry_run = false;
+  auto* orphans = app.add_subcommand("remove-orphans", "delete unreferenced files");
+  orphans->add_option("table", ident)->required();
+  orphans->add_option("--older-than-ms", older_than_ms)->required();
+  orphans->add_flag("--dry-run", dry_run);
+  std::vector<std::string> add_columns, renames, drops, widens;
+  auto* evolve = app.add_subcommand("evolve", "change the schema");
+  evolve->add_option("table", ident)->required();
+  evolve->add_option("--add-column", add_columns, "name:type (optional column)");
+  evolve->add_option("--rename", renames, "old=new");
+  evolve->add_option("--drop", drops, "column name");
+  evolve->add_option("--widen", widens, "name:type (int->long, float->double)");
   CLI11_PARSE(app, argc, argv);
 
   auto conn = OpenSqlite(db);
@@ -184,7 +418,7 @@ int main(int argc, char** argv) {
                       Table::DefaultLocation(warehouse, id), props);
     if (!table.ok()) return Fail(table.status());
     out["metadata_location"] = (*table)->metadata_location();
-  } else {
+  } else if (*append || *loop) {
     auto table = Table::Load(catalog->get(), io, id);
     if (!table.ok()) return Fail(table.status());
     SummaryProperties summary;
@@ -200,6 +434,48 @@ int main(int argc, char** argv) {
       out["snapshot_id"] = snap->snapshot_id;
     }
     out["metadata_location"] = (*table)->metadata_location();
+  } else {
+    auto loaded = Table::Load(catalog->get(), io, id);
+    if (!loaded.ok()) return Fail(loaded.status());
+    Table& table = **loaded;
+    try {
+      if (*del) {
+        auto ids = ParseIds(ids_text);
+        auto result = DeleteRows(table, std::set<int64_t>(ids.begin(), ids.end()));
+        if (!result.ok()) return Fail(result.status());
+        out = *result;
+      } else if (*compact) {
+        auto result = Compact(table);
+        if (!result.ok()) return Fail(result.status());
+        out = *result;
+      } else if (*expire) {
+        ExpireSnapshotsOptions options;
+        options.older_than_ms = older_than_ms;
+        options.retain_last = retain;
+        auto result = ExpireSnapshots(table, options);
+        if (!result.ok()) return Fail(result.status());
+        out["expired_snapshot_ids"] = result->expired_snapshot_ids;
+        out["deleted_manifest_lists"] = result->deleted_manifest_lists;
+        out["deleted_manifests"] = result->deleted_manifests;
+        out["deleted_data_files"] = result->deleted_data_files;
+        out["deleted_delete_files"] = result->deleted_delete_files;
+      } else if (*orphans) {
+        RemoveOrphanFilesOptions options;
+        options.older_than_ms = older_than_ms;
+        options.dry_run = dry_run;
+        auto result = RemoveOrphanFiles(table, options);
+        if (!result.ok()) return Fail(result.status());
+        out["removed"] = *result;
+      } else if (*evolve) {
+        if (auto st = Evolve(table, add_columns, renames, drops, widens); !st.ok()) {
+          return Fail(st);
+        }
+        out["schema_id"] = table.metadata().current_schema_id;
+      }
+    } catch (const parquet::ParquetException& e) {
+      return Fail(arrow::Status::IOError(e.what()));
+    }
+    out["metadata_location"] = table.metadata_location();
   }
   std::cout << out.dump() << "\n";
   return 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -120,6 +121,110 @@ arrow::Result<arrow::Compression::type> ParseCodec(const std::string& name) {
                                 "lz4, brotli or uncompressed");
 }
 
+constexpr char kValidationFailureTypeId[] = "floe::iceberg::ValidationFailure";
+
+class ValidationFailureDetail : public arrow::StatusDetail {
+ public:
+  const char* type_id() const override { return kValidationFailureTypeId; }
+  std::string ToString() const override { return "validation failed"; }
+};
+
+// Identifies a partition across specs: the spec id, then each value printed.
+using PartitionKey = std::vector<std::string>;
+
+PartitionKey MakePartitionKey(int32_t spec_id, const PartitionTuple& partition) {
+  PartitionKey key{std::to_string(spec_id)};
+  for (const auto& v : partition) key.push_back(v ? "v" + LiteralToString(*v) : "n");
+  return key;
+}
+
+bool IsDeleteFile(const DataFile& file) { return file.content != DataFileContent::kData; }
+
+bool IsLive(const ManifestEntry& entry) {
+  return entry.status != ManifestEntryStatus::kDeleted;
+}
+
+// What the snapshots committed after the validation snapshot changed.
+struct ConcurrentChanges {
+  std::vector<LiveFile> added_data;
+  std::vector<LiveFile> removed_data;
+  std::vector<LiveFile> added_deletes;
+  std::vector<LiveFile> removed_deletes;
+};
+
+// The changes of the snapshots from `current` back to, not including, `from` (every
+// ancestor when `from` is unset). Fails validation when `from` is no longer an
+// ancestor of the current snapshot.
+arrow::Result<ConcurrentChanges> ChangesSince(FileIO& io, const TableMetadata& metadata,
+                                              std::optional<int64_t> from) {
+  ConcurrentChanges changes;
+  if (!metadata.current_snapshot_id) {
+    if (from) {
+      return ValidationFailure("snapshot " + std::to_string(*from) +
+                               " is no longer the table's history (main was reset)");
+    }
+    return changes;
+  }
+  bool found = !from.has_value();
+  for (const Snapshot* snap :
+       metadata.SnapshotsAncestryOf(*metadata.current_snapshot_id)) {
+    if (from && snap->snapshot_id == *from) {
+      found = true;
+      break;
+    }
+    ARROW_ASSIGN_OR_RAISE(auto manifests, ReadManifestList(io, snap->manifest_list));
+    for (const ManifestFile& manifest : manifests) {
+      if (manifest.added_snapshot_id != snap->snapshot_id) continue;
+      ARROW_ASSIGN_OR_RAISE(TypePtr type,
+                            PartitionTypeOf(metadata, manifest.partition_spec_id));
+      ARROW_ASSIGN_OR_RAISE(auto entries, ReadManifest(io, manifest, *type));
+      for (auto& entry : entries) {
+        if (entry.snapshot_id != snap->snapshot_id) continue;
+        if (entry.status == ManifestEntryStatus::kExisting) continue;
+        const bool deletes = IsDeleteFile(entry.data_file);
+        const bool added = entry.status == ManifestEntryStatus::kAdded;
+        auto& into = deletes ? (added ? changes.added_deletes : changes.removed_deletes)
+                             : (added ? changes.added_data : changes.removed_data);
+        into.push_back(LiveFile{std::move(entry), manifest.partition_spec_id});
+      }
+    }
+  }
+  if (!found) {
+    return ValidationFailure("snapshot " + std::to_string(*from) +
+                             " is not an ancestor of the current snapshot " +
+                             std::to_string(*metadata.current_snapshot_id) +
+                             " (expired, or main was rolled back)");
+  }
+  return changes;
+}
+
+// Running totals for the snapshot summary, kept as Java's SnapshotSummary does.
+struct SummaryCounts {
+  int64_t data_files = 0, delete_files = 0, position_delete_files = 0,
+          equality_delete_files = 0, records = 0, files_size = 0, position_deletes = 0,
+          equality_deletes = 0;
+
+  void Add(const DataFile& file) {
+    files_size += file.file_size_in_bytes;
+    switch (file.content) {
+      case DataFileContent::kData:
+        ++data_files;
+        records += file.record_count;
+        break;
+      case DataFileContent::kPositionDeletes:
+        ++delete_files;
+        ++position_delete_files;
+        position_deletes += file.record_count;
+        break;
+      case DataFileContent::kEqualityDeletes:
+        ++delete_files;
+        ++equality_delete_files;
+        equality_deletes += file.record_count;
+        break;
+    }
+  }
+};
+
 void SleepBackoff(int attempt, const CommitOptions& options) {
   static thread_local std::mt19937 rng{std::random_device{}()};
   int64_t wait = options.min_backoff_ms;
@@ -130,6 +235,33 @@ void SleepBackoff(int attempt, const CommitOptions& options) {
 }
 
 }  // namespace
+
+arrow::Status ValidationFailure(std::string message) {
+  return arrow::Status(arrow::StatusCode::Invalid, std::move(message),
+                       std::make_shared<ValidationFailureDetail>());
+}
+
+bool IsValidationFailure(const arrow::Status& status) {
+  const auto& detail = status.detail();
+  return detail != nullptr &&
+         std::string_view(detail->type_id()) == kValidationFailureTypeId;
+}
+
+arrow::Result<TypePtr> PartitionTypeOf(const TableMetadata& metadata, int32_t spec_id) {
+  const PartitionSpec* spec = metadata.FindSpec(spec_id);
+  if (spec == nullptr) {
+    return arrow::Status::Invalid("a manifest names partition spec ", spec_id,
+                                  ", which the table metadata lacks");
+  }
+  const Schema* current = metadata.CurrentSchema();
+  auto type = spec->PartitionType(*current);
+  if (type.ok()) return type;
+  for (auto it = metadata.schemas.rbegin(); it != metadata.schemas.rend(); ++it) {
+    auto older = spec->PartitionType(*it);
+    if (older.ok()) return older;
+  }
+  return type;
+}
 
 std::string PartitionPath(const PartitionSpec& spec, const Schema& schema,
                           const PartitionTuple& partition) {
@@ -278,6 +410,311 @@ arrow::Result<DataFile> Table::WriteDataFile(
   return DataFileFromMetrics(schema(), *metrics, location, partition);
 }
 
+namespace {
+
+arrow::Result<ManifestWriteOptions> ManifestOptionsFor(const TableMetadata& metadata,
+                                                       int32_t spec_id,
+                                                       ManifestContent content,
+                                                       int64_t snapshot_id) {
+  const PartitionSpec* spec = metadata.FindSpec(spec_id);
+  if (spec == nullptr) return arrow::Status::Invalid("unknown partition spec ", spec_id);
+  ManifestWriteOptions options;
+  options.schema_json = SchemaToJson(*metadata.CurrentSchema()).dump();
+  options.partition_spec_json = PartitionSpecToJson(*spec)["fields"].dump();
+  options.partition_spec_id = spec_id;
+  ARROW_ASSIGN_OR_RAISE(options.partition_type, PartitionTypeOf(metadata, spec_id));
+  options.content = content;
+  options.snapshot_id = snapshot_id;
+  return options;
+}
+
+// A manifest of the base snapshot as this commit needs it: kept as it is, or
+// rewritten with the removed entries DELETED.
+struct ManifestRewrite {
+  std::optional<ManifestFile> rewritten;
+  std::vector<LiveFile> removed;
+};
+
+}  // namespace
+
+/// What one snapshot-producing operation changes; CommitSnapshot turns it into a
+/// snapshot on top of whatever the table holds when the commit is attempted.
+struct Table::PendingSnapshot {
+  /// `append`, `overwrite`, `delete` or `replace`.
+  std::string operation;
+  /// For messages: "append", "row delta", ...
+  std::string what;
+  /// New data and delete files, of the default spec.
+  std::vector<DataFile> add_files;
+  /// Files to remove; each must be live in the snapshot the commit lands on.
+  std::set<std::string> remove_paths;
+  /// Partitions whose every live file is removed.
+  std::set<PartitionKey> remove_partitions;
+  /// Concurrent commits after this snapshot (after nothing: the table was empty)
+  /// are passed to `validate`, before every attempt that does not land directly on
+  /// it.
+  std::optional<int64_t> validate_from;
+  std::function<arrow::Status(const ConcurrentChanges&)> validate;
+};
+
+arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
+                                              const SummaryProperties& summary,
+                                              const CommitOptions& options) {
+  const std::string commit_id = GenerateUuidV4();
+  const std::string meta_dir = MetadataDirectory();
+  const int64_t snapshot_id = NewSnapshotId(metadata_);
+  const int32_t spec_id = metadata_.default_spec_id;
+  int manifest_counter = 0;
+  auto next_manifest_location = [&] {
+    return meta_dir + "/" + commit_id + "-m" + std::to_string(manifest_counter++) +
+           ".avro";
+  };
+  // Manifests this commit wrote; those the committed snapshot does not list (or all
+  // of them, when nothing was committed) are deleted before returning.
+  std::vector<std::string> written;
+  auto cleanup = [&](const std::vector<ManifestFile>& committed) {
+    std::set<std::string> keep;
+    for (const auto& m : committed) keep.insert(m.manifest_path);
+    for (const auto& path : written) {
+      if (!keep.contains(path)) ARROW_UNUSED(io_->Delete(path));
+    }
+  };
+
+  // New files go into new manifests written once: their entries inherit snapshot id
+  // and sequence number from the manifest list, so they fit any attempt.
+  std::vector<ManifestFile> new_manifests;
+  {
+    std::vector<ManifestEntry> data, deletes;
+    for (const auto& file : pending.add_files) {
+      ManifestEntry entry;
+      entry.status = ManifestEntryStatus::kAdded;
+      entry.data_file = file;
+      (IsDeleteFile(file) ? deletes : data).push_back(std::move(entry));
+    }
+    for (auto* group : {&data, &deletes}) {
+      if (group->empty()) continue;
+      const auto content =
+          group == &data ? ManifestContent::kData : ManifestContent::kDeletes;
+      auto manifest_options =
+          ManifestOptionsFor(metadata_, spec_id, content, snapshot_id);
+      if (!manifest_options.ok()) {
+        cleanup({});
+        return manifest_options.status();
+      }
+      const std::string location = next_manifest_location();
+      auto manifest = WriteManifest(*io_, location, *manifest_options, *group);
+      if (!manifest.ok()) {
+        cleanup({});
+        return manifest.status();
+      }
+      written.push_back(location);
+      new_manifests.push_back(std::move(*manifest));
+    }
+  }
+
+  const bool removing =
+      !pending.remove_paths.empty() || !pending.remove_partitions.empty();
+  auto is_removed = [&](const ManifestEntry& entry, int32_t entry_spec_id) {
+    return pending.remove_paths.contains(entry.data_file.file_path) ||
+           (!pending.remove_partitions.empty() &&
+            pending.remove_partitions.contains(
+                MakePartitionKey(entry_spec_id, entry.data_file.partition)));
+  };
+  // Base manifests are immutable, so how one is rewritten holds for every attempt.
+  std::map<std::string, ManifestRewrite> rewrites;
+
+  bool outcome_unknown = false;
+  std::vector<ManifestFile> committed;
+  // One attempt: a snapshot when committed (now or by an earlier attempt whose outcome
+  // was unknown), nullopt to retry, an error to give up.
+  auto attempt_commit =
+      [&](int attempt,
+          arrow::Status* last_error) -> arrow::Result<std::optional<Snapshot>> {
+    if (attempt > 1) {
+      SleepBackoff(attempt, options);
+      ARROW_RETURN_NOT_OK(Refresh());
+      if (outcome_unknown) {
+        for (const auto& snap : metadata_.snapshots) {
+          auto it = snap.summary.find(kCommitIdSummaryKey);
+          if (it != snap.summary.end() && it->second == commit_id) {
+            ARROW_ASSIGN_OR_RAISE(committed, ReadManifestList(*io_, snap.manifest_list));
+            return snap;
+          }
+        }
+        outcome_unknown = false;
+      }
+    }
+    const Snapshot* parent = metadata_.CurrentSnapshot();
+    std::optional<int64_t> parent_id;
+    if (parent != nullptr) parent_id = parent->snapshot_id;
+    if (pending.validate && parent_id != pending.validate_from) {
+      ARROW_ASSIGN_OR_RAISE(ConcurrentChanges changes,
+                            ChangesSince(*io_, metadata_, pending.validate_from));
+      ARROW_RETURN_NOT_OK(pending.validate(changes));
+    }
+
+    std::vector<ManifestFile> manifests = new_manifests;
+    SummaryCounts added, removed;
+    std::set<PartitionKey> partitions;
+    for (const auto& file : pending.add_files) {
+      added.Add(file);
+      partitions.insert(MakePartitionKey(spec_id, file.partition));
+    }
+    std::set<std::string> found;
+    if (parent != nullptr) {
+      ARROW_ASSIGN_OR_RAISE(auto base, ReadManifestList(*io_, parent->manifest_list));
+      for (const ManifestFile& manifest : base) {
+        if (!removing) {
+          manifests.push_back(manifest);
+          continue;
+        }
+        auto it = rewrites.find(manifest.manifest_path);
+        if (it == rewrites.end()) {
+          ARROW_ASSIGN_OR_RAISE(TypePtr type,
+                                PartitionTypeOf(metadata_, manifest.partition_spec_id));
+          ARROW_ASSIGN_OR_RAISE(auto entries, ReadManifest(*io_, manifest, *type));
+          ManifestRewrite rewrite;
+          std::vector<ManifestEntry> kept;
+          for (auto& entry : entries) {
+            if (!IsLive(entry)) continue;  // earlier deletions are not carried over
+            if (is_removed(entry, manifest.partition_spec_id)) {
+              rewrite.removed.push_back(LiveFile{entry, manifest.partition_spec_id});
+              entry.status = ManifestEntryStatus::kDeleted;
+              entry.snapshot_id = snapshot_id;
+            } else {
+              entry.status = ManifestEntryStatus::kExisting;
+            }
+            kept.push_back(std::move(entry));
+          }
+          if (!rewrite.removed.empty()) {
+            ARROW_ASSIGN_OR_RAISE(
+                auto manifest_options,
+                ManifestOptionsFor(metadata_, manifest.partition_spec_id,
+                                   manifest.content, snapshot_id));
+            const std::string location = next_manifest_location();
+            ARROW_ASSIGN_OR_RAISE(rewrite.rewritten,
+                                  WriteManifest(*io_, location, manifest_options, kept));
+            written.push_back(location);
+          }
+          it = rewrites.emplace(manifest.manifest_path, std::move(rewrite)).first;
+        }
+        if (!it->second.rewritten) {
+          manifests.push_back(manifest);
+          continue;
+        }
+        manifests.push_back(*it->second.rewritten);
+        for (const LiveFile& gone : it->second.removed) {
+          removed.Add(gone.entry.data_file);
+          partitions.insert(
+              MakePartitionKey(gone.spec_id, gone.entry.data_file.partition));
+          found.insert(gone.entry.data_file.file_path);
+        }
+      }
+    }
+    for (const auto& path : pending.remove_paths) {
+      if (!found.contains(path)) {
+        return ValidationFailure(pending.what + " on " + id_.ToString() + ": file " +
+                                 path +
+                                 " is not live in the table (a concurrent commit removed "
+                                 "it, or it was never committed)");
+      }
+    }
+
+    Snapshot snapshot;
+    snapshot.snapshot_id = snapshot_id;
+    snapshot.parent_snapshot_id = parent_id;
+    snapshot.sequence_number = metadata_.last_sequence_number + 1;
+    snapshot.timestamp_ms = std::max(CurrentTimeMs(), metadata_.last_updated_ms);
+    snapshot.schema_id = metadata_.current_schema_id;
+    snapshot.operation = pending.operation;
+    auto& sm = snapshot.summary;
+    sm = summary;
+    sm[kCommitIdSummaryKey] = commit_id;
+    auto put = [&](const char* key, int64_t value) {
+      if (value != 0) sm[key] = std::to_string(value);
+    };
+    put("added-data-files", added.data_files);
+    put("deleted-data-files", removed.data_files);
+    put("added-delete-files", added.delete_files);
+    put("removed-delete-files", removed.delete_files);
+    put("added-position-delete-files", added.position_delete_files);
+    put("removed-position-delete-files", removed.position_delete_files);
+    put("added-equality-delete-files", added.equality_delete_files);
+    put("removed-equality-delete-files", removed.equality_delete_files);
+    put("added-records", added.records);
+    put("deleted-records", removed.records);
+    put("added-files-size", added.files_size);
+    put("removed-files-size", removed.files_size);
+    put("added-position-deletes", added.position_deletes);
+    put("removed-position-deletes", removed.position_deletes);
+    put("added-equality-deletes", added.equality_deletes);
+    put("removed-equality-deletes", removed.equality_deletes);
+    sm["changed-partition-count"] = std::to_string(partitions.size());
+    auto total = [&](const char* key, int64_t plus, int64_t minus) {
+      sm[key] =
+          std::to_string(std::max<int64_t>(0, SummaryNumber(parent, key) + plus - minus));
+    };
+    total("total-records", added.records, removed.records);
+    total("total-files-size", added.files_size, removed.files_size);
+    total("total-data-files", added.data_files, removed.data_files);
+    total("total-delete-files", added.delete_files, removed.delete_files);
+    total("total-position-deletes", added.position_deletes, removed.position_deletes);
+    total("total-equality-deletes", added.equality_deletes, removed.equality_deletes);
+
+    snapshot.manifest_list = meta_dir + "/snap-" + std::to_string(snapshot_id) + "-" +
+                             std::to_string(attempt) + "-" + commit_id + ".avro";
+    ARROW_RETURN_NOT_OK(WriteManifestList(*io_, snapshot.manifest_list, snapshot_id,
+                                          snapshot.parent_snapshot_id,
+                                          snapshot.sequence_number, manifests));
+    ARROW_ASSIGN_OR_RAISE(TableMetadata next,
+                          TableMetadataBuilder::From(metadata_)
+                              .AddSnapshot(snapshot)
+                              .SetBranchSnapshot(kMainBranch, snapshot_id)
+                              .Build(metadata_location_));
+    const std::string next_location = NewMetadataFileLocation(next, metadata_location_);
+    ARROW_ASSIGN_OR_RAISE(std::string json, TableMetadataToJson(next));
+    ARROW_RETURN_NOT_OK(io_->WriteAtomically(next_location, json, /*exclusive=*/true));
+
+    *last_error = catalog_->CommitTable(id_, metadata_location_, next_location);
+    if (last_error->ok()) {
+      metadata_ = std::move(next);
+      metadata_location_ = next_location;
+      committed = std::move(manifests);
+      return *metadata_.CurrentSnapshot();
+    }
+    const auto kind = GetCatalogErrorKind(*last_error);
+    if (kind == CatalogErrorKind::kCommitFailed) {
+      // Definitely not committed: these two files are garbage.
+      ARROW_UNUSED(io_->Delete(next_location));
+      ARROW_UNUSED(io_->Delete(snapshot.manifest_list));
+      return std::nullopt;
+    }
+    if (kind == CatalogErrorKind::kCommitStateUnknown) {
+      outcome_unknown = true;
+      return std::nullopt;
+    }
+    return *last_error;  // anything else is not a race
+  };
+
+  arrow::Status last_error;
+  for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
+    auto result = attempt_commit(attempt, &last_error);
+    if (!result.ok()) {
+      // Nothing of ours can be in the table unless an unknown outcome is unresolved.
+      if (!outcome_unknown) cleanup({});
+      return result.status();
+    }
+    if (result->has_value()) {
+      cleanup(committed);
+      return **result;
+    }
+  }
+  if (!outcome_unknown) cleanup({});
+  return last_error.WithMessage(pending.what, " on ", id_.ToString(), " gave up after ",
+                                options.max_attempts,
+                                " attempts: ", last_error.message());
+}
+
 arrow::Result<Snapshot> Table::AppendFiles(const std::vector<DataFile>& files,
                                            const SummaryProperties& summary,
                                            const CommitOptions& options) {
@@ -288,128 +725,255 @@ arrow::Result<Snapshot> Table::AppendFiles(const std::vector<DataFile>& files,
                                     " is a delete file");
     }
   }
-  const std::string commit_id = GenerateUuidV4();
-  const std::string meta_dir = MetadataDirectory();
+  PendingSnapshot pending;
+  pending.operation = "append";
+  pending.what = "append";
+  pending.add_files = files;
+  return CommitSnapshot(pending, summary, options);
+}
 
-  // The new manifest does not depend on the base metadata: entries inherit their
-  // snapshot id and sequence number from the manifest list, so it survives retries.
-  int64_t snapshot_id = NewSnapshotId(metadata_);
-  const PartitionSpec spec_now = spec();  // a copy: Refresh() replaces metadata_
-  ARROW_ASSIGN_OR_RAISE(TypePtr partition_type, spec_now.PartitionType(schema()));
-  ManifestWriteOptions manifest_options;
-  manifest_options.schema_json = SchemaToJson(schema()).dump();
-  manifest_options.partition_spec_json = PartitionSpecToJson(spec_now)["fields"].dump();
-  manifest_options.partition_spec_id = spec_now.spec_id;
-  manifest_options.partition_type = partition_type;
-  manifest_options.content = ManifestContent::kData;
-  manifest_options.snapshot_id = snapshot_id;
-  std::vector<ManifestEntry> entries;
-  entries.reserve(files.size());
-  int64_t added_records = 0, added_size = 0;
-  std::set<std::vector<std::string>> partitions;
-  for (const auto& file : files) {
-    ManifestEntry entry;
-    entry.status = ManifestEntryStatus::kAdded;
-    entry.data_file = file;
-    entries.push_back(std::move(entry));
-    added_records += file.record_count;
-    added_size += file.file_size_in_bytes;
-    std::vector<std::string> key;
-    for (const auto& v : file.partition) key.push_back(v ? LiteralToString(*v) : "\x01");
-    partitions.insert(std::move(key));
+arrow::Result<Snapshot> Table::RowDelta(const RowDeltaRequest& request,
+                                        const SummaryProperties& summary,
+                                        const CommitOptions& options) {
+  if (request.add_data_files.empty() && request.add_delete_files.empty()) {
+    return arrow::Status::Invalid("a row delta needs at least one file");
   }
-  const std::string manifest_location = meta_dir + "/" + commit_id + "-m0.avro";
-  ARROW_ASSIGN_OR_RAISE(
-      ManifestFile new_manifest,
-      WriteManifest(*io_, manifest_location, manifest_options, entries));
+  std::set<std::string> referenced(request.referenced_data_files.begin(),
+                                   request.referenced_data_files.end());
+  PendingSnapshot pending;
+  pending.what = "row delta";
+  pending.operation = request.add_data_files.empty() ? "delete" : "overwrite";
+  for (const auto& file : request.add_data_files) {
+    if (IsDeleteFile(file)) {
+      return arrow::Status::Invalid("row delta: ", file.file_path,
+                                    " is a delete file; pass it in add_delete_files");
+    }
+    pending.add_files.push_back(file);
+  }
+  for (const auto& file : request.add_delete_files) {
+    if (!IsDeleteFile(file)) {
+      return arrow::Status::Invalid("row delta: ", file.file_path,
+                                    " is a data file; pass it in add_data_files");
+    }
+    if (file.referenced_data_file) referenced.insert(*file.referenced_data_file);
+    pending.add_files.push_back(file);
+  }
+  pending.validate_from = request.validate_from_snapshot_id
+                              ? request.validate_from_snapshot_id
+                              : metadata_.current_snapshot_id;
+  std::set<PartitionKey> touched;
+  for (const auto& file : pending.add_files) {
+    touched.insert(MakePartitionKey(metadata_.default_spec_id, file.partition));
+  }
+  const bool check_added = request.validate_no_conflicting_data_files;
+  const std::string table_name = id_.ToString();
+  pending.validate = [referenced, touched, check_added,
+                      table_name](const ConcurrentChanges& changes) -> arrow::Status {
+    for (const LiveFile& gone : changes.removed_data) {
+      if (referenced.contains(gone.entry.data_file.file_path)) {
+        return ValidationFailure(
+            "row delta on " + table_name + ": data file " +
+            gone.entry.data_file.file_path +
+            ", which the new position deletes reference, was removed by concurrent "
+            "snapshot " +
+            std::to_string(gone.entry.snapshot_id.value_or(0)) +
+            " (a rewrite or overwrite); re-plan the change on the current table");
+      }
+    }
+    if (check_added) {
+      for (const LiveFile& file : changes.added_data) {
+        if (touched.contains(
+                MakePartitionKey(file.spec_id, file.entry.data_file.partition))) {
+          return ValidationFailure(
+              "row delta on " + table_name + ": concurrent snapshot " +
+              std::to_string(file.entry.snapshot_id.value_or(0)) + " added data file " +
+              file.entry.data_file.file_path + " in a partition this delta changes");
+        }
+      }
+    }
+    return arrow::Status::OK();
+  };
+  return CommitSnapshot(pending, summary, options);
+}
 
+arrow::Result<Snapshot> Table::RewriteFiles(const std::vector<DataFile>& files_to_delete,
+                                            const std::vector<DataFile>& files_to_add,
+                                            const SummaryProperties& summary,
+                                            const CommitOptions& options) {
+  if (files_to_delete.empty()) {
+    return arrow::Status::Invalid("a rewrite needs at least one file to replace");
+  }
+  PendingSnapshot pending;
+  pending.what = "rewrite";
+  pending.operation = "replace";
+  pending.add_files = files_to_add;
+  std::set<std::string> removed_data;
+  std::set<PartitionKey> removed_data_partitions;
+  for (const auto& file : files_to_delete) {
+    pending.remove_paths.insert(file.file_path);
+    if (!IsDeleteFile(file)) {
+      removed_data.insert(file.file_path);
+      removed_data_partitions.insert(
+          MakePartitionKey(metadata_.default_spec_id, file.partition));
+    }
+  }
+  pending.validate_from = metadata_.current_snapshot_id;
+  const std::string table_name = id_.ToString();
+  pending.validate = [removed_data, removed_data_partitions,
+                      table_name](const ConcurrentChanges& changes) -> arrow::Status {
+    constexpr int32_t kFilePathId = 2147483546;
+    for (const LiveFile& added : changes.added_deletes) {
+      const DataFile& file = added.entry.data_file;
+      bool applies = false;
+      if (file.content == DataFileContent::kPositionDeletes &&
+          file.referenced_data_file) {
+        applies = removed_data.contains(*file.referenced_data_file);
+      } else if (file.content == DataFileContent::kPositionDeletes &&
+                 file.lower_bounds.contains(kFilePathId) &&
+                 file.upper_bounds.contains(kFilePathId)) {
+        const std::string& lower = file.lower_bounds.at(kFilePathId);
+        const std::string& upper = file.upper_bounds.at(kFilePathId);
+        auto it = removed_data.lower_bound(lower);
+        // The upper bound may be truncated: compare on its length.
+        applies = it != removed_data.end() && it->compare(0, upper.size(), upper) <= 0;
+      } else {
+        applies = removed_data_partitions.contains(
+            MakePartitionKey(added.spec_id, file.partition));
+      }
+      if (applies) {
+        return ValidationFailure(
+            "rewrite on " + table_name + ": concurrent snapshot " +
+            std::to_string(added.entry.snapshot_id.value_or(0)) + " added delete file " +
+            file.file_path +
+            " that may delete rows of a data file this rewrite removes; those deletes "
+            "would be lost. Re-plan the rewrite on the current table");
+      }
+    }
+    return arrow::Status::OK();
+  };
+  return CommitSnapshot(pending, summary, options);
+}
+
+arrow::Result<Snapshot> Table::Overwrite(const OverwriteRequest& request,
+                                         const SummaryProperties& summary,
+                                         const CommitOptions& options) {
+  if (request.delete_files.empty() && request.overwrite_partitions.empty() &&
+      request.add_files.empty()) {
+    return arrow::Status::Invalid("an overwrite needs files or partitions");
+  }
+  PendingSnapshot pending;
+  pending.what = "overwrite";
+  pending.operation = request.add_files.empty() ? "delete" : "overwrite";
+  std::set<PartitionKey> touched;
+  const int32_t spec_id = metadata_.default_spec_id;
+  for (const auto& file : request.add_files) {
+    if (IsDeleteFile(file)) {
+      return arrow::Status::Invalid("overwrite adds data files only; ", file.file_path,
+                                    " is a delete file");
+    }
+    pending.add_files.push_back(file);
+    touched.insert(MakePartitionKey(spec_id, file.partition));
+  }
+  for (const auto& file : request.delete_files) {
+    pending.remove_paths.insert(file.file_path);
+    touched.insert(MakePartitionKey(spec_id, file.partition));
+  }
+  for (const auto& partition : request.overwrite_partitions) {
+    if (partition.size() != spec().fields.size()) {
+      return arrow::Status::Invalid("overwrite: a partition tuple has ", partition.size(),
+                                    " values; the spec has ", spec().fields.size());
+    }
+    pending.remove_partitions.insert(MakePartitionKey(spec_id, partition));
+    touched.insert(MakePartitionKey(spec_id, partition));
+  }
+  if (request.validate_no_conflicting_data_files) {
+    pending.validate_from = request.validate_from_snapshot_id
+                                ? request.validate_from_snapshot_id
+                                : metadata_.current_snapshot_id;
+    const std::string table_name = id_.ToString();
+    pending.validate = [touched,
+                        table_name](const ConcurrentChanges& changes) -> arrow::Status {
+      for (const LiveFile& file : changes.added_data) {
+        if (touched.contains(
+                MakePartitionKey(file.spec_id, file.entry.data_file.partition))) {
+          return ValidationFailure(
+              "overwrite on " + table_name + ": concurrent snapshot " +
+              std::to_string(file.entry.snapshot_id.value_or(0)) + " added data file " +
+              file.entry.data_file.file_path + " in a partition this overwrite replaces");
+        }
+      }
+      return arrow::Status::OK();
+    };
+  }
+  return CommitSnapshot(pending, summary, options);
+}
+
+arrow::Status Table::UpdateMetadata(const MetadataChange& change,
+                                    const CommitOptions& options) {
   arrow::Status last_error;
   bool outcome_unknown = false;
+  std::string next_location;
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     if (attempt > 1) {
       SleepBackoff(attempt, options);
       ARROW_RETURN_NOT_OK(Refresh());
       if (outcome_unknown) {
-        // Did the previous attempt land after all?
-        for (const auto& snap : metadata_.snapshots) {
-          auto it = snap.summary.find(kCommitIdSummaryKey);
-          if (it != snap.summary.end() && it->second == commit_id) return snap;
+        if (metadata_location_ == next_location) return arrow::Status::OK();
+        for (const auto& entry : metadata_.metadata_log) {
+          if (entry.metadata_file == next_location) return arrow::Status::OK();
         }
         outcome_unknown = false;
       }
-      if (metadata_.DefaultSpec()->spec_id != spec_now.spec_id) {
-        return arrow::Status::Invalid("the partition spec of ", id_.ToString(),
-                                      " changed during the append; rewrite the files");
-      }
     }
-    const Snapshot* parent = metadata_.CurrentSnapshot();
-    std::vector<ManifestFile> manifests{new_manifest};
-    if (parent != nullptr) {
-      ARROW_ASSIGN_OR_RAISE(auto inherited,
-                            ReadManifestList(*io_, parent->manifest_list));
-      manifests.insert(manifests.end(), inherited.begin(), inherited.end());
-    }
-    Snapshot snapshot;
-    snapshot.snapshot_id = snapshot_id;
-    if (parent) snapshot.parent_snapshot_id = parent->snapshot_id;
-    snapshot.sequence_number = metadata_.last_sequence_number + 1;
-    snapshot.timestamp_ms = std::max(CurrentTimeMs(), metadata_.last_updated_ms);
-    snapshot.schema_id = metadata_.current_schema_id;
-    snapshot.operation = "append";
-    snapshot.summary = summary;
-    snapshot.summary[kCommitIdSummaryKey] = commit_id;
-    snapshot.summary["added-data-files"] = std::to_string(files.size());
-    snapshot.summary["added-records"] = std::to_string(added_records);
-    snapshot.summary["added-files-size"] = std::to_string(added_size);
-    snapshot.summary["changed-partition-count"] = std::to_string(partitions.size());
-    snapshot.summary["total-records"] =
-        std::to_string(SummaryNumber(parent, "total-records") + added_records);
-    snapshot.summary["total-files-size"] =
-        std::to_string(SummaryNumber(parent, "total-files-size") + added_size);
-    snapshot.summary["total-data-files"] =
-        std::to_string(SummaryNumber(parent, "total-data-files") + files.size());
-    for (const char* key :
-         {"total-delete-files", "total-position-deletes", "total-equality-deletes"}) {
-      snapshot.summary[key] = std::to_string(SummaryNumber(parent, key));
-    }
-    snapshot.manifest_list = meta_dir + "/snap-" + std::to_string(snapshot_id) + "-" +
-                             std::to_string(attempt) + "-" + commit_id + ".avro";
-    ARROW_RETURN_NOT_OK(WriteManifestList(*io_, snapshot.manifest_list, snapshot_id,
-                                          snapshot.parent_snapshot_id,
-                                          snapshot.sequence_number, manifests));
-
-    ARROW_ASSIGN_OR_RAISE(TableMetadata next,
-                          TableMetadataBuilder::From(metadata_)
-                              .AddSnapshot(snapshot)
-                              .SetBranchSnapshot(kMainBranch, snapshot_id)
-                              .Build(metadata_location_));
-    const std::string next_location = NewMetadataFileLocation(next, metadata_location_);
+    TableMetadataBuilder builder = TableMetadataBuilder::From(metadata_);
+    ARROW_RETURN_NOT_OK(change(metadata_, &builder));
+    ARROW_ASSIGN_OR_RAISE(TableMetadata next, builder.Build(metadata_location_));
+    next_location = NewMetadataFileLocation(next, metadata_location_);
     ARROW_ASSIGN_OR_RAISE(std::string json, TableMetadataToJson(next));
     ARROW_RETURN_NOT_OK(io_->WriteAtomically(next_location, json, /*exclusive=*/true));
-
     last_error = catalog_->CommitTable(id_, metadata_location_, next_location);
     if (last_error.ok()) {
       metadata_ = std::move(next);
       metadata_location_ = next_location;
-      return *metadata_.CurrentSnapshot();
+      return arrow::Status::OK();
     }
     const auto kind = GetCatalogErrorKind(last_error);
     if (kind == CatalogErrorKind::kCommitFailed) {
-      // Definitely not committed: these two files are garbage.
       ARROW_UNUSED(io_->Delete(next_location));
-      ARROW_UNUSED(io_->Delete(snapshot.manifest_list));
       continue;
     }
     if (kind == CatalogErrorKind::kCommitStateUnknown) {
       outcome_unknown = true;
       continue;
     }
-    return last_error;  // anything else is not a race
+    return last_error;
   }
-  if (!outcome_unknown) ARROW_UNUSED(io_->Delete(manifest_location));
-  return last_error.WithMessage("append to ", id_.ToString(), " gave up after ",
+  return last_error.WithMessage("metadata update of ", id_.ToString(), " gave up after ",
                                 options.max_attempts,
                                 " attempts: ", last_error.message());
+}
+
+arrow::Result<std::vector<LiveFile>> Table::LiveFiles(
+    std::optional<int64_t> snapshot_id) const {
+  std::vector<LiveFile> files;
+  const Snapshot* snapshot =
+      snapshot_id ? metadata_.FindSnapshot(*snapshot_id) : metadata_.CurrentSnapshot();
+  if (snapshot == nullptr) {
+    if (snapshot_id) return arrow::Status::KeyError("no snapshot ", *snapshot_id);
+    return files;
+  }
+  ARROW_ASSIGN_OR_RAISE(auto manifests, ReadManifestList(*io_, snapshot->manifest_list));
+  for (const ManifestFile& manifest : manifests) {
+    ARROW_ASSIGN_OR_RAISE(TypePtr type,
+                          PartitionTypeOf(metadata_, manifest.partition_spec_id));
+    ARROW_ASSIGN_OR_RAISE(auto entries, ReadManifest(*io_, manifest, *type));
+    for (auto& entry : entries) {
+      if (IsLive(entry)) {
+        files.push_back(LiveFile{std::move(entry), manifest.partition_spec_id});
+      }
+    }
+  }
+  return files;
 }
 
 }  // namespace floe::iceberg

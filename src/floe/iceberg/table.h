@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +53,55 @@ struct CommitOptions {
 
 /// Snapshot-summary entries a caller adds to a commit (e.g. `floe.commit-lsn`).
 using SummaryProperties = std::map<std::string, std::string>;
+
+/// A commit refused because the table changed under it in a way that makes the
+/// change wrong (e.g. deletes against a data file a concurrent compaction removed).
+/// Retrying the same change cannot succeed: the caller must re-plan it. The status
+/// code is Invalid; IsValidationFailure tells it apart from other errors.
+arrow::Status ValidationFailure(std::string message);
+bool IsValidationFailure(const arrow::Status& status);
+
+/// A live file of a snapshot: its manifest entry (snapshot id and sequence numbers
+/// inherited) and the partition spec it was written with.
+struct LiveFile {
+  ManifestEntry entry;
+  int32_t spec_id = 0;
+};
+
+/// Data files and position delete files committed as one snapshot (merge-on-read
+/// updates and deletes). Position deletes apply to data files whose data sequence
+/// number is not above theirs, so they also delete rows of data files added in the
+/// same RowDelta.
+struct RowDeltaRequest {
+  std::vector<DataFile> add_data_files;
+  /// Position (or equality) delete files.
+  std::vector<DataFile> add_delete_files;
+  /// Data files the new position deletes point into. Each delete file's
+  /// referenced_data_file is added automatically. If a concurrent commit removed one
+  /// of them, the RowDelta fails with a validation failure.
+  std::vector<std::string> referenced_data_files;
+  /// Concurrent commits are checked from this snapshot on (default: the current
+  /// snapshot when RowDelta is called). Set it to the snapshot the change was
+  /// planned from.
+  std::optional<int64_t> validate_from_snapshot_id;
+  /// Also fail if data files were added since the validation snapshot in a partition
+  /// this delta writes to (serializable isolation for the partitions touched).
+  bool validate_no_conflicting_data_files = false;
+};
+
+/// Replaces files, or whole partitions, with new data files.
+struct OverwriteRequest {
+  /// Files (data or delete) to remove; each must still be live.
+  std::vector<DataFile> delete_files;
+  /// Partitions (of the default spec) whose every live data and delete file is
+  /// removed, as found in the snapshot the commit lands on.
+  std::vector<PartitionTuple> overwrite_partitions;
+  std::vector<DataFile> add_files;
+  std::optional<int64_t> validate_from_snapshot_id;
+  /// Fail if data files were added since the validation snapshot in a partition
+  /// this overwrite touches.
+  bool validate_no_conflicting_data_files = false;
+};
 
 class Table {
  public:
@@ -104,9 +154,54 @@ class Table {
                                       const SummaryProperties& summary = {},
                                       const CommitOptions& options = {});
 
+  /// Commits data and delete files as one snapshot: operation `overwrite`, or
+  /// `delete` when it adds delete files only. See RowDeltaRequest for the checks
+  /// made against concurrent commits.
+  arrow::Result<Snapshot> RowDelta(const RowDeltaRequest& request,
+                                   const SummaryProperties& summary = {},
+                                   const CommitOptions& options = {});
+
+  /// Compaction: removes `files_to_delete` (data and / or delete files) and adds
+  /// `files_to_add` holding the same rows, as one `replace` snapshot. Manifests
+  /// holding removed files are rewritten (removed entries DELETED, the others
+  /// EXISTING); the others are reused. Fails with a validation failure if a file to
+  /// remove is no longer live (a concurrent rewrite), or if a concurrent commit since
+  /// the call added delete files that may apply to a removed data file (those
+  /// deletes would be lost).
+  arrow::Result<Snapshot> RewriteFiles(const std::vector<DataFile>& files_to_delete,
+                                       const std::vector<DataFile>& files_to_add,
+                                       const SummaryProperties& summary = {},
+                                       const CommitOptions& options = {});
+
+  /// One `overwrite` snapshot (`delete` when nothing is added) removing files and /
+  /// or whole partitions and adding new data files.
+  arrow::Result<Snapshot> Overwrite(const OverwriteRequest& request,
+                                    const SummaryProperties& summary = {},
+                                    const CommitOptions& options = {});
+
+  /// Commits a metadata change without a snapshot (schema evolution, properties,
+  /// snapshot expiry, ...). `change` is applied to the current metadata and applied
+  /// again, on fresh metadata, after a lost race.
+  using MetadataChange =
+      std::function<arrow::Status(const TableMetadata& base, TableMetadataBuilder*)>;
+  arrow::Status UpdateMetadata(const MetadataChange& change,
+                               const CommitOptions& options = {});
+
+  /// The live data and delete files of snapshot `snapshot_id` (default: current;
+  /// empty without one).
+  arrow::Result<std::vector<LiveFile>> LiveFiles(
+      std::optional<int64_t> snapshot_id = std::nullopt) const;
+
  private:
+  struct PendingSnapshot;
+
   Table(Catalog* catalog, std::shared_ptr<FileIO> io, TableIdentifier id,
         TableMetadata metadata, std::string metadata_location);
+
+  // The commit path every snapshot-producing operation shares.
+  arrow::Result<Snapshot> CommitSnapshot(const PendingSnapshot& pending,
+                                         const SummaryProperties& summary,
+                                         const CommitOptions& options);
 
   std::string MetadataDirectory() const;
 
@@ -121,5 +216,9 @@ class Table {
 /// prints them (dates for day transforms, and so on), URL-escaped.
 std::string PartitionPath(const PartitionSpec& spec, const Schema& schema,
                           const PartitionTuple& partition);
+
+/// The partition struct of spec `spec_id` of `metadata` (for reading its
+/// manifests), resolved against the current schema or, failing that, older ones.
+arrow::Result<TypePtr> PartitionTypeOf(const TableMetadata& metadata, int32_t spec_id);
 
 }  // namespace floe::iceberg

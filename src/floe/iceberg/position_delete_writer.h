@@ -1,0 +1,46 @@
+// Position delete files: Parquet files of (data file path, row position) pairs that
+// mark rows of data files as deleted (merge-on-read). Written with the spec's
+// reserved schema so every engine can apply them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "floe/iceberg/manifest.h"
+#include "floe/iceberg/partition_spec.h"
+#include "floe/iceberg/schema.h"
+#include "floe/iceberg/table.h"
+
+namespace floe::iceberg {
+
+/// Reserved field ids of the position delete schema (spec "Position Delete Files").
+inline constexpr int32_t kDeleteFilePathFieldId = 2147483546;
+inline constexpr int32_t kDeletePosFieldId = 2147483545;
+
+/// One deleted row: the data file's location as the manifest holds it, and the
+/// row's 0-based position in that file.
+struct PositionDelete {
+  std::string file_path;
+  int64_t pos = 0;
+
+  friend auto operator<=>(const PositionDelete&, const PositionDelete&) = default;
+};
+
+/// `file_path` (string, required, id 2147483546) then `pos` (long, required, id
+/// 2147483545).
+arrow::Result<Schema> PositionDeleteSchema();
+
+/// Writes `rows` (sorted by file_path then pos, duplicates dropped, as the spec
+/// requires) as one Parquet position delete file of `partition` (the partition of
+/// the data files it points into) with the table's writer settings, makes it
+/// durable and returns its manifest contents: content position-deletes, record
+/// count, full (untruncated) file_path bounds, pos bounds, and referenced_data_file
+/// when every row points into one data file. Nothing is committed.
+arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
+                                                const PartitionTuple& partition,
+                                                std::vector<PositionDelete> rows);
+
+}  // namespace floe::iceberg

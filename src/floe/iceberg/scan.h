@@ -1,0 +1,127 @@
+// Reading Iceberg tables: scan planning (manifest list -> manifests pruned by their
+// partition summaries -> data files pruned by partition tuple and column metrics,
+// each paired with the delete files that apply to it by the spec's sequence-number
+// rules) and reading the planned files into Arrow record batches in the requested
+// projection of the snapshot's schema (columns matched by Parquet field id, added
+// columns as nulls, promotions applied), with position and equality deletes and the
+// row filter applied. Free functions over TableMetadata + FileIO, or a Table.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+#include <arrow/status.h>
+#include <arrow/table.h>
+
+#include "floe/iceberg/expression.h"
+#include "floe/iceberg/file_io.h"
+#include "floe/iceberg/manifest.h"
+#include "floe/iceberg/schema.h"
+#include "floe/iceberg/table.h"
+#include "floe/iceberg/table_metadata.h"
+
+namespace floe::iceberg {
+
+/// Field ids of the columns of a position delete file (spec "Position Delete
+/// Files").
+inline constexpr int32_t kDeleteFilePathFieldId = 2147483546;
+inline constexpr int32_t kDeletePosFieldId = 2147483545;
+
+struct ScanOptions {
+  /// The snapshot to read; the table's current snapshot when unset. A time-travel
+  /// scan reads in the schema the snapshot was written with.
+  std::optional<int64_t> snapshot_id;
+  /// Row filter (unbound, columns by name); null reads every row. Rows are kept
+  /// where the filter is true: a comparison with null is not (SQL semantics).
+  ExpressionPtr filter;
+  /// Top-level columns to return, by name, in this order; unset returns all.
+  std::optional<std::vector<std::string>> columns;
+  /// Manifests read at once while planning, and data files while reading
+  /// (ScanToArrow).
+  int parallelism = 8;
+};
+
+/// One data file to read and the delete files that apply to it.
+struct FileScanTask {
+  DataFile data_file;
+  int32_t spec_id = 0;
+  /// The data file's data sequence number.
+  int64_t data_sequence_number = 0;
+  /// Position and equality delete files that apply (see AssignDeleteFiles).
+  std::vector<DataFile> delete_files;
+};
+
+/// A live delete file of the snapshot, as AssignDeleteFiles needs it.
+struct DeleteFileEntry {
+  DataFile file;
+  int32_t spec_id = 0;
+  int64_t data_sequence_number = 0;
+};
+
+struct ScanPlanStats {
+  int32_t manifests = 0;
+  int32_t manifests_skipped = 0;
+  int64_t data_files = 0;
+  int64_t files_skipped_by_partition = 0;
+  int64_t files_skipped_by_metrics = 0;
+  int64_t delete_files = 0;
+};
+
+struct ScanPlan {
+  /// None for a table without snapshots (no tasks).
+  std::optional<int64_t> snapshot_id;
+  /// The schema rows are read in (the snapshot's for time travel, else current).
+  std::shared_ptr<const Schema> schema;
+  /// The requested columns of `schema`.
+  std::shared_ptr<const Schema> projection;
+  /// The filter bound to `schema` (AlwaysTrue when none).
+  ExpressionPtr filter;
+  std::vector<FileScanTask> tasks;
+  ScanPlanStats stats;
+};
+
+/// Plans a scan of `metadata` (files read through `io`).
+arrow::Result<ScanPlan> PlanScan(const TableMetadata& metadata, FileIO& io,
+                                 const ScanOptions& options = {});
+arrow::Result<ScanPlan> PlanScan(const Table& table, const ScanOptions& options = {});
+
+/// Adds to each task the delete files that apply to its data file (spec "Scan
+/// Planning"): a position delete file applies when it is in the same partition of
+/// the same spec and its data sequence number is >= the data file's (and, when it
+/// names a referenced data file, that is this one); an equality delete file applies
+/// when its data sequence number is > the data file's and it is either in the same
+/// partition of the same spec or unpartitioned (an empty partition tuple).
+void AssignDeleteFiles(const std::vector<DeleteFileEntry>& deletes,
+                       std::vector<FileScanTask>* tasks);
+
+/// Reads one planned file: its columns matched by field id to `projection` (plus
+/// those `filter` and the task's equality deletes need, read in `schema`'s types),
+/// deletes applied, then `filter` (bound to `schema`) applied to the rows. Batches
+/// have ToArrowSchema(projection) as their schema, one per row group with rows left
+/// (the file is read a row group at a time).
+arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadFileScanTask(
+    FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
+    const ExpressionPtr& filter);
+
+/// Reads a planned scan lazily, one data file at a time.
+/// REQUIRES: `io` outlives the reader.
+arrow::Result<std::shared_ptr<arrow::RecordBatchReader>> ScanPlanBatches(FileIO& io,
+                                                                         ScanPlan plan);
+
+/// Plans and reads a scan of `table`. REQUIRES: `table` outlives the reader.
+arrow::Result<std::shared_ptr<arrow::RecordBatchReader>> ScanBatches(
+    const Table& table, const ScanOptions& options = {});
+/// Plans and reads a scan of `table` into one Arrow table (ToArrowSchema of the
+/// projection).
+arrow::Result<std::shared_ptr<arrow::Table>> ScanToArrow(const Table& table,
+                                                         const ScanOptions& options = {});
+arrow::Result<std::shared_ptr<arrow::Table>> ScanToArrow(const TableMetadata& metadata,
+                                                         FileIO& io,
+                                                         const ScanOptions& options = {});
+
+}  // namespace floe::iceberg

@@ -1,0 +1,63 @@
+// Table maintenance that removes files: expiring old snapshots (and deleting the
+// files only they reached) and removing orphan files that no metadata references.
+// Both delete a file only when no remaining snapshot or metadata file can read it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "floe/iceberg/table.h"
+
+namespace floe::iceberg {
+
+struct ExpireSnapshotsOptions {
+  /// Snapshots with a timestamp before this (ms since the epoch) may be expired.
+  int64_t older_than_ms = 0;
+  /// Of every branch's history, at least this many newest snapshots are kept
+  /// whatever their age (at least 1: a branch's head is never expired).
+  int32_t retain_last = 1;
+  /// Delete the files no remaining snapshot reaches.
+  bool delete_files = true;
+  CommitOptions commit;
+};
+
+struct ExpireSnapshotsResult {
+  std::vector<int64_t> expired_snapshot_ids;
+  std::vector<std::string> deleted_manifest_lists;
+  std::vector<std::string> deleted_manifests;
+  std::vector<std::string> deleted_data_files;
+  std::vector<std::string> deleted_delete_files;
+};
+
+/// Removes from the table's metadata every snapshot that is older than
+/// `older_than_ms`, is not the head of a branch or tag and is not among the newest
+/// `retain_last` of a branch's history; commits that; then deletes the manifest
+/// lists, manifests, data and delete files that only the expired snapshots
+/// reached. Reachability is computed by reading every remaining snapshot's
+/// manifests: a file live in any of them is never deleted.
+arrow::Result<ExpireSnapshotsResult> ExpireSnapshots(
+    Table& table, const ExpireSnapshotsOptions& options);
+
+/// Orphans are kept this long by default: a writer may be between writing a file and
+/// committing it.
+inline constexpr int64_t kDefaultOrphanAgeMs = int64_t{3} * 24 * 3600 * 1000;
+
+struct RemoveOrphanFilesOptions {
+  /// Only files last modified before this are removed (default: 3 days ago).
+  std::optional<int64_t> older_than_ms;
+  /// Report without deleting.
+  bool dry_run = false;
+};
+
+/// Lists every file under the table's location and deletes those that are older
+/// than the cutoff and referenced by nothing: not the current metadata file or one
+/// in its metadata-log, not a snapshot's manifest list, manifest, data or delete
+/// file, not a statistics file. Returns the locations removed.
+arrow::Result<std::vector<std::string>> RemoveOrphanFiles(
+    Table& table, const RemoveOrphanFilesOptions& options = {});
+
+}  // namespace floe::iceberg
