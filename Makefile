@@ -3,6 +3,7 @@
 #   make test       build; unit tests (ctest), the same under ASan+UBSan, then the
 #                   integration tests (pytest) against real PostgreSQL and readers
 #   make test-asan  only the ASan+UBSan build and its unit tests
+#   make bench      run the benchmarks and write BENCHMARKS.md (minutes)
 #   make fuzz       build the libFuzzer targets with clang and fuzz the pgoutput
 #                   decoder for FUZZ_SECONDS (default 60)
 #   make format     clang-format the C++ sources
@@ -12,7 +13,7 @@ BUILD_DIR := build/$(PRESET)
 PYTEST_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: bootstrap build test unit-test integration-test test-asan fuzz format clean
+.PHONY: bootstrap build test unit-test integration-test test-asan bench fuzz format clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -33,6 +34,9 @@ test: unit-test test-asan integration-test
 test-asan:
 	$(MAKE) unit-test PRESET=asan-ubsan
 
+bench: build
+	bench/run
+
 fuzz:
 	@scripts/bootstrap --fuzz
 	CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -43,16 +47,8 @@ fuzz:
 	  build/fuzz/corpus/pgoutput
 
 format:
-	@command -v clang-format >/dev/null || { echo 'make format needs clang-fuzz:
-	@scripts/bootstrap --fuzz
-	CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DFLOE_FUZZ=ON -DFLOE_BUILD_TESTS=OFF >/dev/null
-	cmake --build build/fuzz -j2 --target pgoutput_fuzz
-	mkdir -p build/fuzz/corpus/pgoutput
-	build/fuzz/pgoutput_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  build/fuzz/corpus/pgoutput
-
-format: apt-get install clang-format'; exit 1; }
+	@command -v clang-format >/dev/null || \
+	  { echo 'make format needs clang-format: apt-get install clang-format'; exit 1; }
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:

@@ -260,6 +260,7 @@ arrow::Status ParquetFileWriter::Write(const arrow::RecordBatch& batch) {
   }
   ARROW_RETURN_NOT_OK(writer_->WriteRecordBatch(batch));
   rows_written_ += batch.num_rows();
+  ARROW_ASSIGN_OR_RAISE(bytes_written_, sink_->Tell());
   return arrow::Status::OK();
 }
 
@@ -268,6 +269,7 @@ arrow::Status ParquetFileWriter::Close() {
   closed_ = true;
   ARROW_RETURN_NOT_OK(writer_->Close());
   ARROW_ASSIGN_OR_RAISE(int64_t file_size, sink_->Tell());
+  bytes_written_ = file_size;
   if (!sink_->closed()) ARROW_RETURN_NOT_OK(sink_->Close());
   ARROW_ASSIGN_OR_RAISE(metrics_, ComputeMetrics(writer_->metadata(), file_size));
   return arrow::Status::OK();

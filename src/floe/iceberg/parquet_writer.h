@@ -113,6 +113,15 @@ class ParquetFileWriter {
   const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
   int64_t rows_written() const { return rows_written_; }
 
+  /// Bytes already flushed to the sink (its Tell() after the last Write), or the
+  /// whole file size after Close(). The row group being buffered is not counted:
+  /// Parquet C++'s `parquet::arrow::FileWriter` keeps its RowGroupWriter private, so
+  /// no estimate of buffered bytes is available. The count therefore grows a row
+  /// group at a time (the arrow writer flushes a full row group when the next batch
+  /// arrives), and callers rolling files at a size do so at row-group granularity:
+  /// bound the row group size with `max_row_group_rows` for that.
+  int64_t bytes_written() const { return bytes_written_; }
+
   /// REQUIRES: Close() returned OK.
   arrow::Result<const DataFileMetrics*> metrics() const;
 
@@ -125,6 +134,7 @@ class ParquetFileWriter {
   std::shared_ptr<arrow::Schema> schema_;
   std::unique_ptr<parquet::arrow::FileWriter> writer_;
   int64_t rows_written_ = 0;
+  int64_t bytes_written_ = 0;
   bool closed_ = false;
   std::optional<DataFileMetrics> metrics_;
 };

@@ -1,13 +1,16 @@
 #include "floe/iceberg/table.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
 #include <utility>
 
+#include <arrow/util/byte_size.h>
 #include <nlohmann/json.hpp>
 
 #include "floe/iceberg/data_file_metrics.h"
@@ -389,25 +392,94 @@ std::string Table::NewDataFileLocation(const PartitionTuple& partition) const {
   return dir + "/" + GenerateUuidV4() + ".parquet";
 }
 
-arrow::Result<DataFile> Table::WriteDataFile(
-    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
-    const PartitionTuple& partition) {
+arrow::Status Table::CheckPartitionTuple(const PartitionTuple& partition) const {
   if (partition.size() != spec().fields.size()) {
     return arrow::Status::Invalid("partition tuple has ", partition.size(),
                                   " values; the table's spec has ", spec().fields.size(),
                                   " fields");
   }
+  return arrow::Status::OK();
+}
+
+arrow::Result<Table::OpenDataFile> Table::StartDataFile(
+    const PartitionTuple& partition, const std::shared_ptr<arrow::Schema>& schema,
+    const ParquetWriterOptions& options) const {
+  OpenDataFile file;
+  file.location = NewDataFileLocation(partition);
+  ARROW_ASSIGN_OR_RAISE(auto sink, io_->OpenOutput(file.location));
+  ARROW_ASSIGN_OR_RAISE(file.writer, ParquetFileWriter::Open(sink, schema, options));
+  return file;
+}
+
+arrow::Result<DataFile> Table::FinishDataFile(OpenDataFile file,
+                                              const PartitionTuple& partition) const {
+  ARROW_RETURN_NOT_OK(file.writer->Close());
+  ARROW_RETURN_NOT_OK(io_->Sync(file.location));
+  ARROW_ASSIGN_OR_RAISE(const DataFileMetrics* metrics, file.writer->metrics());
+  return DataFileFromMetrics(schema(), *metrics, file.location, partition);
+}
+
+arrow::Result<DataFile> Table::WriteDataFile(
+    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+    const PartitionTuple& partition) {
+  ARROW_RETURN_NOT_OK(CheckPartitionTuple(partition));
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema()));
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, WriterOptions());
-  const std::string location = NewDataFileLocation(partition);
-  ARROW_ASSIGN_OR_RAISE(auto sink, io_->OpenOutput(location));
-  ARROW_ASSIGN_OR_RAISE(auto writer,
-                        ParquetFileWriter::Open(sink, arrow_schema, std::move(options)));
-  for (const auto& batch : batches) ARROW_RETURN_NOT_OK(writer->Write(*batch));
-  ARROW_RETURN_NOT_OK(writer->Close());
-  ARROW_RETURN_NOT_OK(io_->Sync(location));
-  ARROW_ASSIGN_OR_RAISE(const DataFileMetrics* metrics, writer->metrics());
-  return DataFileFromMetrics(schema(), *metrics, location, partition);
+  ARROW_ASSIGN_OR_RAISE(OpenDataFile file,
+                        StartDataFile(partition, arrow_schema, options));
+  for (const auto& batch : batches) ARROW_RETURN_NOT_OK(file.writer->Write(*batch));
+  return FinishDataFile(std::move(file), partition);
+}
+
+arrow::Result<int64_t> Table::TargetFileSizeBytes() const {
+  auto it = metadata_.properties.find(kTargetFileSizeProperty);
+  if (it == metadata_.properties.end()) return kDefaultTargetFileSizeBytes;
+  const std::string& text = it->second;
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value <= 0) {
+    return arrow::Status::Invalid("table property ", kTargetFileSizeProperty, "='", text,
+                                  "' is not a positive 64-bit integer");
+  }
+  return value;
+}
+
+arrow::Result<std::vector<DataFile>> Table::WriteDataFiles(
+    const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+    const PartitionTuple& partition) {
+  ARROW_RETURN_NOT_OK(CheckPartitionTuple(partition));
+  ARROW_ASSIGN_OR_RAISE(const int64_t target, TargetFileSizeBytes());
+  ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema()));
+  ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, WriterOptions());
+  // Only flushed row groups count towards the target, so keep row groups at about a
+  // quarter of it (in-memory bytes, which compress to less on disk).
+  for (const auto& batch : batches) {
+    if (batch == nullptr || batch->num_rows() == 0) continue;
+    const int64_t bytes_per_row =
+        std::max<int64_t>(1, arrow::util::TotalBufferSize(*batch) / batch->num_rows());
+    const int64_t row_cap = std::max<int64_t>(1, target / 4 / bytes_per_row);
+    options.max_row_group_rows = std::min(options.max_row_group_rows, row_cap);
+    break;
+  }
+  std::vector<DataFile> files;
+  std::optional<OpenDataFile> file;
+  for (const auto& batch : batches) {
+    if (batch == nullptr || batch->num_rows() == 0) continue;
+    if (!file) {
+      ARROW_ASSIGN_OR_RAISE(file, StartDataFile(partition, arrow_schema, options));
+    }
+    ARROW_RETURN_NOT_OK(file->writer->Write(*batch));
+    if (file->writer->bytes_written() >= target) {
+      ARROW_ASSIGN_OR_RAISE(DataFile done, FinishDataFile(std::move(*file), partition));
+      files.push_back(std::move(done));
+      file.reset();
+    }
+  }
+  if (file) {
+    ARROW_ASSIGN_OR_RAISE(DataFile done, FinishDataFile(std::move(*file), partition));
+    files.push_back(std::move(done));
+  }
+  return files;
 }
 
 namespace {

@@ -146,6 +146,26 @@ class Table {
       const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
       const PartitionTuple& partition = {});
 
+  /// The table's `write.target-file-size-bytes` (default 512 MiB). Invalid, naming
+  /// the property, unless it is a positive integer.
+  arrow::Result<int64_t> TargetFileSizeBytes() const;
+
+  /// Writes `batches` as data files of `partition` of about the table's target file
+  /// size (TargetFileSizeBytes), makes each durable and returns their manifest entry
+  /// contents in write order. Batches go to a file in order, whole; once the bytes
+  /// the file has flushed reach the target, it is closed and the next batch starts a
+  /// new one. A batch is never split: a batch larger than the target makes a file of
+  /// its own (with whatever preceded it in that file). Rolling happens at row-group
+  /// granularity (see ParquetFileWriter::bytes_written), so the row-group row limit
+  /// is lowered to about a quarter of the target's worth of rows, estimated from the
+  /// first non-empty batch's in-memory bytes per row, when that is below the table's
+  /// limit; a file then ends at most about one row group plus one batch past the
+  /// target. Empty batches are skipped; no rows give no files. Nothing is committed;
+  /// on error, files already written are left for RemoveOrphanFiles.
+  arrow::Result<std::vector<DataFile>> WriteDataFiles(
+      const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+      const PartitionTuple& partition = {});
+
   /// Commits `files` (written and durable) as one `append` snapshot on `main`,
   /// adding `summary` to the snapshot summary. The new manifest is written once and
   /// reused on retries; earlier manifests are kept as they are. Returns the
@@ -204,6 +224,19 @@ class Table {
                                          const CommitOptions& options);
 
   std::string MetadataDirectory() const;
+
+  // Opens a writer on a fresh data file location of `partition`.
+  struct OpenDataFile {
+    std::string location;
+    std::unique_ptr<ParquetFileWriter> writer;
+  };
+  arrow::Result<OpenDataFile> StartDataFile(const PartitionTuple& partition,
+                                            const std::shared_ptr<arrow::Schema>& schema,
+                                            const ParquetWriterOptions& options) const;
+  // Closes `file`, makes it durable and builds its DataFile.
+  arrow::Result<DataFile> FinishDataFile(OpenDataFile file,
+                                         const PartitionTuple& partition) const;
+  arrow::Status CheckPartitionTuple(const PartitionTuple& partition) const;
 
   Catalog* catalog_;
   std::shared_ptr<FileIO> io_;

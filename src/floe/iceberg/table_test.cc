@@ -1,14 +1,20 @@
 #include "floe/iceberg/table.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/io/file.h>
+#include <arrow/util/byte_size.h>
 #include <gtest/gtest.h>
+#include <parquet/arrow/reader.h>
 
 #include "floe/iceberg/sql_catalog.h"
 
@@ -201,6 +207,136 @@ TEST_F(TableTest, WriterPropertiesChooseCodecAndBloomFilters) {
                                       "file://" + (dir_ / "wh" / "db" / "bad").string(),
                                       {{"write.parquet.compression-codec", "lzo"}}));
   EXPECT_TRUE(bad->WriterOptions().status().IsInvalid());
+}
+
+// Rows `first`..`first + n - 1` with hard-to-compress names (32 pseudo-random hex
+// digits derived from the id), so that file sizes track row counts.
+std::shared_ptr<arrow::RecordBatch> RandomNameBatch(const Table& table, int64_t first,
+                                                    int64_t n) {
+  auto schema = ValueOrDie(ToArrowSchema(table.schema()));
+  arrow::Int64Builder ids;
+  arrow::StringBuilder names;
+  for (int64_t i = first; i < first + n; ++i) {
+    std::mt19937_64 rng(static_cast<uint64_t>(i));
+    char hex[33];
+    std::snprintf(hex, sizeof hex, "%016llx%016llx",
+                  static_cast<unsigned long long>(rng()),
+                  static_cast<unsigned long long>(rng()));
+    EXPECT_TRUE(ids.Append(i).ok());
+    EXPECT_TRUE(names.Append(hex, 32).ok());
+  }
+  return arrow::RecordBatch::Make(schema, n,
+                                  {ValueOrDie(ids.Finish()), ValueOrDie(names.Finish())});
+}
+
+// The `id` column of every row of a data file, read back with Parquet C++.
+std::vector<int64_t> ReadIds(const DataFile& file) {
+  std::string path = file.file_path;
+  if (path.starts_with("file://")) path = path.substr(7);
+  auto input = ValueOrDie(arrow::io::ReadableFile::Open(path));
+  std::unique_ptr<parquet::arrow::FileReader> reader =
+      ValueOrDie(parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+  std::shared_ptr<arrow::Table> rows = ValueOrDie(reader->ReadTable());
+  std::vector<int64_t> ids;
+  if (rows == nullptr) return ids;
+  for (const auto& chunk : rows->GetColumnByName("id")->chunks()) {
+    const auto& values = static_cast<const arrow::Int64Array&>(*chunk);
+    for (int64_t i = 0; i < values.length(); ++i) ids.push_back(values.Value(i));
+  }
+  return ids;
+}
+
+TEST_F(TableTest, WriteDataFilesRollsToANewFileAtTheTargetSize) {
+  constexpr int64_t kTarget = 64 * 1024;
+  auto table = CreateTable({{kTargetFileSizeProperty, std::to_string(kTarget)}});
+  constexpr int64_t kBatches = 100, kRowsPerBatch = 250;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  int64_t total_bytes = 0, batch_bytes = 0;
+  for (int64_t b = 0; b < kBatches; ++b) {
+    batches.push_back(RandomNameBatch(*table, b * kRowsPerBatch, kRowsPerBatch));
+    batch_bytes = std::max(batch_bytes, arrow::util::TotalBufferSize(*batches.back()));
+    total_bytes += arrow::util::TotalBufferSize(*batches.back());
+  }
+  ASSERT_GE(total_bytes, 1000 * 1000);
+
+  auto files = ValueOrDie(table->WriteDataFiles(batches));
+  ASSERT_GE(files.size(), 4u);
+  int64_t records = 0;
+  std::vector<int64_t> ids;
+  for (size_t f = 0; f < files.size(); ++f) {
+    SCOPED_TRACE("file " + std::to_string(f));
+    if (f + 1 < files.size()) {
+      EXPECT_GE(files[f].file_size_in_bytes, kTarget);
+    }
+    EXPECT_LE(files[f].file_size_in_bytes, kTarget + 2 * batch_bytes);
+    EXPECT_EQ(files[f].record_count % kRowsPerBatch, 0);  // batches are never split
+    EXPECT_EQ(static_cast<int64_t>(fs::file_size(files[f].file_path.substr(7))),
+              files[f].file_size_in_bytes);
+    records += files[f].record_count;
+    auto file_ids = ReadIds(files[f]);
+    EXPECT_EQ(static_cast<int64_t>(file_ids.size()), files[f].record_count);
+    ids.insert(ids.end(), file_ids.begin(), file_ids.end());
+  }
+  EXPECT_EQ(records, kBatches * kRowsPerBatch);
+  ASSERT_EQ(static_cast<int64_t>(ids.size()), kBatches * kRowsPerBatch);
+  for (int64_t i = 0; i < static_cast<int64_t>(ids.size()); ++i) {
+    ASSERT_EQ(ids[i], i);  // every row once, in order across the files
+  }
+
+  Snapshot snap = ValueOrDie(table->AppendFiles(files));
+  EXPECT_EQ(snap.summary.at("added-records"), std::to_string(kBatches * kRowsPerBatch));
+  EXPECT_EQ(snap.summary.at("added-data-files"), std::to_string(files.size()));
+}
+
+TEST_F(TableTest, WriteDataFilesPutsABatchLargerThanTheTargetWholeInOneFile) {
+  auto table = CreateTable({{kTargetFileSizeProperty, "1024"}});
+  auto files = ValueOrDie(table->WriteDataFiles(
+      {RandomNameBatch(*table, 0, 5000), RandomNameBatch(*table, 5000, 3000)}));
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].record_count, 5000);
+  EXPECT_EQ(files[1].record_count, 3000);
+  EXPECT_EQ(ReadIds(files[1]).front(), 5000);
+}
+
+TEST_F(TableTest, WriteDataFilesWritesOneFileUnderTheDefaultTarget) {
+  auto table = CreateTable();
+  EXPECT_EQ(ValueOrDie(table->TargetFileSizeBytes()), kDefaultTargetFileSizeBytes);
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  for (int64_t b = 0; b < 20; ++b)
+    batches.push_back(RandomNameBatch(*table, b * 500, 500));
+  auto files = ValueOrDie(table->WriteDataFiles(batches));
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].record_count, 10000);
+  EXPECT_EQ(ReadIds(files[0]).size(), 10000u);
+  EXPECT_TRUE(ValueOrDie(table->WriteDataFiles({})).empty());
+}
+
+TEST_F(TableTest, WriteDataFilesRejectsAnInvalidTargetFileSize) {
+  for (const char* bad : {"abc", "0", "-5", "64k", ""}) {
+    SCOPED_TRACE(bad);
+    auto table = CreateTable({{kTargetFileSizeProperty, bad}});
+    auto result = table->WriteDataFiles({Batch(*table, 0, 10)});
+    ASSERT_TRUE(result.status().IsInvalid()) << result.status().ToString();
+    EXPECT_NE(result.status().message().find(kTargetFileSizeProperty), std::string::npos);
+    ASSERT_TRUE(catalog_->DropTable(kId).ok());
+  }
+}
+
+TEST_F(TableTest, ParquetWriterBytesWrittenGrowsByRowGroupAndEndsAtTheFileSize) {
+  auto table = CreateTable();
+  auto schema = ValueOrDie(ToArrowSchema(table->schema()));
+  const std::string path = (dir_ / "bytes.parquet").string();
+  ParquetWriterOptions options;
+  options.max_row_group_rows = 1000;
+  auto writer = ValueOrDie(ParquetFileWriter::OpenFile(path, schema, options));
+  EXPECT_EQ(writer->bytes_written(), 0);
+  ASSERT_TRUE(writer->Write(*RandomNameBatch(*table, 0, 500)).ok());
+  const int64_t buffered = writer->bytes_written();  // the row group is not full
+  ASSERT_TRUE(writer->Write(*RandomNameBatch(*table, 500, 2000)).ok());
+  EXPECT_GT(writer->bytes_written(), buffered + 1000 * 32 / 2);  // two row groups out
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(writer->bytes_written(), static_cast<int64_t>(fs::file_size(path)));
+  EXPECT_EQ(writer->bytes_written(), ValueOrDie(writer->metrics())->file_size_bytes);
 }
 
 TEST(PartitionPath, PrintsTransformedValuesLikeIceberg) {
