@@ -34,18 +34,10 @@ class SqliteConnection : public SqlConnection {
     return Run(sql, params, nullptr);
   }
 
-  arrow::Status InTransaction(const std::function<arrow::Status()>& body) override {
-    // IMMEDIATE takes the write lock up front, so two writers never deadlock on
-    // a read-to-write upgrade.
-    ARROW_RETURN_NOT_OK(Execute("BEGIN IMMEDIATE", {}).status());
-    arrow::Status st = body();
-    if (st.ok()) {
-      st = Execute("COMMIT", {}).status();
-      if (st.ok()) return st;
-    }
-    ARROW_UNUSED(Execute("ROLLBACK", {}));
-    return st;
-  }
+ protected:
+  // IMMEDIATE takes the write lock up front, so two writers never deadlock on a
+  // read-to-write upgrade.
+  const char* BeginStatement() const override { return "BEGIN IMMEDIATE"; }
 
  private:
   arrow::Status Error(int rc, const std::string& sql) const {
@@ -155,6 +147,17 @@ Namespace SplitNamespace(const std::string& text) {
 }
 
 }  // namespace
+
+arrow::Status SqlConnection::InTransaction(const std::function<arrow::Status()>& body) {
+  ARROW_RETURN_NOT_OK(Execute(BeginStatement(), {}).status());
+  arrow::Status st = body();
+  if (st.ok()) {
+    st = Execute("COMMIT", {}).status();
+    if (st.ok()) return st;
+  }
+  ARROW_UNUSED(Execute("ROLLBACK", {}));
+  return st;
+}
 
 arrow::Result<std::unique_ptr<SqlConnection>> OpenSqlite(const std::string& path,
                                                          int busy_timeout_ms) {

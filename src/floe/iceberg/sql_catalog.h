@@ -32,7 +32,11 @@ class SqlConnection {
   virtual arrow::Result<int64_t> Execute(
       const std::string& sql, const std::vector<std::optional<std::string>>& params) = 0;
   /// Runs `body` in one transaction, rolling back if it fails.
-  virtual arrow::Status InTransaction(const std::function<arrow::Status()>& body) = 0;
+  arrow::Status InTransaction(const std::function<arrow::Status()>& body);
+
+ protected:
+  /// The statement that opens a write transaction on this database.
+  virtual const char* BeginStatement() const = 0;
 };
 
 /// Opens (creating if needed) a SQLite database file. Concurrent writers from

@@ -47,16 +47,8 @@ class PostgresConnection : public SqlConnection {
     return Run(sql, params, nullptr);
   }
 
-  arrow::Status InTransaction(const std::function<arrow::Status()>& body) override {
-    ARROW_RETURN_NOT_OK(Execute("BEGIN", {}).status());
-    arrow::Status st = body();
-    if (st.ok()) {
-      st = Execute("COMMIT", {}).status();
-      if (st.ok()) return st;
-    }
-    ARROW_UNUSED(Execute("ROLLBACK", {}));
-    return st;
-  }
+ protected:
+  const char* BeginStatement() const override { return "BEGIN"; }
 
  private:
   arrow::Result<int64_t> Run(const std::string& sql, const Params& params,
