@@ -1,4 +1,5 @@
 #include "floe/source/postgres/change_stream.h"
+#include "floe/source/postgres/pgoutput_test_util.h"
 
 #include <deque>
 #include <filesystem>
@@ -14,39 +15,7 @@
 namespace floe::postgres {
 namespace {
 
-// Builds pgoutput messages byte by byte, big-endian, as the walsender sends them.
-class Bytes {
- public:
-  Bytes& U8(uint8_t v) {
-    data_.push_back(static_cast<char>(v));
-    return *this;
-  }
-  Bytes& Tag(char c) { return U8(static_cast<uint8_t>(c)); }
-  Bytes& U16(uint16_t v) { return BigEndian(v, 2); }
-  Bytes& U32(uint32_t v) { return BigEndian(v, 4); }
-  Bytes& I32(int32_t v) { return BigEndian(static_cast<uint32_t>(v), 4); }
-  Bytes& U64(uint64_t v) { return BigEndian(v, 8); }
-  Bytes& I64(int64_t v) { return BigEndian(static_cast<uint64_t>(v), 8); }
-  Bytes& Str(std::string_view s) {
-    data_.append(s);
-    data_.push_back('\0');
-    return *this;
-  }
-  Bytes& Raw(std::string_view s) {
-    data_.append(s);
-    return *this;
-  }
-  Bytes& Xid(std::optional<TransactionId> xid) { return xid ? U32(*xid) : *this; }
-  const std::string& str() const { return data_; }
-
- private:
-  Bytes& BigEndian(uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; --i)
-      data_.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-    return *this;
-  }
-  std::string data_;
-};
+using testing::Bytes;
 
 constexpr Oid kInt4 = 23;
 constexpr Oid kText = 25;
