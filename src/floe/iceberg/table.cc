@@ -500,6 +500,66 @@ arrow::Result<ManifestWriteOptions> ManifestOptionsFor(const TableMetadata& meta
   return options;
 }
 
+struct ManifestMergeSettings {
+  bool enabled = true;
+  int64_t min_count = kDefaultManifestMinMergeCount;
+  int64_t target_size_bytes = kDefaultManifestTargetSizeBytes;
+};
+
+arrow::Result<int64_t> IntegerProperty(const TableMetadata& metadata, const char* key,
+                                       int64_t fallback, int64_t min_value) {
+  auto it = metadata.properties.find(key);
+  if (it == metadata.properties.end()) return fallback;
+  const std::string& text = it->second;
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min_value) {
+    return arrow::Status::Invalid("table property ", key, "='", text,
+                                  "' is not an integer >= ", min_value);
+  }
+  return value;
+}
+
+arrow::Result<ManifestMergeSettings> MergeSettingsOf(const TableMetadata& metadata) {
+  ManifestMergeSettings settings;
+  if (auto it = metadata.properties.find(kManifestMergeEnabledProperty);
+      it != metadata.properties.end()) {
+    // As Java's Boolean.parseBoolean: "true" in any case, anything else is false.
+    std::string lower = it->second;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    settings.enabled = lower == "true";
+  }
+  ARROW_ASSIGN_OR_RAISE(settings.min_count,
+                        IntegerProperty(metadata, kManifestMinMergeCountProperty,
+                                        kDefaultManifestMinMergeCount, 0));
+  ARROW_ASSIGN_OR_RAISE(settings.target_size_bytes,
+                        IntegerProperty(metadata, kManifestTargetSizeProperty,
+                                        kDefaultManifestTargetSizeBytes, 1));
+  return settings;
+}
+
+// Splits `group` (manifests in manifest-list order, newest first) into bins of
+// consecutive manifests of at most `target` bytes, filled from the oldest end, so
+// that the newest manifests share the last, possibly partial, bin. A manifest larger
+// than the target gets a bin of its own. Bins come back in list order.
+std::vector<std::vector<const ManifestFile*>> PackFromOldest(
+    const std::vector<const ManifestFile*>& group, int64_t target) {
+  std::vector<std::vector<const ManifestFile*>> bins;
+  int64_t weight = 0;
+  for (auto it = group.rbegin(); it != group.rend(); ++it) {
+    const int64_t length = (*it)->manifest_length;
+    if (bins.empty() || weight + length > target) {
+      bins.emplace_back();
+      weight = 0;
+    }
+    bins.back().push_back(*it);
+    weight += length;
+  }
+  for (auto& bin : bins) std::reverse(bin.begin(), bin.end());
+  std::reverse(bins.begin(), bins.end());
+  return bins;
+}
+
 // A manifest of the base snapshot as this commit needs it: kept as it is, or
 // rewritten with the removed entries DELETED.
 struct ManifestRewrite {
@@ -594,6 +654,92 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
   };
   // Base manifests are immutable, so how one is rewritten holds for every attempt.
   std::map<std::string, ManifestRewrite> rewrites;
+
+  // Merged manifests by their inputs (paths in list order): an input set is merged
+  // once, and an attempt on an unchanged base reuses what an earlier one wrote.
+  std::map<std::vector<std::string>, std::optional<ManifestFile>> merged;
+  auto merge_bin = [&](const std::vector<const ManifestFile*>& bin)
+      -> arrow::Result<std::optional<ManifestFile>> {
+    std::vector<std::string> key;
+    for (const ManifestFile* manifest : bin) key.push_back(manifest->manifest_path);
+    if (auto it = merged.find(key); it != merged.end()) return it->second;
+    const ManifestFile& first = *bin.front();
+    ARROW_ASSIGN_OR_RAISE(TypePtr type,
+                          PartitionTypeOf(metadata_, first.partition_spec_id));
+    std::vector<ManifestEntry> entries;
+    for (const ManifestFile* manifest : bin) {
+      std::vector<ManifestEntry> read;
+      if (manifest->added_snapshot_id == snapshot_id) {
+        // Written by this commit: its added entries keep inheriting, now from the
+        // merged manifest, which belongs to the same snapshot.
+        ARROW_ASSIGN_OR_RAISE(read, ReadManifest(*io_, manifest->manifest_path, *type));
+      } else {
+        // Inheritance applied: the merged manifest states every entry's snapshot id
+        // and sequence numbers explicitly.
+        ARROW_ASSIGN_OR_RAISE(read, ReadManifest(*io_, *manifest, *type));
+      }
+      for (auto& entry : read) {
+        const bool ours = !entry.snapshot_id || *entry.snapshot_id == snapshot_id;
+        if (entry.status == ManifestEntryStatus::kDeleted) {
+          if (!ours) continue;  // deletions of earlier snapshots are not carried over
+        } else if (entry.status != ManifestEntryStatus::kAdded || !ours) {
+          entry.status = ManifestEntryStatus::kExisting;
+        }
+        entries.push_back(std::move(entry));
+      }
+    }
+    std::optional<ManifestFile> result;
+    if (!entries.empty()) {
+      ARROW_ASSIGN_OR_RAISE(auto manifest_options,
+                            ManifestOptionsFor(metadata_, first.partition_spec_id,
+                                               first.content, snapshot_id));
+      const std::string location = next_manifest_location();
+      ARROW_ASSIGN_OR_RAISE(result,
+                            WriteManifest(*io_, location, manifest_options, entries));
+      written.push_back(location);
+    }
+    merged.emplace(std::move(key), result);
+    return result;
+  };
+  // The manifest list after merging (see AppendFiles). Groups are by content and
+  // spec; a merged manifest takes the place of its bin's newest manifest, and
+  // everything else keeps its position.
+  auto merge_manifests = [&](const std::vector<ManifestFile>& manifests)
+      -> arrow::Result<std::vector<ManifestFile>> {
+    ARROW_ASSIGN_OR_RAISE(ManifestMergeSettings settings, MergeSettingsOf(metadata_));
+    if (!settings.enabled) return manifests;
+    std::map<std::pair<ManifestContent, int32_t>, std::vector<const ManifestFile*>>
+        groups;
+    for (const ManifestFile& manifest : manifests) {
+      groups[{manifest.content, manifest.partition_spec_id}].push_back(&manifest);
+    }
+    // Merge results by the position of their bin's newest manifest; the bins' other
+    // manifests are dropped.
+    std::map<const ManifestFile*, std::optional<ManifestFile>> replaced;
+    std::set<const ManifestFile*> dropped;
+    for (const auto& [key, group] : groups) {
+      for (const auto& bin : PackFromOldest(group, settings.target_size_bytes)) {
+        // The bin of the newest manifest waits for min-count-to-merge manifests, so
+        // that small commits do not rewrite it every time.
+        const bool newest = bin.front() == group.front();
+        if (bin.size() == 1 ||
+            (newest && static_cast<int64_t>(bin.size()) < settings.min_count)) {
+          continue;
+        }
+        ARROW_ASSIGN_OR_RAISE(replaced[bin.front()], merge_bin(bin));
+        dropped.insert(bin.begin() + 1, bin.end());
+      }
+    }
+    std::vector<ManifestFile> out;
+    for (const ManifestFile& manifest : manifests) {
+      if (auto it = replaced.find(&manifest); it != replaced.end()) {
+        if (it->second) out.push_back(*it->second);
+      } else if (!dropped.contains(&manifest)) {
+        out.push_back(manifest);
+      }
+    }
+    return out;
+  };
 
   bool outcome_unknown = false;
   std::vector<ManifestFile> committed;
@@ -691,6 +837,7 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
                                  "it, or it was never committed)");
       }
     }
+    ARROW_ASSIGN_OR_RAISE(manifests, merge_manifests(manifests));
 
     Snapshot snapshot;
     snapshot.snapshot_id = snapshot_id;

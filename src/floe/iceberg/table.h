@@ -41,6 +41,16 @@ inline constexpr char kBloomFilterFppPrefix[] = "write.parquet.bloom-filter-fpp.
 inline constexpr char kRowGroupRowsProperty[] = "write.parquet.row-group-limit";
 inline constexpr char kTargetFileSizeProperty[] = "write.target-file-size-bytes";
 inline constexpr int64_t kDefaultTargetFileSizeBytes = int64_t{512} << 20;
+/// Manifest merging on commit: when a commit would leave at least
+/// `min-count-to-merge` manifests of one content and partition spec (in the bin
+/// holding the newest), small manifests are merged into ones of about
+/// `target-size-bytes`.
+inline constexpr char kManifestMergeEnabledProperty[] = "commit.manifest-merge.enabled";
+inline constexpr char kManifestMinMergeCountProperty[] =
+    "commit.manifest.min-count-to-merge";
+inline constexpr char kManifestTargetSizeProperty[] = "commit.manifest.target-size-bytes";
+inline constexpr int kDefaultManifestMinMergeCount = 100;
+inline constexpr int64_t kDefaultManifestTargetSizeBytes = int64_t{8} << 20;
 
 struct CommitOptions {
   /// Attempts in all, the first included.
@@ -168,8 +178,21 @@ class Table {
 
   /// Commits `files` (written and durable) as one `append` snapshot on `main`,
   /// adding `summary` to the snapshot summary. The new manifest is written once and
-  /// reused on retries; earlier manifests are kept as they are. Returns the
-  /// committed snapshot.
+  /// reused on retries; earlier manifests are kept as they are unless manifest
+  /// merging applies (see below). Returns the committed snapshot.
+  ///
+  /// Manifest merging (every snapshot-producing operation, as Java's
+  /// MergingSnapshotProducer): with `commit.manifest-merge.enabled` (default true),
+  /// the manifests of the new snapshot are grouped by content (data / deletes) and
+  /// partition spec and, newest first, packed from the oldest end into bins of about
+  /// `commit.manifest.target-size-bytes` (default 8 MiB). A bin of two or more
+  /// manifests is merged into one new manifest, except the bin holding the group's
+  /// newest manifest, which is merged only once it holds
+  /// `commit.manifest.min-count-to-merge` (default 100) manifests. Merged entries
+  /// keep their snapshot id and sequence numbers (written explicitly); entries added
+  /// by this snapshot stay ADDED, files removed by it stay DELETED, older DELETED
+  /// entries are dropped and everything else is EXISTING. A merged manifest is
+  /// written once per set of input manifests and reused by later attempts.
   arrow::Result<Snapshot> AppendFiles(const std::vector<DataFile>& files,
                                       const SummaryProperties& summary = {},
                                       const CommitOptions& options = {});

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <parquet/arrow/reader.h>
 
+#include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 
 namespace floe::iceberg {
@@ -350,6 +352,265 @@ TEST(PartitionPath, PrintsTransformedValuesLikeIceberg) {
   EXPECT_EQ(PartitionPath(spec, schema, tuple), "ts_day=2024-01-01/name=a%20b%2Fc");
   PartitionTuple nulls{std::nullopt, std::nullopt};
   EXPECT_EQ(PartitionPath(spec, schema, nulls), "ts_day=null/name=null");
+}
+
+// Forwards to a real catalog; the next `unknown_without_commit` commits report an
+// unknown outcome without committing.
+class UnknownOutcomeCatalog : public Catalog {
+ public:
+  explicit UnknownOutcomeCatalog(Catalog* inner) : inner_(inner) {}
+  const std::string& name() const override { return inner_->name(); }
+  arrow::Status CreateNamespace(const Namespace& ns,
+                                const std::map<std::string, std::string>& p) override {
+    return inner_->CreateNamespace(ns, p);
+  }
+  arrow::Result<bool> NamespaceExists(const Namespace& ns) override {
+    return inner_->NamespaceExists(ns);
+  }
+  arrow::Result<std::vector<Namespace>> ListNamespaces(const Namespace& p) override {
+    return inner_->ListNamespaces(p);
+  }
+  arrow::Result<std::map<std::string, std::string>> LoadNamespaceProperties(
+      const Namespace& ns) override {
+    return inner_->LoadNamespaceProperties(ns);
+  }
+  arrow::Status DropNamespace(const Namespace& ns) override {
+    return inner_->DropNamespace(ns);
+  }
+  arrow::Status RegisterTable(const TableIdentifier& id,
+                              const std::string& location) override {
+    return inner_->RegisterTable(id, location);
+  }
+  arrow::Result<std::string> LoadTable(const TableIdentifier& id) override {
+    return inner_->LoadTable(id);
+  }
+  arrow::Result<bool> TableExists(const TableIdentifier& id) override {
+    return inner_->TableExists(id);
+  }
+  arrow::Result<std::vector<TableIdentifier>> ListTables(const Namespace& ns) override {
+    return inner_->ListTables(ns);
+  }
+  arrow::Status DropTable(const TableIdentifier& id) override {
+    return inner_->DropTable(id);
+  }
+  arrow::Status RenameTable(const TableIdentifier& a, const TableIdentifier& b) override {
+    return inner_->RenameTable(a, b);
+  }
+  arrow::Status CommitTable(const TableIdentifier& id, const std::string& expected,
+                            const std::string& next) override {
+    if (unknown_without_commit > 0) {
+      --unknown_without_commit;
+      return CatalogError(CatalogErrorKind::kCommitStateUnknown, "connection lost");
+    }
+    return inner_->CommitTable(id, expected, next);
+  }
+
+  int unknown_without_commit = 0;
+
+ private:
+  Catalog* inner_;
+};
+
+// Checks each manifest-list row's counts against the manifest's entries.
+void ExpectManifestCountsMatchEntries(FileIO& io, const Table& table,
+                                      const std::vector<ManifestFile>& manifests) {
+  for (const ManifestFile& manifest : manifests) {
+    auto type = ValueOrDie(PartitionTypeOf(table.metadata(), manifest.partition_spec_id));
+    auto entries = ValueOrDie(ReadManifest(io, manifest.manifest_path, *type));
+    int32_t files[3] = {0, 0, 0};
+    int64_t rows[3] = {0, 0, 0};
+    for (const auto& entry : entries) {
+      ++files[static_cast<int>(entry.status)];
+      rows[static_cast<int>(entry.status)] += entry.data_file.record_count;
+    }
+    EXPECT_EQ(manifest.existing_files_count, files[0]) << manifest.manifest_path;
+    EXPECT_EQ(manifest.added_files_count, files[1]) << manifest.manifest_path;
+    EXPECT_EQ(manifest.deleted_files_count, files[2]) << manifest.manifest_path;
+    EXPECT_EQ(manifest.existing_rows_count, rows[0]) << manifest.manifest_path;
+    EXPECT_EQ(manifest.added_rows_count, rows[1]) << manifest.manifest_path;
+    EXPECT_EQ(manifest.deleted_rows_count, rows[2]) << manifest.manifest_path;
+  }
+}
+
+std::set<int64_t> ScannedIds(const Table& table) {
+  auto result = ValueOrDie(ScanToArrow(table));
+  std::set<int64_t> ids;
+  for (const auto& chunk : result->GetColumnByName("id")->chunks()) {
+    const auto& array = static_cast<const arrow::Int64Array&>(*chunk);
+    for (int64_t i = 0; i < array.length(); ++i) ids.insert(array.Value(i));
+  }
+  EXPECT_EQ(static_cast<size_t>(result->num_rows()), ids.size());
+  return ids;
+}
+
+TEST_F(TableTest, ManyAppendsAreMergedSoTheManifestListStaysShortAndNothingIsLost) {
+  auto table = CreateTable({{kManifestMinMergeCountProperty, "100"}});
+  struct Added {
+    int64_t snapshot_id;
+    int64_t sequence_number;
+  };
+  std::map<std::string, Added> added;
+  size_t longest = 0;
+  for (int64_t i = 0; i < 250; ++i) {
+    DataFile file = ValueOrDie(table->WriteDataFile({Batch(*table, i, 1)}));
+    Snapshot snap = ValueOrDie(table->AppendFiles({file}));
+    added[file.file_path] = {snap.snapshot_id, snap.sequence_number};
+    longest =
+        std::max(longest, ValueOrDie(ReadManifestList(*io_, snap.manifest_list)).size());
+  }
+  EXPECT_LT(longest, 100u);
+  // Merged at the 100th and 199th append (100 manifests each time), as Java does:
+  // the merged manifest plus the 51 appended since.
+  const Snapshot* current = table->metadata().CurrentSnapshot();
+  auto manifests = ValueOrDie(ReadManifestList(*io_, current->manifest_list));
+  ASSERT_EQ(manifests.size(), 52u);
+  ExpectManifestCountsMatchEntries(*io_, *table, manifests);
+  const ManifestFile& merged = manifests.back();
+  // Written by the 199th append: its own file ADDED, the 198 before it EXISTING.
+  EXPECT_EQ(merged.existing_files_count, 198);
+  EXPECT_EQ(merged.added_files_count, 1);
+  EXPECT_EQ(merged.min_sequence_number, 1);
+  EXPECT_EQ(merged.sequence_number, 199);
+  EXPECT_EQ(current->summary.at("total-data-files"), "250");
+
+  auto live = ValueOrDie(table->LiveFiles());
+  ASSERT_EQ(live.size(), 250u);
+  std::set<std::string> seen;
+  for (const LiveFile& file : live) {
+    const std::string& path = file.entry.data_file.file_path;
+    EXPECT_TRUE(seen.insert(path).second) << path << " is live twice";
+    ASSERT_TRUE(added.contains(path)) << path;
+    EXPECT_EQ(file.entry.snapshot_id, added[path].snapshot_id) << path;
+    EXPECT_EQ(file.entry.sequence_number, added[path].sequence_number) << path;
+    EXPECT_EQ(file.entry.file_sequence_number, added[path].sequence_number) << path;
+  }
+  std::set<int64_t> expected;
+  for (int64_t i = 0; i < 250; ++i) expected.insert(i);
+  EXPECT_EQ(ScannedIds(*table), expected);
+  // The manifests merged away by a commit were deleted; older snapshots still
+  // reference the originals, which stay.
+  std::set<std::string> referenced;
+  for (const Snapshot& snap : table->metadata().snapshots) {
+    referenced.insert(snap.manifest_list);
+    for (const auto& m : ValueOrDie(ReadManifestList(*io_, snap.manifest_list))) {
+      referenced.insert(m.manifest_path);
+    }
+  }
+  for (const auto& f : ValueOrDie(io_->List(table->metadata().location + "/metadata"))) {
+    if (f.location.ends_with(".avro")) {
+      EXPECT_TRUE(referenced.contains(f.location)) << f.location;
+    }
+  }
+}
+
+TEST_F(TableTest, MergingDisabledByPropertyKeepsOneManifestPerAppend) {
+  auto table = CreateTable(
+      {{kManifestMergeEnabledProperty, "false"}, {kManifestMinMergeCountProperty, "2"}});
+  for (int64_t i = 0; i < 5; ++i) {
+    ValueOrDie(
+        table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, i, 1)}))}));
+  }
+  auto manifests = ValueOrDie(
+      ReadManifestList(*io_, table->metadata().CurrentSnapshot()->manifest_list));
+  EXPECT_EQ(manifests.size(), 5u);
+  for (const auto& m : manifests) EXPECT_EQ(m.added_files_count, 1);
+}
+
+TEST_F(TableTest, MergingKeepsThisSnapshotsDeletionsAndDropsOlderOnes) {
+  auto table = CreateTable({{kManifestMinMergeCountProperty, "2"}});
+  DataFile a = ValueOrDie(table->WriteDataFile({Batch(*table, 0, 2)}));
+  DataFile b = ValueOrDie(table->WriteDataFile({Batch(*table, 2, 3)}));
+  ValueOrDie(table->AppendFiles({a}));
+  ValueOrDie(table->AppendFiles({b}));
+  auto manifests = ValueOrDie(
+      ReadManifestList(*io_, table->metadata().CurrentSnapshot()->manifest_list));
+  ASSERT_EQ(manifests.size(), 1u);  // two manifests reach min-count 2
+  EXPECT_EQ(manifests[0].added_files_count, 1);
+  EXPECT_EQ(manifests[0].existing_files_count, 1);
+
+  // A rewrite removes a: the manifest holding it is rewritten, then merged with the
+  // new one; a's DELETED entry belongs to this snapshot and stays.
+  DataFile c = ValueOrDie(table->WriteDataFile({Batch(*table, 0, 2)}));
+  Snapshot rewrite = ValueOrDie(table->RewriteFiles({a}, {c}));
+  manifests = ValueOrDie(ReadManifestList(*io_, rewrite.manifest_list));
+  ASSERT_EQ(manifests.size(), 1u);
+  EXPECT_EQ(manifests[0].added_files_count, 1);
+  EXPECT_EQ(manifests[0].existing_files_count, 1);
+  EXPECT_EQ(manifests[0].deleted_files_count, 1);
+  EXPECT_EQ(manifests[0].deleted_rows_count, 2);
+  ExpectManifestCountsMatchEntries(*io_, *table, manifests);
+  EXPECT_EQ(rewrite.summary.at("deleted-data-files"), "1");
+
+  // The next merge drops that older deletion.
+  DataFile d = ValueOrDie(table->WriteDataFile({Batch(*table, 5, 1)}));
+  Snapshot last = ValueOrDie(table->AppendFiles({d}));
+  manifests = ValueOrDie(ReadManifestList(*io_, last.manifest_list));
+  ASSERT_EQ(manifests.size(), 1u);
+  EXPECT_EQ(manifests[0].added_files_count, 1);
+  EXPECT_EQ(manifests[0].existing_files_count, 2);
+  EXPECT_EQ(manifests[0].deleted_files_count, 0);
+  ExpectManifestCountsMatchEntries(*io_, *table, manifests);
+  std::map<std::string, int64_t> live_seq;
+  for (const auto& f : ValueOrDie(table->LiveFiles())) {
+    live_seq[f.entry.data_file.file_path] = f.entry.sequence_number.value_or(-1);
+  }
+  EXPECT_EQ(live_seq, (std::map<std::string, int64_t>{
+                          {b.file_path, 2}, {c.file_path, 3}, {d.file_path, 4}}));
+  EXPECT_EQ(ScannedIds(*table), (std::set<int64_t>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(TableTest, AMergedManifestIsReusedOnRetryAndRecomputedOnANewBase) {
+  CreateTable({{kManifestMinMergeCountProperty, "3"}});
+  UnknownOutcomeCatalog flaky(catalog_.get());
+  auto writer_a = ValueOrDie(Table::Load(&flaky, io_, kId));
+  for (int64_t i = 0; i < 2; ++i) {
+    ValueOrDie(writer_a->AppendFiles(
+        {ValueOrDie(writer_a->WriteDataFile({Batch(*writer_a, i, 1)}))}));
+  }
+  auto writer_b = ValueOrDie(Table::Load(catalog_.get(), io_, kId));  // same base
+
+  // An unknown outcome on an unchanged base: the retry lists the same merged
+  // manifest (m0 is the new manifest, m1 the merge; a second merge would be m2).
+  flaky.unknown_without_commit = 1;
+  CommitOptions fast;
+  fast.min_backoff_ms = 1;
+  Snapshot third = ValueOrDie(writer_a->AppendFiles(
+      {ValueOrDie(writer_a->WriteDataFile({Batch(*writer_a, 2, 1)}))}, {}, fast));
+  auto manifests = ValueOrDie(ReadManifestList(*io_, third.manifest_list));
+  ASSERT_EQ(manifests.size(), 1u);
+  EXPECT_TRUE(manifests[0].manifest_path.ends_with(third.summary.at(kCommitIdSummaryKey) +
+                                                   "-m1.avro"))
+      << manifests[0].manifest_path;
+  EXPECT_EQ(manifests[0].existing_files_count, 2);
+
+  // writer_b's first attempt merges its manifest with the two of its stale base;
+  // after losing the race it lists its own manifest beside writer_a's merge (two
+  // manifests, under min-count 3) and the stale merge is deleted.
+  Snapshot fourth = ValueOrDie(writer_b->AppendFiles(
+      {ValueOrDie(writer_b->WriteDataFile({Batch(*writer_b, 3, 1)}))}, {}, fast));
+  EXPECT_EQ(fourth.parent_snapshot_id, third.snapshot_id);
+  manifests = ValueOrDie(ReadManifestList(*io_, fourth.manifest_list));
+  ASSERT_EQ(manifests.size(), 2u);
+  EXPECT_EQ(manifests[0].added_files_count, 1);
+  EXPECT_EQ(manifests[1].manifest_path,
+            ValueOrDie(ReadManifestList(*io_, third.manifest_list))[0].manifest_path);
+  ExpectManifestCountsMatchEntries(*io_, *writer_b, manifests);
+  std::set<std::string> referenced;
+  for (const Snapshot& snap : writer_b->metadata().snapshots) {
+    referenced.insert(snap.manifest_list);
+    for (const auto& m : ValueOrDie(ReadManifestList(*io_, snap.manifest_list))) {
+      referenced.insert(m.manifest_path);
+    }
+  }
+  // Every manifest written is listed or was deleted (manifest lists of attempts with
+  // an unknown outcome are left alone: they might have been committed).
+  for (const auto& f :
+       ValueOrDie(io_->List(writer_b->metadata().location + "/metadata"))) {
+    if (f.location.ends_with(".avro") && f.location.find("/snap-") == std::string::npos) {
+      EXPECT_TRUE(referenced.contains(f.location)) << f.location << " was left behind";
+    }
+  }
+  EXPECT_EQ(ScannedIds(*writer_b), (std::set<int64_t>{0, 1, 2, 3}));
 }
 
 }  // namespace
