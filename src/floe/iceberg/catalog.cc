@@ -1,6 +1,7 @@
 #include "floe/iceberg/catalog.h"
 
 #include <memory>
+#include <mutex>
 #include <utility>
 
 namespace floe::iceberg {
@@ -93,6 +94,84 @@ arrow::Status Catalog::EnsureNamespace(const Namespace& ns) {
     return arrow::Status::OK();
   }
   return st;
+}
+
+namespace {
+
+class SynchronizedCatalog : public Catalog {
+ public:
+  explicit SynchronizedCatalog(std::unique_ptr<Catalog> inner) : inner_(std::move(inner)) {}
+
+  const std::string& name() const override { return inner_->name(); }
+  arrow::Status CreateNamespace(
+      const Namespace& ns, const std::map<std::string, std::string>& properties) override {
+    std::lock_guard lock(mutex_);
+    return inner_->CreateNamespace(ns, properties);
+  }
+  arrow::Result<bool> NamespaceExists(const Namespace& ns) override {
+    std::lock_guard lock(mutex_);
+    return inner_->NamespaceExists(ns);
+  }
+  arrow::Result<std::vector<Namespace>> ListNamespaces(const Namespace& parent) override {
+    std::lock_guard lock(mutex_);
+    return inner_->ListNamespaces(parent);
+  }
+  arrow::Result<std::map<std::string, std::string>> LoadNamespaceProperties(
+      const Namespace& ns) override {
+    std::lock_guard lock(mutex_);
+    return inner_->LoadNamespaceProperties(ns);
+  }
+  arrow::Status UpdateNamespaceProperties(
+      const Namespace& ns, const std::map<std::string, std::string>& updates,
+      const std::vector<std::string>& removals) override {
+    std::lock_guard lock(mutex_);
+    return inner_->UpdateNamespaceProperties(ns, updates, removals);
+  }
+  arrow::Status DropNamespace(const Namespace& ns) override {
+    std::lock_guard lock(mutex_);
+    return inner_->DropNamespace(ns);
+  }
+  arrow::Status RegisterTable(const TableIdentifier& id,
+                              const std::string& metadata_location) override {
+    std::lock_guard lock(mutex_);
+    return inner_->RegisterTable(id, metadata_location);
+  }
+  arrow::Result<std::string> LoadTable(const TableIdentifier& id) override {
+    std::lock_guard lock(mutex_);
+    return inner_->LoadTable(id);
+  }
+  arrow::Result<bool> TableExists(const TableIdentifier& id) override {
+    std::lock_guard lock(mutex_);
+    return inner_->TableExists(id);
+  }
+  arrow::Result<std::vector<TableIdentifier>> ListTables(const Namespace& ns) override {
+    std::lock_guard lock(mutex_);
+    return inner_->ListTables(ns);
+  }
+  arrow::Status DropTable(const TableIdentifier& id) override {
+    std::lock_guard lock(mutex_);
+    return inner_->DropTable(id);
+  }
+  arrow::Status RenameTable(const TableIdentifier& from,
+                            const TableIdentifier& to) override {
+    std::lock_guard lock(mutex_);
+    return inner_->RenameTable(from, to);
+  }
+  arrow::Status CommitTable(const TableIdentifier& id, const std::string& expected,
+                            const std::string& next) override {
+    std::lock_guard lock(mutex_);
+    return inner_->CommitTable(id, expected, next);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<Catalog> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<Catalog> MakeSynchronizedCatalog(std::unique_ptr<Catalog> inner) {
+  return std::make_unique<SynchronizedCatalog>(std::move(inner));
 }
 
 }  // namespace floe::iceberg

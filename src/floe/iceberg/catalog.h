@@ -72,6 +72,11 @@ class Catalog {
       const Namespace& parent) = 0;
   virtual arrow::Result<std::map<std::string, std::string>> LoadNamespaceProperties(
       const Namespace& ns) = 0;
+  /// Sets `updates` and removes `removals` (absent keys are fine) atomically.
+  /// Fails with kNoSuchNamespace.
+  virtual arrow::Status UpdateNamespaceProperties(
+      const Namespace& ns, const std::map<std::string, std::string>& updates,
+      const std::vector<std::string>& removals = {}) = 0;
   /// Fails with kNamespaceNotEmpty while it holds tables.
   virtual arrow::Status DropNamespace(const Namespace& ns) = 0;
 
@@ -95,5 +100,10 @@ class Catalog {
                                     const std::string& expected,
                                     const std::string& next) = 0;
 };
+
+/// A catalog whose calls are serialised by a mutex, so tables on different threads
+/// can share one underlying catalog (e.g. one SQLite connection) and commit in
+/// parallel: their file writing overlaps, only the catalog calls take turns.
+std::unique_ptr<Catalog> MakeSynchronizedCatalog(std::unique_ptr<Catalog> inner);
 
 }  // namespace floe::iceberg

@@ -303,6 +303,36 @@ arrow::Result<std::map<std::string, std::string>> SqlCatalog::LoadNamespacePrope
   return props;
 }
 
+arrow::Status SqlCatalog::UpdateNamespaceProperties(
+    const Namespace& ns, const std::map<std::string, std::string>& updates,
+    const std::vector<std::string>& removals) {
+  ARROW_ASSIGN_OR_RAISE(bool exists, NamespaceExists(ns));
+  if (!exists) {
+    return CatalogError(CatalogErrorKind::kNoSuchNamespace,
+                        "namespace '" + NamespaceToString(ns) + "' does not exist");
+  }
+  const std::string ns_text = NamespaceToString(ns);
+  return db_->InTransaction([&]() -> arrow::Status {
+    auto remove = [&](const std::string& key) {
+      return db_
+          ->Execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? "
+                    "AND namespace = ? AND property_key = ?",
+                    {name_, ns_text, key})
+          .status();
+    };
+    for (const auto& key : removals) ARROW_RETURN_NOT_OK(remove(key));
+    for (const auto& [key, value] : updates) {
+      ARROW_RETURN_NOT_OK(remove(key));
+      ARROW_RETURN_NOT_OK(db_->Execute("INSERT INTO iceberg_namespace_properties "
+                                       "(catalog_name, namespace, property_key, "
+                                       "property_value) VALUES (?, ?, ?, ?)",
+                                       {name_, ns_text, key, value})
+                              .status());
+    }
+    return arrow::Status::OK();
+  });
+}
+
 arrow::Status SqlCatalog::DropNamespace(const Namespace& ns) {
   ARROW_ASSIGN_OR_RAISE(bool exists, NamespaceExists(ns));
   if (!exists) {

@@ -63,6 +63,9 @@ class SqlCatalog : public Catalog {
   arrow::Result<std::vector<Namespace>> ListNamespaces(const Namespace& parent) override;
   arrow::Result<std::map<std::string, std::string>> LoadNamespaceProperties(
       const Namespace& ns) override;
+  arrow::Status UpdateNamespaceProperties(
+      const Namespace& ns, const std::map<std::string, std::string>& updates,
+      const std::vector<std::string>& removals = {}) override;
   arrow::Status DropNamespace(const Namespace& ns) override;
 
   arrow::Status RegisterTable(const TableIdentifier& id,

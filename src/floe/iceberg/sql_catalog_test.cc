@@ -59,6 +59,21 @@ TEST_F(SqlCatalogTest, RegisteredTableLoadsItsMetadataLocation) {
   EXPECT_EQ(props->at("exists"), "true");
 }
 
+TEST_F(SqlCatalogTest, NamespacePropertiesAreUpdatedAndRemoved) {
+  const Namespace ns{"bronze", "shop"};
+  EXPECT_EQ(GetCatalogErrorKind(catalog_->UpdateNamespaceProperties(ns, {{"a", "1"}})),
+            CatalogErrorKind::kNoSuchNamespace);
+  ASSERT_TRUE(catalog_->CreateNamespace(ns, {{"a", "1"}, {"b", "2"}}).ok());
+  ASSERT_TRUE(catalog_->UpdateNamespaceProperties(ns, {{"a", "10"}, {"c", "3"}}, {"b", "z"})
+                  .ok());
+  auto props = catalog_->LoadNamespaceProperties(ns);
+  ASSERT_TRUE(props.ok());
+  EXPECT_EQ(*props, (std::map<std::string, std::string>{
+                        {"a", "10"}, {"c", "3"}, {"exists", "true"}}));
+  // another catalog on the same file sees the update
+  EXPECT_EQ(OpenCatalog()->LoadNamespaceProperties(ns)->at("a"), "10");
+}
+
 TEST_F(SqlCatalogTest, RegisteringTwiceOrIntoAMissingNamespaceFailsWithItsKind) {
   auto st = catalog_->RegisterTable(kOrders, "m1");
   EXPECT_EQ(GetCatalogErrorKind(st), CatalogErrorKind::kNoSuchNamespace) << st.ToString();

@@ -447,39 +447,80 @@ arrow::Result<int64_t> Table::TargetFileSizeBytes() const {
 arrow::Result<std::vector<DataFile>> Table::WriteDataFiles(
     const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
     const PartitionTuple& partition) {
+  ARROW_ASSIGN_OR_RAISE(auto writer, NewDataFileWriter(partition));
+  for (const auto& batch : batches) {
+    if (batch != nullptr) ARROW_RETURN_NOT_OK(writer->Write(*batch));
+  }
+  return writer->Finish();
+}
+
+arrow::Result<std::unique_ptr<DataFileWriter>> Table::NewDataFileWriter(
+    const PartitionTuple& partition) const {
   ARROW_RETURN_NOT_OK(CheckPartitionTuple(partition));
   ARROW_ASSIGN_OR_RAISE(const int64_t target, TargetFileSizeBytes());
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema()));
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, WriterOptions());
-  // Only flushed row groups count towards the target, so keep row groups at about a
-  // quarter of it (in-memory bytes, which compress to less on disk).
-  for (const auto& batch : batches) {
-    if (batch == nullptr || batch->num_rows() == 0) continue;
+  return std::unique_ptr<DataFileWriter>(
+      new DataFileWriter(this, partition, std::move(arrow_schema), options, target));
+}
+
+struct DataFileWriter::OpenFile {
+  Table::OpenDataFile file;
+};
+
+DataFileWriter::DataFileWriter(const Table* table, PartitionTuple partition,
+                               std::shared_ptr<arrow::Schema> schema,
+                               ParquetWriterOptions options, int64_t target_size)
+    : table_(table),
+      partition_(std::move(partition)),
+      schema_(std::move(schema)),
+      options_(std::move(options)),
+      target_size_(target_size) {}
+
+DataFileWriter::~DataFileWriter() = default;
+
+int64_t DataFileWriter::bytes_written() const {
+  return finished_bytes_ + (open_ ? open_->file.writer->bytes_written() : 0);
+}
+
+arrow::Status DataFileWriter::Write(const arrow::RecordBatch& batch) {
+  if (batch.num_rows() == 0) return arrow::Status::OK();
+  if (!row_group_cap_set_) {
+    // Only flushed row groups count towards the target, so keep row groups at about
+    // a quarter of it (in-memory bytes, which compress to less on disk), estimated
+    // from the first batch.
     const int64_t bytes_per_row =
-        std::max<int64_t>(1, arrow::util::TotalBufferSize(*batch) / batch->num_rows());
-    const int64_t row_cap = std::max<int64_t>(1, target / 4 / bytes_per_row);
-    options.max_row_group_rows = std::min(options.max_row_group_rows, row_cap);
-    break;
+        std::max<int64_t>(1, arrow::util::TotalBufferSize(batch) / batch.num_rows());
+    const int64_t row_cap = std::max<int64_t>(1, target_size_ / 4 / bytes_per_row);
+    options_.max_row_group_rows = std::min(options_.max_row_group_rows, row_cap);
+    row_group_cap_set_ = true;
   }
-  std::vector<DataFile> files;
-  std::optional<OpenDataFile> file;
-  for (const auto& batch : batches) {
-    if (batch == nullptr || batch->num_rows() == 0) continue;
-    if (!file) {
-      ARROW_ASSIGN_OR_RAISE(file, StartDataFile(partition, arrow_schema, options));
-    }
-    ARROW_RETURN_NOT_OK(file->writer->Write(*batch));
-    if (file->writer->bytes_written() >= target) {
-      ARROW_ASSIGN_OR_RAISE(DataFile done, FinishDataFile(std::move(*file), partition));
-      files.push_back(std::move(done));
-      file.reset();
-    }
+  if (!open_) {
+    ARROW_ASSIGN_OR_RAISE(Table::OpenDataFile file,
+                          table_->StartDataFile(partition_, schema_, options_));
+    open_ = std::make_unique<OpenFile>(OpenFile{std::move(file)});
   }
-  if (file) {
-    ARROW_ASSIGN_OR_RAISE(DataFile done, FinishDataFile(std::move(*file), partition));
-    files.push_back(std::move(done));
+  ARROW_RETURN_NOT_OK(open_->file.writer->Write(batch));
+  rows_ += batch.num_rows();
+  if (open_->file.writer->bytes_written() >= target_size_) {
+    std::unique_ptr<OpenFile> file = std::move(open_);
+    ARROW_ASSIGN_OR_RAISE(DataFile done,
+                          table_->FinishDataFile(std::move(file->file), partition_));
+    finished_bytes_ += done.file_size_in_bytes;
+    done_.push_back(std::move(done));
   }
-  return files;
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::vector<DataFile>> DataFileWriter::Finish() {
+  if (open_) {
+    std::unique_ptr<OpenFile> file = std::move(open_);
+    ARROW_ASSIGN_OR_RAISE(DataFile done,
+                          table_->FinishDataFile(std::move(file->file), partition_));
+    finished_bytes_ += done.file_size_in_bytes;
+    done_.push_back(std::move(done));
+  }
+  return std::move(done_);
 }
 
 namespace {

@@ -113,6 +113,49 @@ struct OverwriteRequest {
   bool validate_no_conflicting_data_files = false;
 };
 
+class Table;
+
+/// Writes the rows of one partition, batch by batch as they arrive, as data files of
+/// about the table's target size (the rules of Table::WriteDataFiles), so a caller
+/// can stream an unbounded number of rows to disk and commit them later. The table's
+/// schema, spec and properties are read when the writer is made; the table must
+/// outlive the writer and its schema must not change before Finish.
+class DataFileWriter {
+ public:
+  ~DataFileWriter();
+  DataFileWriter(const DataFileWriter&) = delete;
+  DataFileWriter& operator=(const DataFileWriter&) = delete;
+
+  /// Appends a batch of the table's Arrow schema (ToArrowSchema). Empty batches are
+  /// skipped.
+  arrow::Status Write(const arrow::RecordBatch& batch);
+  /// Closes the open file, makes it durable and returns every file written, in
+  /// order (none when no rows were written). The writer is then spent.
+  arrow::Result<std::vector<DataFile>> Finish();
+
+  int64_t rows() const { return rows_; }
+  /// Bytes flushed to finished and open files (row groups still in memory excluded).
+  int64_t bytes_written() const;
+
+ private:
+  friend class Table;
+  struct OpenFile;
+  DataFileWriter(const Table* table, PartitionTuple partition,
+                 std::shared_ptr<arrow::Schema> schema, ParquetWriterOptions options,
+                 int64_t target_size);
+
+  const Table* table_;
+  PartitionTuple partition_;
+  std::shared_ptr<arrow::Schema> schema_;
+  ParquetWriterOptions options_;
+  int64_t target_size_;
+  bool row_group_cap_set_ = false;
+  std::unique_ptr<OpenFile> open_;
+  std::vector<DataFile> done_;
+  int64_t finished_bytes_ = 0;
+  int64_t rows_ = 0;
+};
+
 class Table {
  public:
   /// Creates a table: fresh field ids as Java assigns them, its first metadata file
@@ -176,6 +219,11 @@ class Table {
       const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
       const PartitionTuple& partition = {});
 
+  /// A writer of `partition` that takes one batch at a time (see DataFileWriter);
+  /// WriteDataFiles in increments.
+  arrow::Result<std::unique_ptr<DataFileWriter>> NewDataFileWriter(
+      const PartitionTuple& partition = {}) const;
+
   /// Commits `files` (written and durable) as one `append` snapshot on `main`,
   /// adding `summary` to the snapshot summary. The new manifest is written once and
   /// reused on retries; earlier manifests are kept as they are unless manifest
@@ -236,6 +284,7 @@ class Table {
       std::optional<int64_t> snapshot_id = std::nullopt) const;
 
  private:
+  friend class DataFileWriter;
   struct PendingSnapshot;
 
   Table(Catalog* catalog, std::shared_ptr<FileIO> io, TableIdentifier id,

@@ -374,6 +374,11 @@ class UnknownOutcomeCatalog : public Catalog {
       const Namespace& ns) override {
     return inner_->LoadNamespaceProperties(ns);
   }
+  arrow::Status UpdateNamespaceProperties(
+      const Namespace& ns, const std::map<std::string, std::string>& updates,
+      const std::vector<std::string>& removals) override {
+    return inner_->UpdateNamespaceProperties(ns, updates, removals);
+  }
   arrow::Status DropNamespace(const Namespace& ns) override {
     return inner_->DropNamespace(ns);
   }

@@ -532,6 +532,7 @@ arrow::Status ChangeStream::ApplyRelation(Transaction* tx,
                           types_->Resolve(column.type_oid, column.type_modifier));
     ColumnMapping mapping = MapType(type);
     fields.push_back(arrow::field(column.name, mapping.type));
+    shape->mappings.push_back(mapping);
     next->converters.emplace_back(column.name, std::move(mapping));
   }
   for (auto& f : CdcMetadataFields()) fields.push_back(std::move(f));

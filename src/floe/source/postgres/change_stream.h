@@ -125,6 +125,9 @@ struct TableShape {
   RelationInfo relation;
   /// The row columns (mapped types from type_mapping) then CdcMetadataFields().
   std::shared_ptr<arrow::Schema> schema;
+  /// How each row column was mapped (one per relation column, in order): the
+  /// converter kind tells e.g. a uuid from a fixed[16].
+  std::vector<ColumnMapping> mappings;
 };
 
 /// Delivered before the first batch of a shape the consumer has not been given yet

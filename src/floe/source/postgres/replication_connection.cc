@@ -180,7 +180,8 @@ arrow::Result<std::string> BuildCreateSlotCommand(std::string_view slot,
   if (options.two_phase && server_version < 150000) {
     return arrow::Status::Invalid("two-phase slots need PostgreSQL 15 or newer");
   }
-  std::string cmd = "CREATE_REPLICATION_SLOT " + slot_ident + " LOGICAL pgoutput";
+  std::string cmd = "CREATE_REPLICATION_SLOT " + slot_ident +
+                    (options.temporary ? " TEMPORARY" : "") + " LOGICAL pgoutput";
   if (server_version < 150000) {
     cmd += options.snapshot == SnapshotAction::kExport ? " EXPORT_SNAPSHOT"
                                                        : " NOEXPORT_SNAPSHOT";

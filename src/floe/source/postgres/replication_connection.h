@@ -106,6 +106,9 @@ struct CreateSlotOptions {
   bool two_phase = false;
   /// Synchronise the slot to physical standbys for failover (server >= 17).
   bool failover = false;
+  /// A TEMPORARY slot: dropped when the connection closes (used only for its
+  /// exported snapshot and consistent point, e.g. to copy one table while streaming).
+  bool temporary = false;
 };
 
 /// The CREATE_REPLICATION_SLOT command: the option list syntax on servers >= 15, the

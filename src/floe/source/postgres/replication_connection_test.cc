@@ -284,6 +284,15 @@ TEST(CreateSlotCommand, UsesOptionListOn15AndLegacyKeywordsBefore) {
   EXPECT_FALSE(BuildCreateSlotCommand("floe", o, 140010).ok());
 }
 
+TEST(CreateSlotCommand, TemporarySlotsSayTemporary) {
+  CreateSlotOptions o;
+  o.snapshot = SnapshotAction::kExport;
+  o.temporary = true;
+  EXPECT_EQ(*BuildCreateSlotCommand("floe_tmp", o, 150004),
+            "CREATE_REPLICATION_SLOT \"floe_tmp\" TEMPORARY LOGICAL pgoutput "
+            "(SNAPSHOT 'export')");
+}
+
 TEST(CreateSlotCommand, FailoverNeedsPostgres17) {
   CreateSlotOptions o;
   o.failover = true;
