@@ -1,12 +1,21 @@
 // The `floe` command: entry point for every subcommand. A subcommand appears here
 // only once it works end to end.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
 #include <iostream>
 #include <string>
+#include <unistd.h>
 
 #include <arrow/config.h>
 #include <parquet/parquet_version.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
+#include "floe/bronze/pipeline.h"
 #include "floe/config/pipeline_config.h"
 
 namespace {
@@ -41,6 +50,82 @@ int Validate(const std::string& file, bool print) {
   return 0;
 }
 
+std::atomic<bool> g_stop{false};
+
+extern "C" void OnStopSignal(int) { g_stop.store(true); }
+
+// `%*` in a log pattern: the message as a JSON string (quoted and escaped by
+// nlohmann::json), for --json-logs.
+class JsonMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string text =
+        nlohmann::json(std::string(msg.payload.data(), msg.payload.size()))
+            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<spdlog::custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
+};
+
+// Logs go to stderr, one line per event, UTC timestamps; with `json`, one JSON
+// object per line.
+void SetUpLogging(bool json) {
+  auto logger = spdlog::stderr_logger_mt("floe");
+  auto formatter = std::make_unique<spdlog::pattern_formatter>(
+      spdlog::pattern_time_type::utc);
+  if (json) {
+    formatter->add_flag<JsonMessageFlag>('*').set_pattern(
+        R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":%*})");
+  } else {
+    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %-5l %v");
+  }
+  logger->set_formatter(std::move(formatter));
+  spdlog::set_default_logger(logger);
+  spdlog::flush_on(spdlog::level::info);
+}
+
+// `floe run FILE`: the Bronze changelog, until SIGTERM / SIGINT or --duration.
+int Run(const std::string& file, const std::string& duration, bool resnapshot,
+        bool json_logs) {
+  floe::config::ParseResult result = floe::config::LoadPipelineConfig(file);
+  if (!result.errors.empty()) {
+    for (const auto& error : result.errors) std::cerr << error.Format(file) << "\n";
+    std::cerr << file << ": not started (" << result.errors.size()
+              << (result.errors.size() == 1 ? " error" : " errors")
+              << "; floe validate " << file << " lists them)\n";
+    return 1;
+  }
+  SetUpLogging(json_logs);
+  floe::bronze::RunOptions options;
+  if (!duration.empty()) {
+    auto parsed = floe::config::ParseDuration(duration);
+    if (!parsed) {
+      std::cerr << "floe run: --duration " << duration
+                << " is not a duration (write e.g. 30s, 5m, 2h)\n";
+      return 1;
+    }
+    options.duration = *parsed;
+  }
+  options.resnapshot = resnapshot;
+  options.stop = &g_stop;
+  options.progress = stderr;
+  std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  const floe::config::PipelineConfig& config = *result.config;
+  spdlog::info("floe " FLOE_VERSION " run: service {}, slot {}, publication {}",
+               config.service, config.source.slot, config.source.publication);
+  arrow::Status st = floe::bronze::RunPipeline(config, options);
+  if (!st.ok()) {
+    spdlog::error("{}", st.message());
+    return floe::bronze::IsFatal(st) ? 2 : 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,8 +143,23 @@ int main(int argc, char** argv) {
   validate->add_flag("--print", print,
                      "also print the effective configuration, secrets redacted");
 
+  std::string duration;
+  bool resnapshot = false;
+  bool json_logs = false;
+  CLI::App* run = app.add_subcommand(
+      "run", "Keep the Bronze changelog tables in step with the source (until stopped)");
+  run->add_option("FILE", config_file, "pipeline YAML file")->required();
+  run->add_option("--duration", duration,
+                  "stop gracefully after this long (e.g. 30s, 10m); default: run until "
+                  "SIGTERM / SIGINT");
+  run->add_flag("--resnapshot", resnapshot,
+                "copy every published table again; needed once after the slot was lost "
+                "or recreated (floe refuses to start and says so)");
+  run->add_flag("--json-logs", json_logs, "log one JSON object per line");
+
   CLI11_PARSE(app, argc, argv);
   if (*validate) return Validate(config_file, print);
+  if (*run) return Run(config_file, duration, resnapshot, json_logs);
   std::cout << app.help();
   return 0;
 }

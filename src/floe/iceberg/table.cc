@@ -978,7 +978,6 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
 arrow::Result<Snapshot> Table::AppendFiles(const std::vector<DataFile>& files,
                                            const SummaryProperties& summary,
                                            const CommitOptions& options) {
-  if (files.empty()) return arrow::Status::Invalid("an append needs at least one file");
   for (const auto& file : files) {
     if (file.content != DataFileContent::kData) {
       return arrow::Status::Invalid("AppendFiles takes data files only; ", file.file_path,

@@ -224,7 +224,8 @@ class Table {
   arrow::Result<std::unique_ptr<DataFileWriter>> NewDataFileWriter(
       const PartitionTuple& partition = {}) const;
 
-  /// Commits `files` (written and durable) as one `append` snapshot on `main`,
+  /// Commits `files` (written and durable; none is fine: an empty snapshot that
+  /// carries `summary`, as Java allows) as one `append` snapshot on `main`,
   /// adding `summary` to the snapshot summary. The new manifest is written once and
   /// reused on retries; earlier manifests are kept as they are unless manifest
   /// merging applies (see below). Returns the committed snapshot.

@@ -1,0 +1,980 @@
+#include "floe/bronze/pipeline.h"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+#include <arrow/array.h>
+#include <arrow/builder.h>
+#include <arrow/record_batch.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "floe/bronze/bronze_schema.h"
+#include "floe/bronze/system_tables.h"
+#include "floe/bronze/table_appender.h"
+#include "floe/iceberg/catalog.h"
+#include "floe/iceberg/file_io.h"
+#include "floe/iceberg/partition_spec.h"
+#include "floe/iceberg/sort_order.h"
+#include "floe/iceberg/sql_catalog.h"
+#include "floe/iceberg/table.h"
+#include "floe/source/postgres/change_stream.h"
+#include "floe/source/postgres/pg_connection.h"
+#include "floe/source/postgres/relation_cache.h"
+#include "floe/source/postgres/replication_connection.h"
+#include "floe/source/postgres/snapshot.h"
+#include "floe/source/postgres/type_mapping.h"
+
+namespace floe::bronze {
+
+namespace pg = floe::postgres;
+namespace ice = floe::iceberg;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Errors
+
+constexpr char kFatalTypeId[] = "floe::bronze::Fatal";
+
+class FatalDetail : public arrow::StatusDetail {
+ public:
+  const char* type_id() const override { return kFatalTypeId; }
+  std::string ToString() const override { return "fatal"; }
+};
+
+arrow::Status Fatal(std::string message) {
+  return arrow::Status(arrow::StatusCode::Invalid, std::move(message),
+                       std::make_shared<FatalDetail>());
+}
+
+// Keys of the pipeline state, kept in the Bronze service namespace's properties.
+constexpr char kStateSlot[] = "floe.slot";
+constexpr char kStateSystemId[] = "floe.system-identifier";
+constexpr char kStateConfirmed[] = "floe.confirmed-lsn";
+
+constexpr char kHeartbeatPrefix[] = "floe.heartbeat";
+constexpr char kSnapshotLsnSummaryKey[] = "floe.snapshot-lsn";
+constexpr char kSourceTableProperty[] = "floe.source.table";
+/// JSON array of the source table's primary key columns (current names); empty when
+/// it has none. Silver's default merge key.
+constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
+
+int64_t NowUnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::optional<uint64_t> ParseU64(const std::string& text) {
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::string SourceName(const pg::QualifiedName& name) {
+  return name.schema + "." + name.table;
+}
+
+ice::TableIdentifier IdentifierOf(const std::vector<std::string>& levels) {
+  ice::TableIdentifier id;
+  id.ns.assign(levels.begin(), levels.end() - 1);
+  id.name = levels.back();
+  return id;
+}
+
+// ---------------------------------------------------------------------------
+// Source columns
+
+std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
+  std::vector<SourceColumn> out;
+  for (size_t i = 0; i < shape.relation.columns.size(); ++i) {
+    const auto& c = shape.relation.columns[i];
+    SourceColumn col;
+    col.name = c.name;
+    col.attnum = c.attnum;
+    col.type_oid = c.type_oid;
+    col.type_modifier = c.type_modifier;
+    col.is_primary_key = c.is_primary_key;
+    col.mapping = shape.mappings.at(i);
+    out.push_back(std::move(col));
+  }
+  return out;
+}
+
+// The live columns of a table, from the catalog (for rows that do not come through
+// a Relation message: the snapshot). Same order as pg_attribute (attnum), which is
+// the order pgoutput sends them in.
+arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
+    pg::PgConnection& sql, pg::TypeResolver& types, const pg::QualifiedName& table) {
+  ARROW_ASSIGN_OR_RAISE(std::string schema_q, sql.QuoteIdentifier(table.schema));
+  ARROW_ASSIGN_OR_RAISE(std::string table_q, sql.QuoteIdentifier(table.table));
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows,
+      sql.Query("SELECT a.attnum::text, a.attname, a.atttypid::text, a.atttypmod::text, "
+                "COALESCE((SELECT true FROM pg_index i WHERE i.indrelid = a.attrelid "
+                "AND i.indisprimary AND a.attnum = ANY(i.indkey)), false)::text "
+                "FROM pg_attribute a WHERE a.attrelid = to_regclass($1)::oid "
+                "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                {schema_q + "." + table_q}));
+  if (rows.empty()) {
+    return arrow::Status::KeyError("table ", SourceName(table),
+                                   " has no columns or does not exist");
+  }
+  std::vector<SourceColumn> out;
+  for (const auto& row : rows) {
+    SourceColumn col;
+    col.attnum = static_cast<int16_t>(std::stoi(*row[0]));
+    col.name = *row[1];
+    col.type_oid = static_cast<pg::Oid>(std::stoul(*row[2]));
+    col.type_modifier = std::stoi(*row[3]);
+    col.is_primary_key = *row[4] == "true";
+    ARROW_ASSIGN_OR_RAISE(pg::PgTypeInfo type,
+                          types.Resolve(col.type_oid, col.type_modifier));
+    col.mapping = pg::MapType(type);
+    out.push_back(std::move(col));
+  }
+  return out;
+}
+
+arrow::Result<std::vector<pg::QualifiedName>> PublishedTables(
+    pg::PgConnection& sql, const std::string& publication) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows, sql.Query("SELECT schemaname::text, tablename::text FROM "
+                           "pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2",
+                           {publication}));
+  std::vector<pg::QualifiedName> out;
+  for (const auto& row : rows) out.push_back({*row[0], *row[1]});
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// One Bronze table
+
+struct BronzeTable {
+  pg::QualifiedName source;
+  ice::TableIdentifier id;
+  std::unique_ptr<TableAppender> appender;  // null until the table exists
+  std::vector<SourceColumn> columns;
+  ColumnMap bindings;
+  std::optional<BatchConformer> conformer;
+  /// Rows are being skipped until a copy of the table commits.
+  bool awaiting_copy = false;
+  std::mutex mutex;  // snapshot workers write concurrently
+  int64_t snapshot_seq = 0;
+};
+
+// ---------------------------------------------------------------------------
+// The pipeline
+
+class Pipeline : public pg::ChangeSink {
+ public:
+  Pipeline(const config::PipelineConfig& config, const RunOptions& options,
+           ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io)
+      : config_(config),
+        options_(options),
+        catalog_(catalog),
+        io_(std::move(io)),
+        resnapshot_(options.resnapshot) {}
+
+  arrow::Status RunOnce(bool* streamed);
+
+  // ChangeSink
+  arrow::Status OnBegin(const pg::TransactionInfo&) override {
+    return arrow::Status::OK();
+  }
+  arrow::Status OnRelationChange(const pg::RelationChange& change) override;
+  arrow::Status OnTableChanges(const pg::TransactionInfo& tx,
+                               const pg::TableChanges& changes) override;
+  arrow::Status OnMessage(const pg::CapturedMessage& message) override;
+  arrow::Status OnCommit(const pg::TransactionInfo& tx) override;
+
+  bool stop_requested() const {
+    if (options_.stop != nullptr && options_.stop->load()) return true;
+    return deadline_ && Clock::now() >= *deadline_;
+  }
+  void set_deadline(std::optional<Clock::time_point> deadline) { deadline_ = deadline; }
+
+ private:
+  ice::Namespace ServiceNamespace() const {
+    return {config_.naming.bronze_namespace, config_.service};
+  }
+  arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
+  arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
+  arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns);
+  arrow::Result<bool> IsCopied(BronzeTable* table);
+  arrow::Status Discover(bool at_start);
+  arrow::Status CopyTables(const std::vector<BronzeTable*>& tables);
+  arrow::Status Checkpoint(bool final);
+  arrow::Status WriteQuarantine(const pg::QualifiedName& source,
+                                const std::vector<pg::QuarantineCandidate>& issues,
+                                int64_t cdc_ts_us);
+  arrow::Result<TableAppender*> SystemTable(std::unique_ptr<TableAppender>* slot,
+                                            const std::string& name,
+                                            const ice::Schema& schema,
+                                            const ice::PartitionSpec& spec);
+
+  const config::PipelineConfig& config_;
+  const RunOptions& options_;
+  ice::Catalog* catalog_;
+  std::shared_ptr<ice::FileIO> io_;
+  std::optional<Clock::time_point> deadline_;
+
+  // Per connection (reset by RunOnce).
+  std::unique_ptr<pg::PgConnection> sql_;
+  std::unique_ptr<pg::PgTypeResolver> types_;
+  std::unique_ptr<pg::ReplicationConnection> repl_;
+  pg::ReplicationConnection* streaming_ = nullptr;
+  std::map<pg::QualifiedName, std::unique_ptr<BronzeTable>> tables_;
+  std::set<pg::QualifiedName> copied_;
+  std::vector<BronzeTable*> to_copy_;
+  std::unique_ptr<TableAppender> messages_;
+  std::unique_ptr<TableAppender> quarantine_;
+  std::vector<pg::CapturedMessage> pending_messages_;
+  std::vector<int64_t> pending_message_times_;
+  std::vector<std::pair<std::vector<pg::QuarantineCandidate>, int64_t>>
+      pending_quarantine_;
+  std::map<std::string, std::string> state_;
+  /// The last delivered transaction, and the furthest stream position seen.
+  Lsn last_commit_lsn_, last_end_lsn_, position_;
+  int64_t delivered_since_checkpoint_ = 0;
+  Lsn confirmed_;
+  /// --resnapshot, until the copies it asked for committed.
+  bool resnapshot_;
+};
+
+arrow::Result<TableAppender*> Pipeline::SystemTable(std::unique_ptr<TableAppender>* slot,
+                                                    const std::string& name,
+                                                    const ice::Schema& schema,
+                                                    const ice::PartitionSpec& spec) {
+  if (*slot) return slot->get();
+  ice::TableIdentifier id{ServiceNamespace(), name};
+  auto loaded = ice::Table::Load(catalog_, io_, id);
+  std::unique_ptr<ice::Table> table;
+  if (loaded.ok()) {
+    table = std::move(*loaded);
+  } else if (ice::GetCatalogErrorKind(loaded.status()) ==
+             ice::CatalogErrorKind::kNoSuchTable) {
+    ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(id.ns));
+    auto created = ice::Table::Create(catalog_, io_, id, schema, spec,
+                                      ice::SortOrder::Unsorted(),
+                                      ice::Table::DefaultLocation(config_.warehouse, id));
+    if (!created.ok() && ice::GetCatalogErrorKind(created.status()) ==
+                             ice::CatalogErrorKind::kAlreadyExists) {
+      ARROW_ASSIGN_OR_RAISE(table, ice::Table::Load(catalog_, io_, id));
+    } else {
+      ARROW_ASSIGN_OR_RAISE(table, std::move(created));
+      spdlog::info("created {}", id.ToString());
+    }
+  } else {
+    return loaded.status();
+  }
+  *slot = std::make_unique<TableAppender>(std::move(table));
+  return slot->get();
+}
+
+arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) {
+  auto& entry = tables_[source];
+  if (entry) return entry.get();
+  entry = std::make_unique<BronzeTable>();
+  entry->source = source;
+  entry->id = IdentifierOf(config_.BronzeIdentifier({source.schema, source.table}));
+  auto loaded = ice::Table::Load(catalog_, io_, entry->id);
+  if (loaded.ok()) {
+    std::unique_ptr<ice::Table> table = std::move(*loaded);
+    auto it = table->metadata().properties.find(kSourceColumnsProperty);
+    if (it != table->metadata().properties.end()) {
+      ARROW_ASSIGN_OR_RAISE(entry->bindings, ColumnMap::FromJson(it->second));
+    }
+    entry->appender = std::make_unique<TableAppender>(std::move(table));
+  } else if (ice::GetCatalogErrorKind(loaded.status()) !=
+             ice::CatalogErrorKind::kNoSuchTable) {
+    return loaded.status();
+  }
+  return entry.get();
+}
+
+arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> columns) {
+  if (!table->appender) {
+    ARROW_ASSIGN_OR_RAISE(BronzeLayout layout, NewBronzeLayout(columns));
+    ARROW_ASSIGN_OR_RAISE(ice::PartitionSpec spec,
+                          ice::PartitionSpecBuilder(layout.schema, 0)
+                              .Day(kCdcTs)
+                              .Build());
+    ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(table->id.ns));
+    std::map<std::string, std::string> props{
+        {kSourceTableProperty, SourceName(table->source)},
+        {kSourceColumnsProperty, layout.columns.ToJson()}};
+    auto created =
+        ice::Table::Create(catalog_, io_, table->id, layout.schema, spec,
+                           ice::SortOrder::Unsorted(),
+                           ice::Table::DefaultLocation(config_.warehouse, table->id), props);
+    std::unique_ptr<ice::Table> t;
+    if (!created.ok() && ice::GetCatalogErrorKind(created.status()) ==
+                             ice::CatalogErrorKind::kAlreadyExists) {
+      ARROW_ASSIGN_OR_RAISE(t, ice::Table::Load(catalog_, io_, table->id));
+      auto it = t->metadata().properties.find(kSourceColumnsProperty);
+      if (it != t->metadata().properties.end()) {
+        ARROW_ASSIGN_OR_RAISE(table->bindings, ColumnMap::FromJson(it->second));
+      }
+    } else {
+      ARROW_ASSIGN_OR_RAISE(t, std::move(created));
+      // Create assigns fresh field ids; bind to the ids it chose.
+      ARROW_ASSIGN_OR_RAISE(table->bindings, BindByName(t->schema(), layout.columns));
+      if (!(table->bindings == layout.columns)) {
+        const std::string json = table->bindings.ToJson();
+        ARROW_RETURN_NOT_OK(
+            t->UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+              b->SetProperties({{kSourceColumnsProperty, json}});
+              return arrow::Status::OK();
+            }));
+      }
+      spdlog::info("created {} for {}", table->id.ToString(), SourceName(table->source));
+    }
+    table->appender = std::make_unique<TableAppender>(std::move(t));
+  }
+  ice::Table& t = table->appender->table();
+  // The source's primary key, for Silver's merge key (by current column names).
+  nlohmann::json key = nlohmann::json::array();
+  for (const auto& c : columns) {
+    if (c.is_primary_key) key.push_back(c.name);
+  }
+  const std::string key_json = key.dump();
+  {
+    auto it = t.metadata().properties.find(kPrimaryKeyProperty);
+    if (it == t.metadata().properties.end() || it->second != key_json) {
+      ARROW_RETURN_NOT_OK(
+          t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+            b->SetProperties({{kPrimaryKeyProperty, key_json}});
+            return arrow::Status::OK();
+          }));
+    }
+  }
+  ARROW_ASSIGN_OR_RAISE(EvolutionPlan plan,
+                        PlanEvolution(t.schema(), t.metadata().last_column_id,
+                                      table->bindings, columns));
+  if (plan.schema_changed || !(plan.columns == table->bindings)) {
+    ARROW_RETURN_NOT_OK(table->appender->CloseFiles());
+    const std::string json = plan.columns.ToJson();
+    ARROW_RETURN_NOT_OK(t.UpdateMetadata(
+        [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) {
+          if (plan.schema_changed &&
+              !base.CurrentSchema()->SameSchema(plan.schema)) {
+            b->AddSchema(plan.schema);
+            b->SetCurrentSchema(*b->last_added_schema_id());
+          }
+          b->SetProperties({{kSourceColumnsProperty, json}});
+          return arrow::Status::OK();
+        }));
+    for (const auto& line : plan.changes) {
+      spdlog::info("{}: {}", table->id.ToString(), line);
+    }
+    table->bindings = plan.columns;
+  }
+  ARROW_ASSIGN_OR_RAISE(auto conformer,
+                        BatchConformer::Make(t.schema(), table->bindings, columns));
+  table->conformer.emplace(std::move(conformer));
+  table->columns = std::move(columns);
+  return arrow::Status::OK();
+}
+
+arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
+  if (copied_.contains(table->source)) return true;
+  if (!table->appender || !table->appender->has_snapshot()) return false;
+  if (resnapshot_) return false;
+  copied_.insert(table->source);
+  return true;
+}
+
+arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
+  const auto& rel = change.shape->relation;
+  pg::QualifiedName source{rel.namespace_name, rel.relation_name};
+  ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(source));
+  ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*change.shape)));
+  if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
+    ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
+    if (!copied && !table->awaiting_copy) {
+      // Its rows are covered by the copy, taken at a later point than this
+      // transaction; until that copy commits they are skipped.
+      table->awaiting_copy = true;
+      to_copy_.push_back(table);
+      spdlog::info("{} appeared in the stream: copying its rows",
+                   SourceName(table->source));
+    }
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
+                                       const pg::TableChanges& changes) {
+  const auto& rel = changes.shape->relation;
+  pg::QualifiedName source{rel.namespace_name, rel.relation_name};
+  ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(source));
+  if (!table->conformer) {
+    ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape)));
+  }
+  if (table->awaiting_copy) return arrow::Status::OK();
+  if (tx.commit_lsn <= table->appender->committed_lsn()) return arrow::Status::OK();
+  const int64_t cdc_ts = pg::PgTimestampToUnixMicros(tx.commit_time);
+  ARROW_ASSIGN_OR_RAISE(auto conformed,
+                        table->conformer->Conform(*changes.batch, NowUnixMicros()));
+  ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
+  if (!changes.issues.empty()) {
+    pending_quarantine_.emplace_back(changes.issues, cdc_ts);
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::OnMessage(const pg::CapturedMessage& message) {
+  if (message.prefix == kHeartbeatPrefix) return arrow::Status::OK();
+  pending_messages_.push_back(message);
+  pending_message_times_.push_back(NowUnixMicros());
+  if (!message.transactional && message.lsn > position_) position_ = message.lsn;
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::OnCommit(const pg::TransactionInfo& tx) {
+  last_commit_lsn_ = tx.commit_lsn;
+  last_end_lsn_ = tx.end_lsn;
+  if (tx.commit_lsn > position_) position_ = tx.commit_lsn;
+  ++delivered_since_checkpoint_;
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::WriteQuarantine(
+    const pg::QualifiedName& source, const std::vector<pg::QuarantineCandidate>& issues,
+    int64_t cdc_ts_us) {
+  (void)source;
+  ARROW_ASSIGN_OR_RAISE(TableAppender * q,
+                        SystemTable(&quarantine_, "quarantine", QuarantineSchema(),
+                                    QuarantineSpec(QuarantineSchema()).ValueOrDie()));
+  std::vector<pg::QuarantineCandidate> keep;
+  for (const auto& issue : issues) {
+    if (issue.commit_lsn > q->committed_lsn()) keep.push_back(issue);
+  }
+  if (keep.empty()) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(auto batch, QuarantineBatch(keep, cdc_ts_us, NowUnixMicros()));
+  return q->Write(*batch);
+}
+
+// Commits everything delivered so far, then confirms it to the server.
+arrow::Status Pipeline::Checkpoint(bool final) {
+  // The side tables first: they only ever hold rows of delivered transactions.
+  if (!pending_messages_.empty()) {
+    ARROW_ASSIGN_OR_RAISE(
+        TableAppender * m,
+        SystemTable(&messages_, "pg_logical_messages", LogicalMessagesSchema(),
+                    LogicalMessagesSpec(LogicalMessagesSchema()).ValueOrDie()));
+    std::vector<pg::CapturedMessage> keep;
+    std::vector<int64_t> received;
+    for (size_t i = 0; i < pending_messages_.size(); ++i) {
+      auto& msg = pending_messages_[i];
+      const Lsn at = msg.transactional ? msg.commit_lsn : msg.lsn;
+      if (at > m->committed_lsn()) {
+        keep.push_back(std::move(msg));
+        received.push_back(pending_message_times_[i]);
+      }
+    }
+    if (!keep.empty()) {
+      ARROW_ASSIGN_OR_RAISE(auto batch,
+                            LogicalMessagesBatch(keep, received, NowUnixMicros()));
+      ARROW_RETURN_NOT_OK(m->Write(*batch));
+    }
+    pending_messages_.clear();
+    pending_message_times_.clear();
+  }
+  for (auto& [issues, ts] : pending_quarantine_) {
+    if (issues.empty()) continue;
+    pg::QualifiedName source{issues.front().schema_name, issues.front().table_name};
+    ARROW_RETURN_NOT_OK(WriteQuarantine(source, issues, ts));
+  }
+  pending_quarantine_.clear();
+
+  // Every touched table commits in parallel (the catalog serialises only its own
+  // calls); the checkpoint holds only once all of them did.
+  std::vector<TableAppender*> dirty;
+  for (auto& [name, table] : tables_) {
+    if (table->appender && table->appender->pending_rows() > 0) {
+      dirty.push_back(table->appender.get());
+    }
+  }
+  if (messages_ && messages_->pending_rows() > 0) dirty.push_back(messages_.get());
+  if (quarantine_ && quarantine_->pending_rows() > 0) dirty.push_back(quarantine_.get());
+  const auto started = Clock::now();
+  std::vector<std::future<arrow::Status>> commits;
+  int64_t rows = 0;
+  for (TableAppender* appender : dirty) {
+    rows += appender->pending_rows();
+    const Lsn lsn = appender == messages_.get() ? position_ : last_commit_lsn_;
+    commits.push_back(std::async(std::launch::async, [appender, lsn] {
+      return appender->Commit(lsn);
+    }));
+  }
+  arrow::Status failed;
+  for (auto& commit : commits) {
+    arrow::Status st = commit.get();
+    if (!st.ok() && failed.ok()) failed = st;
+  }
+  ARROW_RETURN_NOT_OK(failed);
+  if (!dirty.empty()) {
+    spdlog::info("checkpoint: {} table(s), {} row(s) committed up to commit LSN {} in "
+                 "{} ms",
+                 dirty.size(), rows, last_commit_lsn_.ToString(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
+                                                                       started)
+                     .count());
+  }
+
+  // Everything delivered is durable: confirm it. With nothing held back, the
+  // position the server last reported as sent is safe too (a transaction that
+  // commits after it is sent again after a restart), so an idle or fully filtered
+  // source never holds WAL.
+  if (streaming_ != nullptr) {
+    Lsn confirm = last_end_lsn_;
+    confirm = std::max(confirm, streaming_->server_wal_end());
+    if (confirm > confirmed_) {
+      // Record first: a slot found beyond the recorded position at start-up was
+      // moved by someone else.
+      ARROW_RETURN_NOT_OK(catalog_->UpdateNamespaceProperties(
+          ServiceNamespace(), {{kStateConfirmed, std::to_string(confirm.value())}}));
+      streaming_->ReportDurable(confirm);
+      confirmed_ = confirm;
+      if (final) ARROW_RETURN_NOT_OK(streaming_->SendStandbyStatus());
+    }
+  }
+  delivered_since_checkpoint_ = 0;
+  return arrow::Status::OK();
+}
+
+// Copies `tables` through a temporary slot's exported snapshot: their rows become
+// `r` changes at the slot's consistent point C, committed with floe.commit-lsn = C,
+// so the stream's changes at or below C (already in the copy) are skipped for them.
+arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
+  if (tables.empty()) return arrow::Status::OK();
+  const std::string& conninfo = config_.source.conninfo;
+  ARROW_ASSIGN_OR_RAISE(auto temp, pg::ReplicationConnection::Connect(conninfo));
+  pg::CreateSlotOptions slot_options;
+  slot_options.snapshot = pg::SnapshotAction::kExport;
+  slot_options.temporary = true;
+  const std::string temp_name =
+      config_.source.slot + "_copy_" + std::to_string(::getpid());
+  ARROW_ASSIGN_OR_RAISE(pg::CreatedSlot created, temp->CreateSlot(temp_name, slot_options));
+  const Lsn point = created.consistent_point;
+
+  std::vector<pg::QualifiedTable> names;
+  std::map<std::string, BronzeTable*> by_name;
+  for (BronzeTable* table : tables) {
+    ARROW_ASSIGN_OR_RAISE(auto columns,
+                          SourceColumnsFromCatalog(*sql_, *types_, table->source));
+    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
+    table->appender->Abandon();
+    table->snapshot_seq = 0;
+    names.push_back({table->source.schema, table->source.table});
+    by_name[SourceName(table->source)] = table;
+  }
+  spdlog::info("copying {} table(s) at LSN {}", tables.size(), point.ToString());
+
+  pg::SnapshotOptions snap_options;
+  snap_options.workers = options_.snapshot_workers;
+  snap_options.progress_stream = options_.progress;
+  ARROW_ASSIGN_OR_RAISE(auto reader,
+                        pg::SnapshotReader::Open(conninfo, pg::SnapshotSource::Exported(created),
+                                                 snap_options));
+  const int64_t copy_ts = NowUnixMicros();
+  std::mutex quarantine_mutex;
+  std::vector<pg::QuarantineCandidate> quarantined;
+  auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
+    BronzeTable* table = by_name.at(batch.table->schema + "." + batch.table->name);
+    const auto& columns = table->columns;
+    // Map the copy's columns onto the table's shape by name.
+    std::vector<int> from(columns.size(), -1);
+    for (size_t c = 0; c < columns.size(); ++c) {
+      for (size_t k = 0; k < batch.num_columns(); ++k) {
+        if ((*batch.column_names)[k] == columns[c].name) from[c] = static_cast<int>(k);
+      }
+    }
+    const size_t n = batch.num_rows();
+    arrow::ArrayVector arrays;
+    std::vector<pg::ConversionIssue> issues;
+    std::vector<size_t> issue_rows;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      pg::ColumnConverter converter(columns[c].name, columns[c].mapping);
+      ARROW_ASSIGN_OR_RAISE(auto builder, converter.MakeBuilder());
+      for (size_t r = 0; r < n; ++r) {
+        std::optional<std::string_view> value;
+        if (from[c] >= 0) value = batch.value(r, from[c]);
+        if (value) {
+          const size_t before = issues.size();
+          ARROW_RETURN_NOT_OK(converter.Append(*value, builder.get(), &issues));
+          if (issues.size() > before) issue_rows.push_back(r);
+        } else {
+          ARROW_RETURN_NOT_OK(converter.AppendNull(builder.get()));
+        }
+      }
+      std::shared_ptr<arrow::Array> array;
+      ARROW_RETURN_NOT_OK(builder->Finish(&array));
+      arrays.push_back(std::move(array));
+    }
+    std::lock_guard lock(table->mutex);
+    const int64_t first_seq = table->snapshot_seq;
+    table->snapshot_seq += static_cast<int64_t>(n);
+    arrow::StringBuilder op;
+    arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
+                               arrow::default_memory_pool());
+    arrow::Int64Builder source_lsn, xid, commit_lsn;
+    arrow::Int32Builder seq;
+    for (size_t r = 0; r < n; ++r) {
+      ARROW_RETURN_NOT_OK(op.Append("r"));
+      ARROW_RETURN_NOT_OK(ts.Append(copy_ts));
+      ARROW_RETURN_NOT_OK(source_lsn.Append(static_cast<int64_t>(point.value())));
+      ARROW_RETURN_NOT_OK(xid.AppendNull());
+      ARROW_RETURN_NOT_OK(commit_lsn.Append(static_cast<int64_t>(point.value())));
+      ARROW_RETURN_NOT_OK(seq.Append(static_cast<int32_t>(
+          std::min<int64_t>(first_seq + static_cast<int64_t>(r), INT32_MAX))));
+    }
+    std::shared_ptr<arrow::Array> a;
+    ARROW_RETURN_NOT_OK(op.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(ts.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(source_lsn.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(xid.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(commit_lsn.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(seq.Finish(&a));
+    arrays.push_back(a);
+    ARROW_ASSIGN_OR_RAISE(a, arrow::MakeArrayOfNull(arrow::list(arrow::utf8()),
+                                                    static_cast<int64_t>(n)));
+    arrays.push_back(a);
+    arrow::FieldVector fields;
+    for (const auto& c : columns) fields.push_back(arrow::field(c.name, c.mapping.type));
+    for (auto& f : pg::CdcMetadataFields()) fields.push_back(f);
+    auto stream_batch = arrow::RecordBatch::Make(arrow::schema(fields),
+                                                 static_cast<int64_t>(n), arrays);
+    ARROW_ASSIGN_OR_RAISE(auto conformed,
+                          table->conformer->Conform(*stream_batch, NowUnixMicros()));
+    ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
+    if (!issues.empty()) {
+      std::lock_guard qlock(quarantine_mutex);
+      for (size_t i = 0; i < issues.size(); ++i) {
+        pg::QuarantineCandidate q;
+        q.schema_name = table->source.schema;
+        q.table_name = table->source.table;
+        q.source_lsn = point;
+        q.commit_lsn = point;
+        q.seq = static_cast<int32_t>(first_seq + static_cast<int64_t>(issue_rows[i]));
+        q.issue = std::move(issues[i]);
+        quarantined.push_back(std::move(q));
+      }
+    }
+    return arrow::Status::OK();
+  };
+
+  // The main replication connection must keep answering while the copy runs.
+  auto copy = std::async(std::launch::async,
+                         [&]() { return reader->Run(names, sink).status(); });
+  while (copy.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+    if (streaming_ != nullptr) {
+      arrow::Status st = streaming_->SendStandbyStatus();
+      if (!st.ok()) spdlog::warn("status update during the copy failed: {}", st.message());
+    }
+  }
+  arrow::Status copied = copy.get();
+  if (!copied.ok()) {
+    for (BronzeTable* table : tables) table->appender->Abandon();
+    return copied;
+  }
+  if (!quarantined.empty()) {
+    ARROW_RETURN_NOT_OK(WriteQuarantine({}, quarantined, copy_ts));
+    ARROW_ASSIGN_OR_RAISE(TableAppender * q,
+                          SystemTable(&quarantine_, "quarantine", QuarantineSchema(),
+                                      QuarantineSpec(QuarantineSchema()).ValueOrDie()));
+    ARROW_RETURN_NOT_OK(q->Commit(point));
+  }
+  std::vector<std::future<arrow::Status>> commits;
+  for (BronzeTable* table : tables) {
+    TableAppender* appender = table->appender.get();
+    commits.push_back(std::async(std::launch::async, [appender, point] {
+      return appender->CommitResettingLsn(
+          point, {{kSnapshotLsnSummaryKey, std::to_string(point.value())}});
+    }));
+  }
+  arrow::Status failed;
+  for (auto& commit : commits) {
+    arrow::Status st = commit.get();
+    if (!st.ok() && failed.ok()) failed = st;
+  }
+  ARROW_RETURN_NOT_OK(failed);
+  for (BronzeTable* table : tables) {
+    table->awaiting_copy = false;
+    copied_.insert(table->source);
+    spdlog::info("copied {}: {} row(s) into {}", SourceName(table->source),
+                 table->snapshot_seq, table->id.ToString());
+  }
+  return arrow::Status::OK();
+}
+
+// Finds published tables Bronze has not copied yet and copies them (together with
+// the ones first seen in the stream).
+arrow::Status Pipeline::Discover(bool at_start) {
+  if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
+    ARROW_ASSIGN_OR_RAISE(auto published,
+                          PublishedTables(*sql_, config_.source.publication));
+    for (const auto& name : published) {
+      if (copied_.contains(name)) continue;
+      ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
+      ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
+      if (copied || table->awaiting_copy) continue;
+      table->awaiting_copy = true;
+      to_copy_.push_back(table);
+      if (!at_start) {
+        spdlog::info("{} joined publication {}: copying its rows", SourceName(name),
+                     config_.source.publication);
+      }
+    }
+  }
+  std::vector<BronzeTable*> batch;
+  batch.swap(to_copy_);
+  return CopyTables(batch);
+}
+
+arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
+                                  const pg::SystemIdentity& who) {
+  const ice::Namespace ns = ServiceNamespace();
+  ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(ns));
+  ARROW_ASSIGN_OR_RAISE(state_, catalog_->LoadNamespaceProperties(ns));
+  const std::string& slot = config_.source.slot;
+  const std::string resnapshot_hint =
+      "To copy every table again and carry on (Bronze keeps its history; the "
+      "changes in between are not recoverable from this slot), run: floe run "
+      "--resnapshot <config>";
+
+  auto sys = state_.find(kStateSystemId);
+  if (sys != state_.end() && sys->second != who.system_id && !resnapshot_) {
+    return Fatal("the source is a different database cluster (system identifier " +
+                 who.system_id + ") than the one " + ice::NamespaceToString(ns) +
+                 " was fed from (" + sys->second +
+                 "): refusing to mix them. Point source.conninfo at the original "
+                 "server, or use another service name. " +
+                 resnapshot_hint);
+  }
+  ARROW_ASSIGN_OR_RAISE(auto slot_state, pg::ReadSlotState(*sql_, slot));
+  std::optional<uint64_t> recorded = std::nullopt;
+  if (auto it = state_.find(kStateConfirmed); it != state_.end()) {
+    recorded = ParseU64(it->second);
+  }
+  const bool same_slot = state_.contains(kStateSlot) && state_.at(kStateSlot) == slot;
+  if (!slot_state) {
+    if (recorded && same_slot && !resnapshot_) {
+      return Fatal("replication slot \"" + slot + "\" does not exist, but " +
+                   ice::NamespaceToString(ns) + " was fed from it up to LSN " +
+                   Lsn(*recorded).ToString() +
+                   ": the changes made since then are gone. " + resnapshot_hint);
+    }
+    pg::CreateSlotOptions create;
+    ARROW_ASSIGN_OR_RAISE(auto ensured, pg::EnsureSlot(repl, *sql_, slot, create));
+    spdlog::info("created replication slot {} at {}", slot,
+                 ensured.created ? ensured.created->consistent_point.ToString()
+                                 : ensured.state.confirmed_flush_lsn.ToString());
+    recorded.reset();
+    slot_state = ensured.state;
+  } else {
+    if (slot_state->wal_status == "lost") {
+      return Fatal("replication slot \"" + slot +
+                   "\" lost WAL it still needed (wal_status = lost; "
+                   "max_slot_wal_keep_size was exceeded): changes are missing. Drop "
+                   "it (SELECT pg_drop_replication_slot('" +
+                   slot + "')), then " + resnapshot_hint);
+    }
+    if (recorded && same_slot && !resnapshot_ &&
+        slot_state->confirmed_flush_lsn.value() > *recorded) {
+      return Fatal("replication slot \"" + slot + "\" is at LSN " +
+                   slot_state->confirmed_flush_lsn.ToString() +
+                   ", past what floe confirmed (" + Lsn(*recorded).ToString() +
+                   "): it was recreated or advanced by someone else, and changes in "
+                   "between are not in Bronze. " +
+                   resnapshot_hint);
+    }
+  }
+  std::map<std::string, std::string> updates{{kStateSlot, slot},
+                                             {kStateSystemId, who.system_id}};
+  std::vector<std::string> removals;
+  if (recorded && same_slot && !resnapshot_) {
+    confirmed_ = Lsn(recorded.value_or(0));
+  } else {
+    confirmed_ = slot_state->confirmed_flush_lsn;
+    updates[kStateConfirmed] = std::to_string(confirmed_.value());
+  }
+  return catalog_->UpdateNamespaceProperties(ns, updates, removals);
+}
+
+arrow::Status Pipeline::RunOnce(bool* streamed) {
+  *streamed = false;
+  tables_.clear();
+  copied_.clear();
+  to_copy_.clear();
+  messages_.reset();
+  quarantine_.reset();
+  pending_messages_.clear();
+  pending_message_times_.clear();
+  pending_quarantine_.clear();
+  streaming_ = nullptr;
+  last_commit_lsn_ = last_end_lsn_ = position_ = Lsn();
+
+  const std::string& conninfo = config_.source.conninfo;
+  ARROW_ASSIGN_OR_RAISE(sql_, pg::PgConnection::Connect(conninfo));
+  types_ = std::make_unique<pg::PgTypeResolver>(sql_.get());
+  pg::PgAttributeLookup attributes(sql_.get());
+  ARROW_ASSIGN_OR_RAISE(repl_, pg::ReplicationConnection::Connect(conninfo));
+  ARROW_ASSIGN_OR_RAISE(pg::SystemIdentity who, repl_->IdentifySystem());
+
+  pg::PublicationOptions pub;
+  pub.name = config_.source.publication;
+  pub.create_if_missing =
+      config_.source.publication_mode != config::PublicationMode::kExisting;
+  pub.all_tables = config_.source.publication_mode == config::PublicationMode::kAllTables;
+  for (const auto& t : config_.source.publication_tables) {
+    pub.tables.push_back({t.schema, t.table});
+  }
+  auto ensured_pub = pg::EnsurePublication(*sql_, pub);
+  if (!ensured_pub.ok()) {
+    return Fatal(ensured_pub.status().message());
+  }
+  if (ensured_pub->created) spdlog::info("created publication {}", pub.name);
+
+  ARROW_RETURN_NOT_OK(CheckSlot(*repl_, who));
+  ARROW_RETURN_NOT_OK(Discover(/*at_start=*/true));
+  if (resnapshot_) {
+    resnapshot_ = false;
+    spdlog::info("every published table was copied again; --resnapshot is done");
+  }
+
+  pg::StartReplicationOptions start;
+  start.publication_names = {config_.source.publication};
+  ARROW_ASSIGN_OR_RAISE(pg::PgOutputOptions decoder,
+                        repl_->StartReplication(config_.source.slot, Lsn(), start));
+  streaming_ = repl_.get();
+  pg::ReplicationMessageSource source(repl_.get());
+  pg::ChangeStream::Options stream_options;
+  ARROW_ASSIGN_OR_RAISE(auto stream,
+                        pg::ChangeStream::Make(&source, decoder, &attributes, types_.get(),
+                                               this, stream_options));
+  spdlog::info("streaming slot {} of publication {} from {}", config_.source.slot,
+               config_.source.publication, confirmed_.ToString());
+  *streamed = true;
+
+  auto last_checkpoint = Clock::now();
+  auto last_discovery = Clock::now();
+  auto last_activity = Clock::now();
+  auto last_heartbeat = Clock::now();
+  while (true) {
+    if (stop_requested()) {
+      ARROW_RETURN_NOT_OK(Checkpoint(/*final=*/true));
+      ARROW_RETURN_NOT_OK(repl_->StopReplication());
+      spdlog::info("stopped; confirmed up to {}", confirmed_.ToString());
+      return arrow::Status::OK();
+    }
+    ARROW_ASSIGN_OR_RAISE(bool got, stream->Poll(std::chrono::milliseconds(100)));
+    const auto now = Clock::now();
+    if (got) last_activity = now;
+    // Between two Polls no transaction is half delivered: a safe point.
+    int64_t pending_bytes = 0;
+    for (const auto& [name, table] : tables_) {
+      if (table->appender) pending_bytes += table->appender->pending_bytes();
+    }
+    if (!to_copy_.empty() ||
+        now - last_discovery >= options_.discovery_interval) {
+      last_discovery = now;
+      if (!to_copy_.empty()) ARROW_RETURN_NOT_OK(Checkpoint(false));
+      ARROW_RETURN_NOT_OK(Discover(/*at_start=*/false));
+    }
+    if (now - last_checkpoint >= config_.checkpoint.interval ||
+        pending_bytes >= config_.checkpoint.max_bytes) {
+      ARROW_RETURN_NOT_OK(Checkpoint(false));
+      last_checkpoint = Clock::now();
+    }
+    if (now - last_activity >= options_.heartbeat_interval &&
+        now - last_heartbeat >= options_.heartbeat_interval) {
+      last_heartbeat = now;
+      auto st = sql_->Query("SELECT pg_logical_emit_message(false, $1, ''::text)::text",
+                            {std::string(kHeartbeatPrefix)});
+      if (!st.ok()) return st.status();
+    }
+  }
+}
+
+}  // namespace
+
+bool IsFatal(const arrow::Status& status) {
+  return status.detail() != nullptr &&
+         std::string(status.detail()->type_id()) == kFatalTypeId;
+}
+
+arrow::Status RunPipeline(const config::PipelineConfig& config,
+                          const RunOptions& options) {
+  // A local warehouse (and a SQLite catalog in it) may not exist yet.
+  std::error_code ec;
+  if (config.warehouse.starts_with("file://")) {
+    std::filesystem::create_directories(config.warehouse.substr(7), ec);
+    if (ec) {
+      return Fatal("cannot create the warehouse directory " +
+                   config.warehouse.substr(7) + ": " + ec.message());
+    }
+  }
+  std::unique_ptr<ice::SqlConnection> connection;
+  if (config.catalog.type == config::CatalogType::kSqlite) {
+    const auto parent = std::filesystem::path(config.catalog.uri).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenSqlite(config.catalog.uri));
+  } else {
+    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenPostgres(config.catalog.uri));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto sql_catalog,
+                        ice::SqlCatalog::Open(config.catalog.name, std::move(connection)));
+  auto catalog = ice::MakeSynchronizedCatalog(std::move(sql_catalog));
+  auto io = ice::MakeLocalFileIO();
+
+  Pipeline pipeline(config, options, catalog.get(), io);
+  if (options.duration) pipeline.set_deadline(Clock::now() + *options.duration);
+  auto backoff = options.min_backoff;
+  while (true) {
+    bool streamed = false;
+    const auto started = Clock::now();
+    arrow::Status st = pipeline.RunOnce(&streamed);
+    if (st.ok() || IsFatal(st)) return st;
+    if (pipeline.stop_requested()) {
+      spdlog::warn("stopping after an error: {}", st.ToString());
+      return arrow::Status::OK();
+    }
+    // A run that streamed for a while resets the backoff.
+    if (streamed && Clock::now() - started > std::chrono::minutes(1)) {
+      backoff = options.min_backoff;
+    }
+    spdlog::warn("{}; reconnecting in {} ms (uncommitted changes are read again)",
+                 st.ToString(), backoff.count());
+    const auto wake = Clock::now() + backoff;
+    while (Clock::now() < wake && !pipeline.stop_requested()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (pipeline.stop_requested()) return arrow::Status::OK();
+    backoff = std::min(options.max_backoff, backoff * 2);
+  }
+}
+
+}  // namespace floe::bronze

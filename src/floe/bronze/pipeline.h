@@ -1,0 +1,65 @@
+// `floe run`: the continuous Bronze changelog of one source database (DESIGN.md §2-3).
+//
+// One process per source database. It copies the published tables that Bronze does
+// not hold yet (each through a temporary slot's exported snapshot, tagged with that
+// slot's consistent point), then streams the replication slot: every committed
+// transaction's rows go to `bronze.<service>.<schema>.<table>` through
+// TableAppenders, logical messages to `bronze.<service>.pg_logical_messages`, values
+// that could not be represented to `bronze.<service>.quarantine`.
+//
+// Exactly once. A checkpoint (every checkpoint.interval, or when checkpoint.max_bytes
+// are pending) commits every touched table with `floe.commit-lsn` = the commit LSN
+// of the last transaction it holds, records the position it is about to confirm in
+// the Bronze namespace's properties, and only then confirms the flush position to
+// Postgres. On restart each table skips the transactions at or below its own
+// `floe.commit-lsn`, so the window between commit and confirm is neither lost nor
+// written twice. Checkpoints happen between transactions only.
+//
+// Start-up checks refuse to run, with the recovery command in the message, when the
+// slot is gone, its WAL was lost, or it was advanced or recreated past what floe
+// confirmed (changes in between would be missing); `--resnapshot` acknowledges that
+// and copies every table again.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+
+#include <arrow/status.h>
+
+#include "floe/config/pipeline_config.h"
+
+namespace floe::bronze {
+
+struct RunOptions {
+  /// Stop (gracefully: a last checkpoint) after this long; unset: run until stopped.
+  std::optional<std::chrono::milliseconds> duration;
+  /// Set from a signal handler to stop gracefully. May be null.
+  const std::atomic<bool>* stop = nullptr;
+  /// Copy every published table again (after a lost or recreated slot).
+  bool resnapshot = false;
+  /// Snapshot worker connections per copy.
+  int snapshot_workers = 2;
+  /// How often the publication is checked for tables to copy.
+  std::chrono::milliseconds discovery_interval{10'000};
+  /// An idle source gets a `floe.heartbeat` logical message this often, so the slot
+  /// keeps advancing even when all traffic is filtered out.
+  std::chrono::milliseconds heartbeat_interval{30'000};
+  /// Reconnect backoff bounds.
+  std::chrono::milliseconds min_backoff{500};
+  std::chrono::milliseconds max_backoff{30'000};
+  /// Snapshot progress lines (null: none).
+  FILE* progress = nullptr;
+};
+
+/// Whether an error from RunPipeline is one that retrying cannot fix (a missing or
+/// recreated slot, a configuration problem): the process should exit.
+bool IsFatal(const arrow::Status& status);
+
+/// Runs the pipeline until stopped (OK) or a fatal error. Transient errors (the
+/// source restarting, the network dropping, a commit failing) are logged and the
+/// pipeline reconnects with backoff, resuming from what Bronze durably holds.
+arrow::Status RunPipeline(const config::PipelineConfig& config, const RunOptions& options);
+
+}  // namespace floe::bronze

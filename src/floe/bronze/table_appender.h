@@ -1,0 +1,85 @@
+// Appends rows to one Iceberg table between checkpoints: batches are split by the
+// table's partition spec and streamed to disk through one DataFileWriter per
+// partition as they arrive (so a huge transaction never sits in memory), and a
+// checkpoint commits every file written since the last one as one `append` snapshot
+// whose summary carries `floe.commit-lsn` (DESIGN.md §3).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+#include "floe/common/lsn.h"
+#include "floe/iceberg/table.h"
+
+namespace floe::bronze {
+
+/// Snapshot-summary key: the highest source commit LSN fully contained in the table
+/// (decimal). On restart, transactions at or below it are skipped for this table.
+inline constexpr char kCommitLsnSummaryKey[] = "floe.commit-lsn";
+
+/// The highest `floe.commit-lsn` on the current snapshot's ancestry (snapshots
+/// without it, such as compactions, are skipped); the invalid LSN when none.
+Lsn CommittedLsnOf(const iceberg::TableMetadata& metadata);
+
+class TableAppender {
+ public:
+  explicit TableAppender(std::unique_ptr<iceberg::Table> table);
+  ~TableAppender();
+
+  iceberg::Table& table() { return *table_; }
+  const iceberg::Table& table() const { return *table_; }
+
+  /// What the table holds: `floe.commit-lsn` of its last commit by floe.
+  Lsn committed_lsn() const { return committed_lsn_; }
+  /// Whether the table has any snapshot at all.
+  bool has_snapshot() const { return table_->metadata().current_snapshot_id.has_value(); }
+
+  /// Writes `batch` (the table's Arrow schema, iceberg::ToArrowSchema) to the data
+  /// files of its partitions. Nothing is committed.
+  arrow::Status Write(const arrow::RecordBatch& batch);
+
+  /// Rows written since the last commit.
+  int64_t pending_rows() const { return pending_rows_; }
+  /// In-memory bytes of the batches written since the last commit (a bound on what
+  /// the open writers buffer).
+  int64_t pending_bytes() const { return pending_bytes_; }
+
+  /// Closes the open data files (before a schema change, which the files must not
+  /// straddle). They are committed with the next Commit.
+  arrow::Status CloseFiles();
+
+  /// Commits the files written since the last commit, with `floe.commit-lsn` =
+  /// `commit_lsn` (never lowered: the larger of it and the committed value) plus
+  /// `summary`. With no rows written, commits nothing unless `force` (e.g. an
+  /// empty snapshot copy must still mark the table as copied).
+  arrow::Status Commit(Lsn commit_lsn, const iceberg::SummaryProperties& summary = {},
+                       bool force = false);
+  /// Commit with `floe.commit-lsn` set to exactly `commit_lsn`, even when lower: a
+  /// fresh copy of the table (which may come from another cluster after
+  /// --resnapshot) restarts its position. Always commits.
+  arrow::Status CommitResettingLsn(Lsn commit_lsn,
+                                   const iceberg::SummaryProperties& summary = {});
+
+  /// Drops what was written since the last commit (its files become orphans).
+  void Abandon();
+
+ private:
+  arrow::Status CommitAt(Lsn lsn, const iceberg::SummaryProperties& summary);
+
+  std::unique_ptr<iceberg::Table> table_;
+  Lsn committed_lsn_;
+  std::map<std::string, std::unique_ptr<iceberg::DataFileWriter>> writers_;
+  std::vector<iceberg::DataFile> closed_files_;
+  int64_t pending_rows_ = 0;
+  int64_t pending_bytes_ = 0;
+};
+
+}  // namespace floe::bronze
