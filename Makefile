@@ -3,6 +3,8 @@
 #   make test       build; unit tests (ctest), the same under ASan+UBSan, then the
 #                   integration tests (pytest) against real PostgreSQL and readers
 #   make test-asan  only the ASan+UBSan build and its unit tests
+#   make demo       a throwaway PostgreSQL, a live workload and `floe run --duration 30s`
+#                   into build/demo/, then what landed, read through DuckDB
 #   make bench      run the benchmarks and write BENCHMARKS.md (minutes)
 #   make fuzz       build the libFuzzer targets with clang and fuzz the pgoutput
 #                   decoder for FUZZ_SECONDS (default 60)
@@ -13,7 +15,7 @@ BUILD_DIR := build/$(PRESET)
 PYTEST_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: bootstrap build test unit-test integration-test test-asan bench fuzz format clean
+.PHONY: bootstrap build test unit-test integration-test test-asan bench demo fuzz format clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -36,6 +38,9 @@ test-asan:
 
 bench: build
 	bench/run
+
+demo: bootstrap build
+	FLOE_BIN=$(CURDIR)/$(BUILD_DIR)/src/floe/cli/floe scripts/demo
 
 fuzz:
 	@scripts/bootstrap --fuzz

@@ -3,7 +3,9 @@
 // one line per row with its CDC metadata and its values as text, or one summary line
 // per batch with --summary, transactional messages, commit), non-transactional
 // messages, conversion issues, and a final END line with counters and the process's
-// peak RSS. With --ack it reports each transaction durable after printing it.
+// peak RSS. With --ack it reports each transaction durable after printing it. With
+// --quiet it prints only START, errors and END (for benchmarks: the stream's cost
+// without this tool's JSON output); END carries the last commit's LSNs either way.
 // Exit codes: 0 done, 2 bad arguments, 3 floe error (printed as {"error": ...}).
 #include <sys/resource.h>
 
@@ -65,6 +67,7 @@ struct Args {
   std::string until_prefix;
   bool ack = false;
   bool summary = false;
+  bool quiet = false;
   std::string start_after = "0/0";
   std::vector<std::string> table_start_after;
   std::string spill_dir;
@@ -79,6 +82,7 @@ class PrintingSink : public ChangeSink {
   void set_stream(ChangeStream* stream) { stream_ = stream; }
 
   arrow::Status OnBegin(const TransactionInfo& tx) override {
+    if (args_.quiet) return arrow::Status::OK();
     Print(Json{{"type", "begin"},
                {"xid", tx.xid},
                {"commit_lsn", tx.commit_lsn.ToString()},
@@ -89,6 +93,7 @@ class PrintingSink : public ChangeSink {
   }
 
   arrow::Status OnRelationChange(const RelationChange& change) override {
+    if (args_.quiet) return arrow::Status::OK();
     Json columns = Json::array();
     for (const auto& field : change.shape->schema->fields()) {
       columns.push_back(
@@ -126,7 +131,9 @@ class PrintingSink : public ChangeSink {
     const auto& ts =
         static_cast<const arrow::TimestampArray&>(*batch.column(nrow_cols + 1));
     rows_ += batch.num_rows();
-    if (args_.summary) {
+    if (args_.quiet) {
+      // Counted only (the END line has the totals).
+    } else if (args_.summary) {
       std::map<std::string, int64_t> ops;
       for (int64_t r = 0; r < batch.num_rows(); ++r) ++ops[std::string(op.GetView(r))];
       Print(Json{{"type", "batch"},
@@ -157,6 +164,7 @@ class PrintingSink : public ChangeSink {
       }
     }
     for (const QuarantineCandidate& q : changes.issues) {
+      if (args_.quiet) break;
       Print(Json{{"type", "issue"},
                  {"table", q.schema_name + "." + q.table_name},
                  {"source_lsn", q.source_lsn.ToString()},
@@ -170,13 +178,15 @@ class PrintingSink : public ChangeSink {
   }
 
   arrow::Status OnMessage(const CapturedMessage& m) override {
-    Print(Json{{"type", "message"},
-               {"transactional", m.transactional},
-               {"lsn", m.lsn.ToString()},
-               {"prefix", m.prefix},
-               {"content", m.content},
-               {"xid", m.xid ? Json(*m.xid) : Json(nullptr)},
-               {"commit_lsn", m.commit_lsn.ToString()}});
+    if (!args_.quiet) {
+      Print(Json{{"type", "message"},
+                 {"transactional", m.transactional},
+                 {"lsn", m.lsn.ToString()},
+                 {"prefix", m.prefix},
+                 {"content", m.content},
+                 {"xid", m.xid ? Json(*m.xid) : Json(nullptr)},
+                 {"commit_lsn", m.commit_lsn.ToString()}});
+    }
     if (!m.transactional && !args_.until_prefix.empty() &&
         m.prefix == args_.until_prefix) {
       until_seen_ = true;
@@ -186,11 +196,15 @@ class PrintingSink : public ChangeSink {
   }
 
   arrow::Status OnCommit(const TransactionInfo& tx) override {
-    Print(Json{{"type", "commit"},
-               {"xid", tx.xid},
-               {"commit_lsn", tx.commit_lsn.ToString()},
-               {"end_lsn", tx.end_lsn.ToString()}});
-    std::cout << std::flush;
+    last_commit_lsn_ = tx.commit_lsn;
+    last_end_lsn_ = tx.end_lsn;
+    if (!args_.quiet) {
+      Print(Json{{"type", "commit"},
+                 {"xid", tx.xid},
+                 {"commit_lsn", tx.commit_lsn.ToString()},
+                 {"end_lsn", tx.end_lsn.ToString()}});
+      std::cout << std::flush;
+    }
     if (args_.ack) {
       // The output is this tool's "durable" store: printed and flushed.
       stream_->ReportDurable(tx.end_lsn);
@@ -202,6 +216,8 @@ class PrintingSink : public ChangeSink {
   bool until_seen() const { return until_seen_; }
   int64_t rows() const { return rows_; }
   Lsn acked() const { return acked_; }
+  Lsn last_commit_lsn() const { return last_commit_lsn_; }
+  Lsn last_end_lsn() const { return last_end_lsn_; }
 
  private:
   const Args& args_;
@@ -209,6 +225,8 @@ class PrintingSink : public ChangeSink {
   bool until_seen_ = false;
   int64_t rows_ = 0;
   Lsn acked_;
+  Lsn last_commit_lsn_;
+  Lsn last_end_lsn_;
 };
 
 arrow::Status Stream(const std::string& dsn, const Args& args) {
@@ -284,6 +302,8 @@ arrow::Status Stream(const std::string& dsn, const Args& args) {
              {"conversion_issues", stats.conversion_issues},
              {"acked", sink.acked().ToString()},
              {"sent_flush", repl->sent_flush_lsn().ToString()},
+             {"last_commit_lsn", sink.last_commit_lsn().ToString()},
+             {"last_end_lsn", sink.last_end_lsn().ToString()},
              {"peak_rss_kb", usage.ru_maxrss}});
   std::cout << std::flush;
   return arrow::Status::OK();
@@ -304,6 +324,7 @@ int main(int argc, char** argv) {
                  "stop after the non-transactional message with this prefix");
   app.add_flag("--ack", args.ack, "ReportDurable after each transaction");
   app.add_flag("--summary", args.summary, "one line per batch instead of per row");
+  app.add_flag("--quiet", args.quiet, "print only START, errors and END");
   app.add_option("--start-after", args.start_after, "skip commits at or below X/Y");
   app.add_option("--table-start-after", args.table_start_after, "schema.table=X/Y");
   app.add_option("--spill-dir", args.spill_dir);
