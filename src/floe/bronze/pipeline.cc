@@ -18,6 +18,7 @@
 #include <arrow/array.h>
 #include <arrow/builder.h>
 #include <arrow/record_batch.h>
+#include <arrow/util/byte_size.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -172,11 +173,39 @@ struct BronzeTable {
   std::vector<SourceColumn> columns;
   ColumnMap bindings;
   std::optional<BatchConformer> conformer;
+  /// Small change batches (one per transaction) waiting to be conformed and written
+  /// together: per-batch costs (casts, partition split, a Parquet write call) paid
+  /// once per few thousand rows instead of once per transaction. Same shape (the
+  /// buffer is flushed before a shape change).
+  std::vector<std::shared_ptr<arrow::RecordBatch>> buffered;
+  int64_t buffered_rows = 0;
+  int64_t buffered_bytes = 0;
   /// Rows are being skipped until a copy of the table commits.
   bool awaiting_copy = false;
   std::mutex mutex;  // snapshot workers write concurrently
   int64_t snapshot_seq = 0;
 };
+
+// Below this many rows a change batch waits in BronzeTable::buffered; the buffer is
+// written once it holds kFlushRows.
+constexpr int64_t kSmallBatchRows = 4096;
+constexpr int64_t kFlushRows = 8192;
+
+// Conforms and writes what `table` has buffered.
+arrow::Status FlushBuffered(BronzeTable* table) {
+  if (table->buffered.empty()) return arrow::Status::OK();
+  std::shared_ptr<arrow::RecordBatch> batch;
+  if (table->buffered.size() == 1) {
+    batch = table->buffered.front();
+  } else {
+    ARROW_ASSIGN_OR_RAISE(batch, arrow::ConcatenateRecordBatches(table->buffered));
+  }
+  table->buffered.clear();
+  table->buffered_rows = 0;
+  table->buffered_bytes = 0;
+  ARROW_ASSIGN_OR_RAISE(auto conformed, table->conformer->Conform(*batch, NowUnixMicros()));
+  return table->appender->Write(*conformed);
+}
 
 // ---------------------------------------------------------------------------
 // The pipeline
@@ -347,6 +376,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     }
     table->appender = std::make_unique<TableAppender>(std::move(t));
   }
+  // Buffered rows belong to the previous shape.
+  if (table->conformer) ARROW_RETURN_NOT_OK(FlushBuffered(table));
   ice::Table& t = table->appender->table();
   // The source's primary key, for Silver's merge key (by current column names).
   nlohmann::json key = nlohmann::json::array();
@@ -430,9 +461,17 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
   if (table->awaiting_copy) return arrow::Status::OK();
   if (tx.commit_lsn <= table->appender->committed_lsn()) return arrow::Status::OK();
   const int64_t cdc_ts = pg::PgTimestampToUnixMicros(tx.commit_time);
-  ARROW_ASSIGN_OR_RAISE(auto conformed,
-                        table->conformer->Conform(*changes.batch, NowUnixMicros()));
-  ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
+  if (changes.batch->num_rows() >= kSmallBatchRows) {
+    ARROW_RETURN_NOT_OK(FlushBuffered(table));
+    ARROW_ASSIGN_OR_RAISE(auto conformed,
+                          table->conformer->Conform(*changes.batch, NowUnixMicros()));
+    ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
+  } else {
+    table->buffered.push_back(changes.batch);
+    table->buffered_rows += changes.batch->num_rows();
+    table->buffered_bytes += arrow::util::TotalBufferSize(*changes.batch);
+    if (table->buffered_rows >= kFlushRows) ARROW_RETURN_NOT_OK(FlushBuffered(table));
+  }
   if (!changes.issues.empty()) {
     pending_quarantine_.emplace_back(changes.issues, cdc_ts);
   }
@@ -504,6 +543,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   }
   pending_quarantine_.clear();
 
+  for (auto& [name, table] : tables_) ARROW_RETURN_NOT_OK(FlushBuffered(table.get()));
   // Every touched table commits in parallel (the catalog serialises only its own
   // calls); the checkpoint holds only once all of them did.
   std::vector<TableAppender*> dirty;
@@ -582,6 +622,8 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
                           SourceColumnsFromCatalog(*sql_, *types_, table->source));
     ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
     table->appender->Abandon();
+    table->buffered.clear();
+    table->buffered_rows = table->buffered_bytes = 0;
     table->snapshot_seq = 0;
     names.push_back({table->source.schema, table->source.table});
     by_name[SourceName(table->source)] = table;
@@ -897,6 +939,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
     int64_t pending_bytes = 0;
     for (const auto& [name, table] : tables_) {
       if (table->appender) pending_bytes += table->appender->pending_bytes();
+      pending_bytes += table->buffered_bytes;
     }
     if (!to_copy_.empty() ||
         now - last_discovery >= options_.discovery_interval) {

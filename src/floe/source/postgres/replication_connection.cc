@@ -9,6 +9,12 @@
 #include <variant>
 
 namespace floe::postgres {
+
+namespace {
+/// Shortest time between two status updates that only report a newer durable
+/// position (see SendStatusIfDue).
+constexpr std::chrono::milliseconds kFlushReportInterval{100};
+}  // namespace
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -301,8 +307,12 @@ arrow::Status ReplicationConnection::SendStandbyStatus(bool reply_requested) {
 arrow::Status ReplicationConnection::SendStatusIfDue(bool force, bool reply_requested) {
   if (!streaming_) return arrow::Status::Invalid("standby status outside of streaming");
   const auto now = Clock::now();
-  const bool due =
-      force || flush_ > sent_flush_ || now - last_status_ >= options_.status_interval;
+  // A new durable position goes out promptly, but at most once per
+  // kFlushReportInterval: a consumer acknowledging every small transaction would
+  // otherwise send (and make the walsender process) one message per transaction.
+  const bool due = force ||
+                   (flush_ > sent_flush_ && now - last_status_ >= kFlushReportInterval) ||
+                   now - last_status_ >= options_.status_interval;
   if (!due) return arrow::Status::OK();
   const std::string msg = EncodeStandbyStatusUpdate(flush_, flush_, flush_,
                                                     PgTimestampNow(), reply_requested);
@@ -363,7 +373,9 @@ arrow::Result<std::optional<std::string_view>> ReplicationConnection::ReadMessag
       if (last_look) return std::nullopt;
       last_look = true;  // one more non-blocking look at the socket
     } else {
-      const auto next_status = last_status_ + options_.status_interval;
+      const auto next_status =
+          last_status_ + (flush_ > sent_flush_ ? kFlushReportInterval
+                                               : options_.status_interval);
       const auto until = std::min(deadline, std::max(now, next_status));
       wait_ms = static_cast<int>(
           std::chrono::ceil<std::chrono::milliseconds>(until - now).count());

@@ -182,7 +182,9 @@ class ReplicationConnection {
 
   /// The caller made everything up to `lsn` durable. Raises the flush position sent
   /// to the server; a value at or below the current one is ignored. The update goes
-  /// out with the next ReadMessage (or SendStandbyStatus).
+  /// out with the next ReadMessage at least 100 ms after the previous update (so an
+  /// acknowledgement per small transaction does not cost a message each), or with
+  /// SendStandbyStatus.
   void ReportDurable(Lsn lsn);
 
   /// Sends a status update now. Write, flush and apply all carry the durable
