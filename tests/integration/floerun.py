@@ -115,7 +115,9 @@ class FloeRun:
             f"warehouse: {self.warehouse}\n"
             f"checkpoint:\n"
             f"  interval: {interval}\n"
-            f"{extra_yaml}")
+            # a free port each: tests may run several floe processes at once
+            + ("" if "metrics:" in extra_yaml else "metrics:\n  listen: 127.0.0.1:0\n")
+            + f"{extra_yaml}")
 
     # -- process ----------------------------------------------------------------
 
@@ -199,6 +201,18 @@ class FloeRun:
             self.proc = None
             raise FloeExited(f"floe run exited on its own with code {rc}\n"
                              f"{self.log_tail()}")
+
+    def metrics_url(self, timeout: float = 30) -> str:
+        """The base URL of this run's /metrics endpoint (from its log line)."""
+        import re
+
+        def find():
+            found = re.findall(r"serving /metrics, /healthz and /readyz on (\S+):(\d+)",
+                               self.log_text())
+            return found[-1] if found else None
+
+        host, port = self.wait_until(find, timeout, what="the metrics endpoint log line")
+        return f"http://{host}:{port}"
 
     def log_text(self) -> str:
         try:

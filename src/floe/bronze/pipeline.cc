@@ -31,6 +31,8 @@
 #include "floe/iceberg/sort_order.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/metrics/http_server.h"
+#include "floe/metrics/registry.h"
 #include "floe/source/postgres/change_stream.h"
 #include "floe/source/postgres/pg_connection.h"
 #include "floe/source/postgres/relation_cache.h"
@@ -163,6 +165,124 @@ arrow::Result<std::vector<pg::QualifiedName>> PublishedTables(
   return out;
 }
 
+// Warns, with the setting to change, when a stalled or stopped floe could fill the
+// source's disk (DESIGN: the source database is part of the blast radius).
+void WarnIfUnprotected(pg::PgConnection& sql) {
+  auto rows = sql.Query(
+      "SELECT current_setting('max_slot_wal_keep_size'), "
+      "current_setting('wal_sender_timeout')");
+  if (!rows.ok() || rows->empty()) return;
+  const std::string keep = (*rows)[0][0].value_or("");
+  const std::string timeout = (*rows)[0][1].value_or("");
+  if (keep == "-1") {
+    spdlog::warn(
+        "max_slot_wal_keep_size is -1 (unlimited): if floe stops or falls behind, "
+        "the slot keeps WAL until the source's disk is full. Bound it, e.g. ALTER "
+        "SYSTEM SET max_slot_wal_keep_size = '64GB'; SELECT pg_reload_conf(); (a "
+        "slot past the bound is invalidated and floe stops and says how to "
+        "re-snapshot instead)");
+  }
+  if (timeout == "0") {
+    spdlog::warn(
+        "wal_sender_timeout is 0: a dead floe connection holds the slot forever. Set "
+        "it, e.g. ALTER SYSTEM SET wal_sender_timeout = '60s'; SELECT "
+        "pg_reload_conf();");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Metrics (docs/operations.md lists them)
+
+struct PipelineMetrics {
+  metrics::Registry registry;
+  metrics::Gauge lag_bytes, retained_wal, wal_status, streaming, last_checkpoint;
+  metrics::Counter events, rows_written, bytes_written, commits, errors, restarts,
+      quarantined, snapshot_rows, messages;
+  metrics::Histogram commit_seconds, checkpoint_seconds;
+
+  static arrow::Result<std::unique_ptr<PipelineMetrics>> Make() {
+    auto m = std::make_unique<PipelineMetrics>();
+    auto& r = m->registry;
+    ARROW_ASSIGN_OR_RAISE(
+        m->lag_bytes,
+        r.AddGauge("floe_source_lag_bytes",
+                   "The source's current WAL position minus the position floe "
+                   "confirmed (sampled every few seconds)"));
+    ARROW_ASSIGN_OR_RAISE(
+        m->retained_wal,
+        r.AddGauge("floe_slot_retained_wal_bytes",
+                   "WAL the replication slot keeps on the source: current WAL "
+                   "position minus the slot's restart_lsn"));
+    ARROW_ASSIGN_OR_RAISE(
+        m->wal_status,
+        r.AddGauge("floe_slot_wal_status",
+                   "1 for the slot's current wal_status (reserved, extended, "
+                   "unreserved, lost), 0 for the others",
+                   {"status"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->streaming,
+        r.AddGauge("floe_streaming", "1 while floe is streaming from the slot, else 0"));
+    ARROW_ASSIGN_OR_RAISE(
+        m->last_checkpoint,
+        r.AddGauge("floe_last_checkpoint_timestamp_seconds",
+                   "Unix time of the last successful checkpoint"));
+    ARROW_ASSIGN_OR_RAISE(m->events,
+                          r.AddCounter("floe_events_total",
+                                       "Changes received, by source table and op "
+                                       "(c, u, d, t; r for copied rows)",
+                                       {"table", "op"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->rows_written,
+        r.AddCounter("floe_rows_written_total", "Rows committed to Iceberg, by table",
+                     {"table"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->bytes_written,
+        r.AddCounter("floe_bytes_written_total",
+                     "Parquet bytes committed to Iceberg, by table", {"table"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->commits,
+        r.AddCounter("floe_commits_total", "Iceberg commits, by table", {"table"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->errors, r.AddCounter("floe_errors_total",
+                                "Errors that made floe reconnect or stop, by kind",
+                                {"kind"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->restarts,
+        r.AddCounter("floe_restarts_total",
+                     "Restarts: reconnect (after an error, in this process) or crash "
+                     "(this process started after one that did not stop cleanly)",
+                     {"reason"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->quarantined,
+        r.AddCounter("floe_quarantined_records_total",
+                     "Values written to the quarantine table, by source table",
+                     {"table"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->snapshot_rows,
+        r.AddCounter("floe_snapshot_rows_total", "Rows copied by table snapshots, by table",
+                     {"table"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->messages,
+        r.AddCounter("floe_logical_messages_total",
+                     "pg_logical_emit_message records received (heartbeats excluded)"));
+    ARROW_ASSIGN_OR_RAISE(
+        m->commit_seconds,
+        r.AddHistogram("floe_commit_duration_seconds",
+                       "Time to commit one table's files (write manifests, swap "
+                       "metadata)",
+                       {}, metrics::ExponentialBuckets(0.005, 2, 12)));
+    ARROW_ASSIGN_OR_RAISE(
+        m->checkpoint_seconds,
+        r.AddHistogram("floe_checkpoint_duration_seconds",
+                       "Time of a whole checkpoint (every touched table committed, "
+                       "then confirmed)",
+                       {}, metrics::ExponentialBuckets(0.005, 2, 12)));
+    return m;
+  }
+};
+
+constexpr char kStateCleanStop[] = "floe.clean-stop";
+
 // ---------------------------------------------------------------------------
 // One Bronze table
 
@@ -213,12 +333,41 @@ arrow::Status FlushBuffered(BronzeTable* table) {
 class Pipeline : public pg::ChangeSink {
  public:
   Pipeline(const config::PipelineConfig& config, const RunOptions& options,
-           ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io)
+           ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
+           PipelineMetrics* metrics)
       : config_(config),
         options_(options),
         catalog_(catalog),
         io_(std::move(io)),
+        metrics_(metrics),
         resnapshot_(options.resnapshot) {}
+
+  /// Why floe is not ready (nullopt: ready): streaming, and a checkpoint within
+  /// three intervals (at least a minute).
+  std::optional<std::string> NotReady() const {
+    if (!streaming_flag_.load()) return "not streaming (starting, copying or reconnecting)";
+    const int64_t last = last_checkpoint_ms_.load();
+    const int64_t bound = std::max<int64_t>(60'000, 3 * config_.checkpoint.interval.count());
+    const int64_t now = NowUnixMicros() / 1000;
+    if (last > 0 && now - last > bound) {
+      return "no checkpoint for " + std::to_string((now - last) / 1000) + " s";
+    }
+    return std::nullopt;
+  }
+  /// Milliseconds since the commit time of the last source transaction floe
+  /// processed (nullopt before the first). Grows while floe is stopped or stuck;
+  /// on an idle source, up to the heartbeat interval (each heartbeat is a commit).
+  std::optional<double> LagMilliseconds() const {
+    const int64_t last = last_commit_time_us_.load();
+    if (last == 0) return std::nullopt;
+    return static_cast<double>(std::max<int64_t>(0, NowUnixMicros() - last) / 1000);
+  }
+  /// Records a clean stop (the next start is not a crash restart).
+  void MarkCleanStop() {
+    auto st = catalog_->UpdateNamespaceProperties(ServiceNamespace(),
+                                                  {{kStateCleanStop, "true"}});
+    if (!st.ok()) spdlog::warn("could not record the clean stop: {}", st.message());
+  }
 
   arrow::Status RunOnce(bool* streamed);
 
@@ -231,6 +380,9 @@ class Pipeline : public pg::ChangeSink {
                                const pg::TableChanges& changes) override;
   arrow::Status OnMessage(const pg::CapturedMessage& message) override;
   arrow::Status OnCommit(const pg::TransactionInfo& tx) override;
+  void CountEvents(const std::string& table, const arrow::RecordBatch& batch);
+  void SampleSource();
+  std::string TableLabel(const TableAppender* appender) const;
 
   bool stop_requested() const {
     if (options_.stop != nullptr && options_.stop->load()) return true;
@@ -261,7 +413,12 @@ class Pipeline : public pg::ChangeSink {
   const RunOptions& options_;
   ice::Catalog* catalog_;
   std::shared_ptr<ice::FileIO> io_;
+  PipelineMetrics* metrics_;
   std::optional<Clock::time_point> deadline_;
+  std::atomic<bool> streaming_flag_{false};
+  std::atomic<int64_t> last_checkpoint_ms_{0};
+  std::atomic<int64_t> last_commit_time_us_{0};
+  bool crash_checked_ = false;
 
   // Per connection (reset by RunOnce).
   std::unique_ptr<pg::PgConnection> sql_;
@@ -461,6 +618,7 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
   if (table->awaiting_copy) return arrow::Status::OK();
   if (tx.commit_lsn <= table->appender->committed_lsn()) return arrow::Status::OK();
   const int64_t cdc_ts = pg::PgTimestampToUnixMicros(tx.commit_time);
+  CountEvents(SourceName(source), *changes.batch);
   if (changes.batch->num_rows() >= kSmallBatchRows) {
     ARROW_RETURN_NOT_OK(FlushBuffered(table));
     ARROW_ASSIGN_OR_RAISE(auto conformed,
@@ -478,8 +636,29 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
   return arrow::Status::OK();
 }
 
+void Pipeline::CountEvents(const std::string& table, const arrow::RecordBatch& batch) {
+  auto ops = std::dynamic_pointer_cast<arrow::StringArray>(
+      batch.GetColumnByName(pg::kCdcOp));
+  if (!ops) return;
+  int64_t counts[5] = {0, 0, 0, 0, 0};
+  static constexpr char kOps[] = {'c', 'u', 'd', 't', 'r'};
+  for (int64_t i = 0; i < ops->length(); ++i) {
+    const std::string_view op = ops->GetView(i);
+    for (int k = 0; k < 5; ++k) {
+      if (op.size() == 1 && op[0] == kOps[k]) ++counts[k];
+    }
+  }
+  for (int k = 0; k < 5; ++k) {
+    if (counts[k] > 0) {
+      metrics_->events.Inc({table, std::string(1, kOps[k])},
+                           static_cast<double>(counts[k]));
+    }
+  }
+}
+
 arrow::Status Pipeline::OnMessage(const pg::CapturedMessage& message) {
   if (message.prefix == kHeartbeatPrefix) return arrow::Status::OK();
+  metrics_->messages.Inc({});
   pending_messages_.push_back(message);
   pending_message_times_.push_back(NowUnixMicros());
   if (!message.transactional && message.lsn > position_) position_ = message.lsn;
@@ -487,6 +666,7 @@ arrow::Status Pipeline::OnMessage(const pg::CapturedMessage& message) {
 }
 
 arrow::Status Pipeline::OnCommit(const pg::TransactionInfo& tx) {
+  last_commit_time_us_.store(pg::PgTimestampToUnixMicros(tx.commit_time));
   last_commit_lsn_ = tx.commit_lsn;
   last_end_lsn_ = tx.end_lsn;
   if (tx.commit_lsn > position_) position_ = tx.commit_lsn;
@@ -506,6 +686,9 @@ arrow::Status Pipeline::WriteQuarantine(
     if (issue.commit_lsn > q->committed_lsn()) keep.push_back(issue);
   }
   if (keep.empty()) return arrow::Status::OK();
+  for (const auto& issue : keep) {
+    metrics_->quarantined.Inc({issue.schema_name + "." + issue.table_name});
+  }
   ARROW_ASSIGN_OR_RAISE(auto batch, QuarantineBatch(keep, cdc_ts_us, NowUnixMicros()));
   return q->Write(*batch);
 }
@@ -560,8 +743,20 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   for (TableAppender* appender : dirty) {
     rows += appender->pending_rows();
     const Lsn lsn = appender == messages_.get() ? position_ : last_commit_lsn_;
-    commits.push_back(std::async(std::launch::async, [appender, lsn] {
-      return appender->Commit(lsn);
+    const std::string label = TableLabel(appender);
+    commits.push_back(std::async(std::launch::async, [this, appender, lsn, label] {
+      const auto t0 = Clock::now();
+      arrow::Status st = appender->Commit(lsn);
+      if (st.ok()) {
+        metrics_->commit_seconds.Observe(
+            {}, std::chrono::duration<double>(Clock::now() - t0).count());
+        metrics_->commits.Inc({label});
+        metrics_->rows_written.Inc({label},
+                                   static_cast<double>(appender->last_commit().rows));
+        metrics_->bytes_written.Inc({label},
+                                    static_cast<double>(appender->last_commit().bytes));
+      }
+      return st;
     }));
   }
   arrow::Status failed;
@@ -597,7 +792,37 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     }
   }
   delivered_since_checkpoint_ = 0;
+  metrics_->checkpoint_seconds.Observe(
+      {}, std::chrono::duration<double>(Clock::now() - started).count());
+  last_checkpoint_ms_.store(NowUnixMicros() / 1000);
+  metrics_->last_checkpoint.Set({}, static_cast<double>(NowUnixMicros()) / 1e6);
   return arrow::Status::OK();
+}
+
+std::string Pipeline::TableLabel(const TableAppender* appender) const {
+  if (appender == messages_.get()) return "pg_logical_messages";
+  if (appender == quarantine_.get()) return "quarantine";
+  for (const auto& [name, table] : tables_) {
+    if (table->appender.get() == appender) return SourceName(name);
+  }
+  return "?";
+}
+
+// Lag in bytes and the slot's WAL retention, from the source.
+void Pipeline::SampleSource() {
+  auto rows = sql_->Query(
+      "SELECT (pg_current_wal_lsn() - $1::pg_lsn)::bigint::text, "
+      "(pg_current_wal_lsn() - restart_lsn)::bigint::text, wal_status "
+      "FROM pg_replication_slots WHERE slot_name = $2",
+      {confirmed_.ToString(), config_.source.slot});
+  if (!rows.ok() || rows->empty()) return;
+  const auto& row = (*rows)[0];
+  if (row[0]) metrics_->lag_bytes.Set({}, std::max(0.0, std::stod(*row[0])));
+  if (row[1]) metrics_->retained_wal.Set({}, std::stod(*row[1]));
+  const std::string status = row[2].value_or("");
+  for (const char* s : {"reserved", "extended", "unreserved", "lost"}) {
+    metrics_->wal_status.Set({s}, status == s ? 1 : 0);
+  }
 }
 
 // Copies `tables` through a temporary slot's exported snapshot: their rows become
@@ -712,6 +937,8 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     ARROW_ASSIGN_OR_RAISE(auto conformed,
                           table->conformer->Conform(*stream_batch, NowUnixMicros()));
     ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
+    metrics_->snapshot_rows.Inc({SourceName(table->source)}, static_cast<double>(n));
+    metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
     if (!issues.empty()) {
       std::lock_guard qlock(quarantine_mutex);
       for (size_t i = 0; i < issues.size(); ++i) {
@@ -752,9 +979,21 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   std::vector<std::future<arrow::Status>> commits;
   for (BronzeTable* table : tables) {
     TableAppender* appender = table->appender.get();
-    commits.push_back(std::async(std::launch::async, [appender, point] {
-      return appender->CommitResettingLsn(
+    const std::string label = SourceName(table->source);
+    commits.push_back(std::async(std::launch::async, [this, appender, point, label] {
+      const auto t0 = Clock::now();
+      arrow::Status st = appender->CommitResettingLsn(
           point, {{kSnapshotLsnSummaryKey, std::to_string(point.value())}});
+      if (st.ok()) {
+        metrics_->commit_seconds.Observe(
+            {}, std::chrono::duration<double>(Clock::now() - t0).count());
+        metrics_->commits.Inc({label});
+        metrics_->rows_written.Inc({label},
+                                   static_cast<double>(appender->last_commit().rows));
+        metrics_->bytes_written.Inc({label},
+                                    static_cast<double>(appender->last_commit().bytes));
+      }
+      return st;
     }));
   }
   arrow::Status failed;
@@ -854,8 +1093,18 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
                    resnapshot_hint);
     }
   }
+  if (!crash_checked_) {
+    crash_checked_ = true;
+    auto clean = state_.find(kStateCleanStop);
+    if (clean != state_.end() && clean->second != "true") {
+      metrics_->restarts.Inc({"crash"});
+      spdlog::warn("the previous floe run did not stop cleanly; carrying on from what "
+                   "Bronze holds (nothing is lost or repeated)");
+    }
+  }
   std::map<std::string, std::string> updates{{kStateSlot, slot},
-                                             {kStateSystemId, who.system_id}};
+                                             {kStateSystemId, who.system_id},
+                                             {kStateCleanStop, "false"}};
   std::vector<std::string> removals;
   if (recorded && same_slot && !resnapshot_) {
     confirmed_ = Lsn(recorded.value_or(0));
@@ -901,6 +1150,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   if (ensured_pub->created) spdlog::info("created publication {}", pub.name);
 
   ARROW_RETURN_NOT_OK(CheckSlot(*repl_, who));
+  WarnIfUnprotected(*sql_);
   ARROW_RETURN_NOT_OK(Discover(/*at_start=*/true));
   if (resnapshot_) {
     resnapshot_ = false;
@@ -920,6 +1170,16 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   spdlog::info("streaming slot {} of publication {} from {}", config_.source.slot,
                config_.source.publication, confirmed_.ToString());
   *streamed = true;
+  streaming_flag_.store(true);
+  metrics_->streaming.Set({}, 1);
+  struct NotStreaming {
+    Pipeline* p;
+    ~NotStreaming() {
+      p->streaming_flag_.store(false);
+      p->metrics_->streaming.Set({}, 0);
+    }
+  } not_streaming{this};
+  auto last_sample = Clock::now() - std::chrono::hours(1);
 
   auto last_checkpoint = Clock::now();
   auto last_discovery = Clock::now();
@@ -952,10 +1212,14 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
       ARROW_RETURN_NOT_OK(Checkpoint(false));
       last_checkpoint = Clock::now();
     }
+    if (now - last_sample >= std::chrono::seconds(5)) {
+      last_sample = now;
+      SampleSource();
+    }
     if (now - last_activity >= options_.heartbeat_interval &&
         now - last_heartbeat >= options_.heartbeat_interval) {
       last_heartbeat = now;
-      auto st = sql_->Query("SELECT pg_logical_emit_message(false, $1, ''::text)::text",
+      auto st = sql_->Query("SELECT pg_logical_emit_message(true, $1, ''::text)::text",
                             {std::string(kHeartbeatPrefix)});
       if (!st.ok()) return st.status();
     }
@@ -993,14 +1257,40 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
   auto catalog = ice::MakeSynchronizedCatalog(std::move(sql_catalog));
   auto io = ice::MakeLocalFileIO();
 
-  Pipeline pipeline(config, options, catalog.get(), io);
+  ARROW_ASSIGN_OR_RAISE(auto metrics, PipelineMetrics::Make());
+  Pipeline pipeline(config, options, catalog.get(), io, metrics.get());
+  ARROW_RETURN_NOT_OK(metrics->registry.AddCallbackGauge(
+      "floe_source_lag_milliseconds",
+      "Now minus the source commit time of the last transaction floe processed: "
+      "rises while floe is stopped or behind; on an idle source it stays below the "
+      "heartbeat interval (heartbeats are commits)",
+      {}, [&pipeline]() {
+        std::vector<std::pair<metrics::LabelValues, double>> out;
+        if (auto lag = pipeline.LagMilliseconds()) out.push_back({{}, *lag});
+        return out;
+      }));
+  std::unique_ptr<metrics::MetricsServer> server;
+  if (!options.metrics_listen.empty()) {
+    auto started = metrics::MetricsServer::Start(
+        options.metrics_listen, metrics->registry,
+        [&pipeline]() { return pipeline.NotReady(); });
+    if (!started.ok()) return Fatal(started.status().message());
+    server = std::move(*started);
+    spdlog::info("serving /metrics, /healthz and /readyz on {}:{}", server->host(),
+                 server->port());
+  }
   if (options.duration) pipeline.set_deadline(Clock::now() + *options.duration);
   auto backoff = options.min_backoff;
   while (true) {
     bool streamed = false;
     const auto started = Clock::now();
     arrow::Status st = pipeline.RunOnce(&streamed);
-    if (st.ok() || IsFatal(st)) return st;
+    if (st.ok()) {
+      pipeline.MarkCleanStop();
+      return st;
+    }
+    metrics->errors.Inc({IsFatal(st) ? "fatal" : st.CodeAsString()});
+    if (IsFatal(st)) return st;
     if (pipeline.stop_requested()) {
       spdlog::warn("stopping after an error: {}", st.ToString());
       return arrow::Status::OK();
@@ -1017,6 +1307,7 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
     }
     if (pipeline.stop_requested()) return arrow::Status::OK();
     backoff = std::min(options.max_backoff, backoff * 2);
+    metrics->restarts.Inc({"reconnect"});
   }
 }
 

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <string>
 
 #include <arrow/status.h>
 
@@ -43,14 +44,18 @@ struct RunOptions {
   int snapshot_workers = 2;
   /// How often the publication is checked for tables to copy.
   std::chrono::milliseconds discovery_interval{10'000};
-  /// An idle source gets a `floe.heartbeat` logical message this often, so the slot
-  /// keeps advancing even when all traffic is filtered out.
-  std::chrono::milliseconds heartbeat_interval{30'000};
+  /// An idle source gets a `floe.heartbeat` logical message (in a transaction of
+  /// its own) this often, so the slot keeps advancing even when all traffic is
+  /// filtered out, and the lag metric stays meaningful.
+  std::chrono::milliseconds heartbeat_interval{10'000};
   /// Reconnect backoff bounds.
   std::chrono::milliseconds min_backoff{500};
   std::chrono::milliseconds max_backoff{30'000};
   /// Snapshot progress lines (null: none).
   FILE* progress = nullptr;
+  /// Where /metrics, /healthz and /readyz are served ("host:port"; empty: not
+  /// served). See docs/operations.md for the metrics.
+  std::string metrics_listen;
 };
 
 /// Whether an error from RunPipeline is one that retrying cannot fix (a missing or

@@ -86,6 +86,12 @@ arrow::Status TableAppender::CommitAt(Lsn lsn,
   props[kCommitLsnSummaryKey] = std::to_string(lsn.value());
   ARROW_RETURN_NOT_OK(table_->AppendFiles(closed_files_, props).status());
   committed_lsn_ = lsn;
+  last_commit_ = CommitStats{};
+  for (const auto& file : closed_files_) {
+    last_commit_.rows += file.record_count;
+    last_commit_.bytes += file.file_size_in_bytes;
+    ++last_commit_.files;
+  }
   closed_files_.clear();
   pending_rows_ = 0;
   pending_bytes_ = 0;

@@ -71,6 +71,14 @@ class TableAppender {
   /// Drops what was written since the last commit (its files become orphans).
   void Abandon();
 
+  /// What the last successful commit added.
+  struct CommitStats {
+    int64_t rows = 0;
+    int64_t bytes = 0;
+    int64_t files = 0;
+  };
+  const CommitStats& last_commit() const { return last_commit_; }
+
  private:
   arrow::Status CommitAt(Lsn lsn, const iceberg::SummaryProperties& summary);
 
@@ -80,6 +88,7 @@ class TableAppender {
   std::vector<iceberg::DataFile> closed_files_;
   int64_t pending_rows_ = 0;
   int64_t pending_bytes_ = 0;
+  CommitStats last_commit_;
 };
 
 }  // namespace floe::bronze

@@ -17,6 +17,7 @@
 
 #include "floe/bronze/pipeline.h"
 #include "floe/config/pipeline_config.h"
+#include "floe/silver/silver.h"
 
 namespace {
 
@@ -89,7 +90,7 @@ void SetUpLogging(bool json) {
 
 // `floe run FILE`: the Bronze changelog, until SIGTERM / SIGINT or --duration.
 int Run(const std::string& file, const std::string& duration, bool resnapshot,
-        bool json_logs) {
+        bool json_logs, const std::string& metrics_listen, bool metrics_listen_given) {
   floe::config::ParseResult result = floe::config::LoadPipelineConfig(file);
   if (!result.errors.empty()) {
     for (const auto& error : result.errors) std::cerr << error.Format(file) << "\n";
@@ -110,6 +111,8 @@ int Run(const std::string& file, const std::string& duration, bool resnapshot,
     options.duration = *parsed;
   }
   options.resnapshot = resnapshot;
+  options.metrics_listen =
+      metrics_listen_given ? metrics_listen : result.config->metrics.listen;
   options.stop = &g_stop;
   options.progress = stderr;
   std::signal(SIGTERM, OnStopSignal);
@@ -122,6 +125,50 @@ int Run(const std::string& file, const std::string& duration, bool resnapshot,
   if (!st.ok()) {
     spdlog::error("{}", st.message());
     return floe::bronze::IsFatal(st) ? 2 : 1;
+  }
+  return 0;
+}
+
+// `floe silver FILE [--every [DURATION]]`: merges every Bronze table into its Silver
+// replica once, or (with --every; no value means `silver.every` of the file) again
+// and again until SIGTERM / SIGINT. Exit code 1 when a table failed (in the last
+// pass).
+int Silver(const std::string& file, bool loop, const std::string& every, bool json_logs) {
+  floe::config::ParseResult result = floe::config::LoadPipelineConfig(file);
+  if (!result.errors.empty()) {
+    for (const auto& error : result.errors) std::cerr << error.Format(file) << "\n";
+    std::cerr << file << ": not started (" << result.errors.size()
+              << (result.errors.size() == 1 ? " error" : " errors") << "; floe validate "
+              << file << " lists them)\n";
+    return 1;
+  }
+  const floe::config::PipelineConfig& config = *result.config;
+  floe::silver::SilverOptions options;
+  if (loop) {
+    options.every = config.silver.every;
+    if (!every.empty()) {
+      auto parsed = floe::config::ParseDuration(every);
+      if (!parsed || *parsed < std::chrono::seconds(1)) {
+        std::cerr << "floe silver: --every " << every
+                  << " is not a duration of at least 1s (write e.g. 4h, 30m)\n";
+        return 1;
+      }
+      options.every = *parsed;
+    }
+  }
+  SetUpLogging(json_logs);
+  options.stop = &g_stop;
+  std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  const std::string schedule =
+      options.every ? ", every " + std::to_string(options.every->count() / 1000) + " s"
+                    : std::string();
+  spdlog::info("floe " FLOE_VERSION " silver: service {}{}", config.service, schedule);
+  arrow::Status st = floe::silver::RunSilver(config, options);
+  if (!st.ok()) {
+    spdlog::error("{}", st.message());
+    return 1;
   }
   return 0;
 }
@@ -156,10 +203,38 @@ int main(int argc, char** argv) {
                 "copy every published table again; needed once after the slot was lost "
                 "or recreated (floe refuses to start and says so)");
   run->add_flag("--json-logs", json_logs, "log one JSON object per line");
+  std::string metrics_listen;
+  CLI::Option* metrics_listen_option = run->add_option(
+      "--metrics-listen", metrics_listen,
+      "serve /metrics, /healthz and /readyz on host:port (port 0: any free port, "
+      "logged; empty: do not serve); overrides metrics.listen of the file (default "
+      "127.0.0.1:9464)");
+
+  bool silver_loop = false;
+  std::string silver_every;
+  CLI::App* silver = app.add_subcommand(
+      "silver",
+      "Merge every Bronze changelog into its Silver replica (once, or --every)");
+  silver->add_option("FILE", config_file, "pipeline YAML file")->required();
+  CLI::Option* silver_every_option =
+      silver
+          ->add_option(
+              "--every", silver_every,
+              "merge again and again this often until SIGTERM / SIGINT (e.g. 4h); "
+              "without a value, `silver.every` of the file (default 4h)")
+          ->expected(0, 1);
+  silver->add_flag("--json-logs", json_logs, "log one JSON object per line");
 
   CLI11_PARSE(app, argc, argv);
   if (*validate) return Validate(config_file, print);
-  if (*run) return Run(config_file, duration, resnapshot, json_logs);
+  if (*run) {
+    return Run(config_file, duration, resnapshot, json_logs, metrics_listen,
+               metrics_listen_option->count() > 0);
+  }
+  if (*silver) {
+    silver_loop = silver_every_option->count() > 0;
+    return Silver(config_file, silver_loop, silver_every, json_logs);
+  }
   std::cout << app.help();
   return 0;
 }

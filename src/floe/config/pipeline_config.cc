@@ -478,15 +478,110 @@ void ParseNaming(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
   }
 }
 
+void ParseMetrics(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
+  if (!r.CheckKeys(node, "metrics", {"listen"})) return;
+  if (node["listen"]) {
+    if (auto s = r.String(node["listen"], "listen")) {
+      const auto colon = s->rfind(':');
+      bool ok = s->empty();
+      if (colon != std::string::npos && colon > 0 && colon + 1 < s->size()) {
+        const std::string port = s->substr(colon + 1);
+        ok = port.size() <= 5 &&
+             std::all_of(port.begin(), port.end(),
+                         [](unsigned char c) { return std::isdigit(c); }) &&
+             std::stoi(port) <= 65535;
+      }
+      if (!ok) {
+        r.Error(node["listen"], "`metrics.listen` must be host:port",
+                "for example: 127.0.0.1:9464 (port 0 picks a free port; \"\" turns "
+                "the endpoint off)");
+      } else {
+        cfg->metrics.listen = *s;
+      }
+    }
+  }
+}
+
+void ParseSilver(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
+  if (!r.CheckKeys(node, "silver", {"every", "concurrency", "keys"})) return;
+  if (node["every"]) {
+    if (auto s = r.String(node["every"], "every")) {
+      auto d = ParseDuration(*s);
+      if (!d || *d < std::chrono::seconds(1)) {
+        r.Error(node["every"], "`silver.every` must be a duration of at least 1s",
+                "for example: 4h, 30m, 1d");
+      } else {
+        cfg->silver.every = *d;
+      }
+    }
+  }
+  if (node["concurrency"]) {
+    if (auto s = r.String(node["concurrency"], "concurrency")) {
+      int n = 0;
+      bool ok = !s->empty() && s->size() <= 4 &&
+                std::all_of(s->begin(), s->end(),
+                            [](unsigned char c) { return std::isdigit(c); });
+      if (ok) n = std::stoi(*s);
+      if (!ok || n < 1 || n > 256) {
+        r.Error(node["concurrency"],
+                "`silver.concurrency` must be a whole number from 1 to 256",
+                "the number of tables merged at once, e.g. 5 (the default)");
+      } else {
+        cfg->silver.concurrency = n;
+      }
+    }
+  }
+  const YAML::Node keys = node["keys"];
+  if (!keys) return;
+  if (!keys.IsMap()) {
+    r.Error(keys, "`silver.keys` must map schema.table to a list of key columns",
+            "for example:\n    keys:\n      public.events: [tenant_id, event_id]");
+    return;
+  }
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    const std::string source = it->first.as<std::string>("");
+    auto q = ParseQualifiedName(source);
+    if (!q) {
+      r.Error(it->first, "`" + source + "` is not a schema-qualified table name",
+              "write schema.table, quoting odd names: \"My Schema\".\"my.table\"");
+      continue;
+    }
+    const YAML::Node columns = it->second;
+    if (!columns.IsSequence() || columns.size() == 0) {
+      r.Error(columns.IsDefined() ? columns : it->first,
+              "the key of `" + source + "` must be a non-empty list of column names",
+              "for example: " + source + ": [id] or " + source + ": [tenant_id, id]");
+      continue;
+    }
+    std::vector<std::string> names;
+    bool ok = true;
+    for (const auto& c : columns) {
+      auto name = r.String(c, "keys");
+      if (!name) {
+        ok = false;
+      } else if (name->empty()) {
+        r.Error(c, "a key column name must not be empty");
+        ok = false;
+      } else if (std::find(names.begin(), names.end(), *name) != names.end()) {
+        r.Error(c, "key column `" + *name + "` is listed twice for `" + source + "`");
+        ok = false;
+      } else {
+        names.push_back(*name);
+      }
+    }
+    if (ok) cfg->silver.keys[*q] = std::move(names);
+  }
+}
+
 void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
   if (!root.IsDefined() || root.IsNull()) {
     r.Error(root, "the configuration file is empty",
             "start from the example in docs/configuration.md");
     return;
   }
-  if (!r.CheckKeys(
-          root, "",
-          {"service", "source", "catalog", "warehouse", "checkpoint", "naming"})) {
+  if (!r.CheckKeys(root, "",
+                   {"service", "source", "catalog", "warehouse", "checkpoint", "naming",
+                    "silver", "metrics"})) {
     return;
   }
   if (const YAML::Node source = root["source"]) {
@@ -536,6 +631,8 @@ void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
   if (const YAML::Node catalog = root["catalog"]) ParseCatalog(r, catalog, cfg);
   if (const YAML::Node cp = root["checkpoint"]) ParseCheckpoint(r, cp, cfg);
   if (const YAML::Node naming = root["naming"]) ParseNaming(r, naming, cfg);
+  if (const YAML::Node silver = root["silver"]) ParseSilver(r, silver, cfg);
+  if (const YAML::Node metrics = root["metrics"]) ParseMetrics(r, metrics, cfg);
 
   // Defaults that depend on other settings.
   if (!cfg->service.empty()) {
@@ -663,6 +760,15 @@ std::vector<std::string> PipelineConfig::BronzeIdentifier(
   return {naming.bronze_namespace, service, table.schema, table.table};
 }
 
+std::vector<std::string> PipelineConfig::SilverIdentifier(
+    const QualifiedName& table) const {
+  auto it = naming.tables.find(table);
+  if (it != naming.tables.end() && !it->second.silver.empty()) {
+    return SplitDots(it->second.silver);
+  }
+  return {naming.silver_namespace, service, table.schema, table.table};
+}
+
 std::string PipelineConfig::ToRedactedYaml() const {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -714,6 +820,21 @@ std::string PipelineConfig::ToRedactedYaml() const {
     }
     out << YAML::EndMap;
   }
+  out << YAML::EndMap;
+  out << YAML::Key << "silver" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "every" << YAML::Value
+      << (std::to_string(silver.every.count()) + "ms");
+  out << YAML::Key << "concurrency" << YAML::Value << silver.concurrency;
+  if (!silver.keys.empty()) {
+    out << YAML::Key << "keys" << YAML::Value << YAML::BeginMap;
+    for (const auto& [name, columns] : silver.keys) {
+      out << YAML::Key << name.ToString() << YAML::Value << YAML::Flow << columns;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "listen" << YAML::Value << metrics.listen;
   out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -91,6 +91,23 @@ struct NamingConfig {
   std::map<QualifiedName, TableNaming> tables;
 };
 
+/// `silver:` — the periodic MERGE of Bronze into the Silver replicas (docs/silver.md).
+struct SilverConfig {
+  /// How often `floe silver FILE --every` merges.
+  std::chrono::milliseconds every{std::chrono::hours(4)};
+  /// Tables merged at once.
+  int concurrency = 5;
+  /// Merge keys declared for tables without a primary key (or to override it), by
+  /// current column names.
+  std::map<QualifiedName, std::vector<std::string>> keys;
+};
+
+/// `metrics:` — where `floe run` serves /metrics, /healthz and /readyz.
+struct MetricsConfig {
+  /// "host:port"; port 0 picks a free port (logged); empty: not served.
+  std::string listen = "127.0.0.1:9464";
+};
+
 struct PipelineConfig {
   /// Names the Iceberg namespaces; defaults to the source database name.
   std::string service;
@@ -100,9 +117,14 @@ struct PipelineConfig {
   std::string warehouse;
   CheckpointConfig checkpoint;
   NamingConfig naming;
+  SilverConfig silver;
+  MetricsConfig metrics;
 
   /// The Bronze table identifier for a source table, as dotted levels.
   std::vector<std::string> BronzeIdentifier(const QualifiedName& table) const;
+  /// The Silver table identifier for a source table, as dotted levels:
+  /// `<silver_namespace>.<service>.<schema>.<table>` unless naming.tables overrides it.
+  std::vector<std::string> SilverIdentifier(const QualifiedName& table) const;
   /// The configuration as YAML with secrets replaced by "<redacted>".
   std::string ToRedactedYaml() const;
 };

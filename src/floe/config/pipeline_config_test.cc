@@ -218,6 +218,116 @@ TEST(PipelineConfig, RejectsRemoteWarehousesAndUnknownCatalogTypes) {
   EXPECT_NE(r.errors[1].hint.find("sqlite"), std::string::npos);
 }
 
+TEST(PipelineConfig, SilverSectionDefaultsAndSettings) {
+  auto defaults = Parse("source:\n  conninfo: dbname=shop\nwarehouse: /w\n");
+  ASSERT_TRUE(defaults.config) << AllErrors(defaults);
+  EXPECT_EQ(defaults.config->silver.every, std::chrono::hours(4));
+  EXPECT_EQ(defaults.config->silver.concurrency, 5);
+  EXPECT_TRUE(defaults.config->silver.keys.empty());
+  EXPECT_EQ(defaults.config->SilverIdentifier({"public", "orders"}),
+            (std::vector<std::string>{"silver", "shop", "public", "orders"}));
+
+  auto r = Parse(
+      "source:\n  conninfo: dbname=shop\nwarehouse: /w\n"
+      "naming:\n"
+      "  silver_namespace: curated\n"
+      "  tables:\n"
+      "    public.invoices: {silver: gold.billing.invoices}\n"
+      "silver:\n"
+      "  every: 30m\n"
+      "  concurrency: 2\n"
+      "  keys:\n"
+      "    public.events: [tenant_id, event_id]\n"
+      "    '\"Odd\".\"t\"': [id]\n");
+  ASSERT_TRUE(r.config) << AllErrors(r);
+  const PipelineConfig& c = *r.config;
+  EXPECT_EQ(c.silver.every, std::chrono::minutes(30));
+  EXPECT_EQ(c.silver.concurrency, 2);
+  ASSERT_EQ(c.silver.keys.size(), 2u);
+  EXPECT_EQ(c.silver.keys.at(QualifiedName{"public", "events"}),
+            (std::vector<std::string>{"tenant_id", "event_id"}));
+  EXPECT_EQ(c.silver.keys.at(QualifiedName{"Odd", "t"}), std::vector<std::string>{"id"});
+  EXPECT_EQ(c.SilverIdentifier({"public", "orders"}),
+            (std::vector<std::string>{"curated", "shop", "public", "orders"}));
+  EXPECT_EQ(c.SilverIdentifier({"public", "invoices"}),
+            (std::vector<std::string>{"gold", "billing", "invoices"}));
+  const std::string dump = c.ToRedactedYaml();
+  EXPECT_NE(dump.find("concurrency: 2"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("public.events: [tenant_id, event_id]"), std::string::npos) << dump;
+  // The dump (its redacted conninfo put back) parses back to the same settings.
+  std::string reparsable = dump;
+  reparsable.replace(reparsable.find("<redacted>"), 10, "dbname=shop");
+  auto again = Parse(reparsable);
+  ASSERT_TRUE(again.config) << AllErrors(again) << dump;
+  EXPECT_EQ(again.config->silver.keys, c.silver.keys);
+  EXPECT_EQ(again.config->silver.every, c.silver.every);
+}
+
+TEST(PipelineConfig, MetricsListenAddress) {
+  auto defaults = Parse("source:\n  conninfo: dbname=shop\nwarehouse: /w\n");
+  ASSERT_TRUE(defaults.config) << AllErrors(defaults);
+  EXPECT_EQ(defaults.config->metrics.listen, "127.0.0.1:9464");
+  auto set = Parse(
+      "source:\n  conninfo: dbname=shop\nwarehouse: /w\nmetrics:\n  listen: "
+      "0.0.0.0:0\n");
+  ASSERT_TRUE(set.config) << AllErrors(set);
+  EXPECT_EQ(set.config->metrics.listen, "0.0.0.0:0");
+  EXPECT_NE(set.config->ToRedactedYaml().find("listen: 0.0.0.0:0"), std::string::npos);
+  auto off = Parse(
+      "source:\n  conninfo: dbname=shop\nwarehouse: /w\nmetrics: {listen: \"\"}\n");
+  ASSERT_TRUE(off.config) << AllErrors(off);
+  EXPECT_EQ(off.config->metrics.listen, "");
+  auto bad = Parse(
+      "source:\n  conninfo: dbname=shop\nwarehouse: /w\nmetrics:\n  listen: "
+      "localhost\n  port: 3\n");
+  ASSERT_FALSE(bad.config);
+  const std::string all = AllErrors(bad);
+  EXPECT_NE(all.find("p.yaml:5:11: error: `metrics.listen` must be host:port"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("unknown key `port` in `metrics`"), std::string::npos) << all;
+}
+
+TEST(PipelineConfig, SilverSectionErrorsHaveLineColumnAndHint) {
+  auto r = Parse(
+      "source:\n  conninfo: dbname=shop\nwarehouse: /w\n"
+      "silver:\n"
+      "  every: soon\n"
+      "  concurrency: 0\n"
+      "  keyz: {}\n"
+      "  keys:\n"
+      "    events: [id]\n"
+      "    public.a: []\n"
+      "    public.b: id\n"
+      "    public.c: [id, id]\n");
+  ASSERT_FALSE(r.config);
+  const std::string all = AllErrors(r);
+  ASSERT_EQ(r.errors.size(), 7u) << all;
+  EXPECT_NE(all.find("p.yaml:5:10: error: `silver.every` must be a duration"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("p.yaml:6:16: error: `silver.concurrency` must be a whole number"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("p.yaml:7:3: error: unknown key `keyz` in `silver`"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("did you mean `keys`?"), std::string::npos) << all;
+  EXPECT_NE(all.find("p.yaml:9:5: error: `events` is not a schema-qualified table name"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(
+      all.find("p.yaml:10:15: error: the key of `public.a` must be a non-empty list"),
+      std::string::npos)
+      << all;
+  EXPECT_NE(all.find("p.yaml:12:20: error: key column `id` is listed twice"),
+            std::string::npos)
+      << all;
+  // `public.b: id` is a scalar, not a list.
+  EXPECT_NE(all.find("p.yaml:11:15: error: the key of `public.b`"), std::string::npos)
+      << all;
+}
+
 TEST(ParseQualifiedName, HandlesQuotesAndRejectsMalformedNames) {
   EXPECT_EQ(ParseQualifiedName("public.orders"), (QualifiedName{"public", "orders"}));
   EXPECT_EQ(ParseQualifiedName("\"a.b\".\"c\"\"d\""), (QualifiedName{"a.b", "c\"d"}));

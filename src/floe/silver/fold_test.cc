@@ -1,0 +1,336 @@
+#include "floe/silver/fold.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/api.h>
+#include <gtest/gtest.h>
+
+#include "floe/silver/merge.h"
+
+namespace floe::silver {
+namespace {
+
+// One Bronze change of a table (id long key, name string, blob string).
+struct Change {
+  std::string op;
+  int64_t lsn;
+  int32_t seq;
+  std::optional<int64_t> id;
+  std::optional<std::string> name;
+  std::optional<std::string> blob;
+  std::vector<std::string> unchanged = {};
+};
+
+Changes Make(const std::vector<Change>& rows) {
+  arrow::StringBuilder op, name, blob;
+  arrow::Int64Builder lsn, id;
+  arrow::Int32Builder seq;
+  arrow::ListBuilder unchanged(arrow::default_memory_pool(),
+                               std::make_shared<arrow::StringBuilder>());
+  auto* names = static_cast<arrow::StringBuilder*>(unchanged.value_builder());
+  for (const auto& r : rows) {
+    EXPECT_TRUE(op.Append(r.op).ok());
+    EXPECT_TRUE(lsn.Append(r.lsn).ok());
+    EXPECT_TRUE(seq.Append(r.seq).ok());
+    EXPECT_TRUE((r.id ? id.Append(*r.id) : id.AppendNull()).ok());
+    EXPECT_TRUE((r.name ? name.Append(*r.name) : name.AppendNull()).ok());
+    EXPECT_TRUE((r.blob ? blob.Append(*r.blob) : blob.AppendNull()).ok());
+    if (r.unchanged.empty()) {
+      EXPECT_TRUE(unchanged.AppendNull().ok());
+    } else {
+      EXPECT_TRUE(unchanged.Append().ok());
+      for (const auto& c : r.unchanged) EXPECT_TRUE(names->Append(c).ok());
+    }
+  }
+  Changes c;
+  c.names = {"id", "name", "blob"};
+  c.columns = {id.Finish().ValueOrDie(), name.Finish().ValueOrDie(),
+               blob.Finish().ValueOrDie()};
+  c.op = op.Finish().ValueOrDie();
+  c.commit_lsn = lsn.Finish().ValueOrDie();
+  c.seq = seq.Finish().ValueOrDie();
+  c.unchanged = unchanged.Finish().ValueOrDie();
+  return c;
+}
+
+std::shared_ptr<arrow::Schema> SilverSchema() {
+  return arrow::schema({arrow::field("id", arrow::int64()),
+                        arrow::field("name", arrow::utf8()),
+                        arrow::field("blob", arrow::utf8()),
+                        arrow::field("cdc_commit_lsn", arrow::int64())});
+}
+
+std::string Value(const arrow::Array& a, int64_t i) {
+  if (a.IsNull(i)) return "null";
+  return a.GetScalar(i).ValueOrDie()->ToString();
+}
+
+// The upserted rows as "id name blob lsn", sorted.
+std::vector<std::string> Rows(const Changes& changes, const FoldResult& fold,
+                              const ExistingRows* existing = nullptr) {
+  auto batch = BuildUpserts(changes, fold, existing, SilverSchema());
+  EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < (*batch)->num_rows(); ++i) {
+    std::string row;
+    for (int c = 0; c < (*batch)->num_columns(); ++c) {
+      row += (c ? " " : "") + Value(*(*batch)->column(c), i);
+    }
+    out.push_back(row);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int64_t> DeletedIds(const Changes& changes, const FoldResult& fold) {
+  std::vector<int64_t> out;
+  const auto& ids = static_cast<const arrow::Int64Array&>(*changes.columns[0]);
+  for (const auto& k : fold.keys) {
+    if (k.deleted) out.push_back(ids.Value(k.key_row));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+FoldResult MustFold(const Changes& c, bool silver_has_rows = true) {
+  auto r = Fold(c, {0}, silver_has_rows);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : FoldResult{};
+}
+
+TEST(Fold, GreatestCommitLsnThenSeqWinsWhateverTheInputOrder) {
+  auto c = Make({
+      {"u", 300, 1, 1, "third", "b"},
+      {"c", 100, 0, 1, "first", "b"},
+      {"u", 300, 0, 1, "second", "b"},
+      {"u", 200, 5, 1, "before", "b"},
+  });
+  auto fold = MustFold(c);
+  EXPECT_FALSE(fold.truncated);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"1 third b 300"}));
+  EXPECT_EQ(fold.upserts(), 1);
+  EXPECT_EQ(fold.deletes(), 0);
+}
+
+TEST(Fold, DeleteRemovesAndAReinsertStartsAfresh) {
+  auto c = Make({
+      {"c", 100, 0, 1, "a", "x"},
+      {"d", 110, 0, 1, std::nullopt, std::nullopt},
+      {"c", 120, 0, 2, "b", "y"},
+      {"d", 130, 0, 2, std::nullopt, std::nullopt},
+      {"c", 140, 0, 2, "again", std::nullopt},
+      // Deleting a key Silver may hold: it must be reported as deleted.
+      {"d", 150, 0, 7, std::nullopt, std::nullopt},
+  });
+  auto fold = MustFold(c);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"2 again null 140"}));
+  EXPECT_EQ(DeletedIds(c, fold), (std::vector<int64_t>{1, 7}));
+  EXPECT_FALSE(fold.needs_existing);
+}
+
+TEST(Fold, KeyChangingUpdateDeletesTheOldKey) {
+  // UPDATE t SET id = 2 WHERE id = 1 arrives as d(1), c(2) at consecutive seq.
+  auto c = Make({
+      {"c", 100, 0, 1, "row", "x"},
+      {"d", 200, 0, 1, std::nullopt, std::nullopt},
+      {"c", 200, 1, 2, "row", "x"},
+  });
+  auto fold = MustFold(c);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"2 row x 200"}));
+  EXPECT_EQ(DeletedIds(c, fold), (std::vector<int64_t>{1}));
+}
+
+TEST(Fold, KeyChangingUpdateCarriesUnsentToastValuesOverFromTheOldKey) {
+  // The old key's row earlier in the run.
+  auto c = Make({
+      {"c", 100, 0, 1, "row", "big"},
+      {"d", 200, 0, 1, std::nullopt, std::nullopt},
+      {"c", 200, 1, 2, "row", std::nullopt, {"blob"}},
+  });
+  auto fold = MustFold(c);
+  EXPECT_FALSE(fold.needs_existing);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"2 row big 200"}));
+  EXPECT_EQ(DeletedIds(c, fold), (std::vector<int64_t>{1}));
+
+  // The old key's row in Silver.
+  auto c2 = Make({
+      {"d", 200, 0, 1, std::nullopt, std::nullopt},
+      {"c", 200, 1, 2, "row", std::nullopt, {"blob"}},
+      // Not a key change (another transaction): no previous value.
+      {"d", 300, 0, 3, std::nullopt, std::nullopt},
+      {"c", 301, 0, 4, "x", std::nullopt, {"blob"}},
+  });
+  auto fold2 = MustFold(c2);
+  ASSERT_TRUE(fold2.needs_existing);
+  arrow::Int64Builder ids;
+  arrow::StringBuilder names, blobs;
+  ASSERT_TRUE(ids.AppendValues({1, 3}).ok());
+  ASSERT_TRUE(names.AppendValues({"old", "three"}).ok());
+  ASSERT_TRUE(blobs.AppendValues({"big-in-silver", "blob-3"}).ok());
+  ExistingRows existing;
+  existing.columns = {ids.Finish().ValueOrDie(), names.Finish().ValueOrDie(),
+                      blobs.Finish().ValueOrDie()};
+  for (int64_t i = 0; i < 2; ++i) {
+    existing.row_of_key[*EncodeKey({existing.columns[0].get()}, i)] = i;
+  }
+  EXPECT_EQ(Rows(c2, fold2, &existing),
+            (std::vector<std::string>{"2 row big-in-silver 200", "4 x null 301"}));
+}
+
+TEST(Fold, TruncateInTheMiddleDropsEverythingBeforeIt) {
+  auto c = Make({
+      {"c", 100, 0, 1, "a", "x"},
+      {"c", 100, 1, 2, "b", "y"},
+      {"t", 200, 0, std::nullopt, std::nullopt, std::nullopt},
+      {"c", 300, 0, 3, "c", "z"},
+      // An unchanged value after a truncate has no previous value.
+      {"u", 300, 1, 3, "c2", std::nullopt, {"blob"}},
+      {"c", 400, 0, 1, "a-again", "w"},
+  });
+  auto fold = MustFold(c);
+  EXPECT_TRUE(fold.truncated);
+  EXPECT_FALSE(fold.needs_existing);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"1 a-again w 400", "3 c2 z 300"}));
+  EXPECT_TRUE(DeletedIds(c, fold).empty());
+  // Only keys touched after the truncate are reported.
+  EXPECT_EQ(fold.keys.size(), 2u);
+}
+
+TEST(Fold, TruncateLastLeavesNothing) {
+  auto c = Make({
+      {"c", 100, 0, 1, "a", "x"},
+      {"t", 200, 0, std::nullopt, std::nullopt, std::nullopt},
+      {"t", 300, 0, std::nullopt, std::nullopt, std::nullopt},
+  });
+  auto fold = MustFold(c);
+  EXPECT_TRUE(fold.truncated);
+  EXPECT_TRUE(fold.keys.empty());
+  EXPECT_TRUE(Rows(c, fold).empty());
+}
+
+TEST(Fold, UnchangedToastKeepsTheValueOfAnEarlierChange) {
+  auto c = Make({
+      {"c", 100, 0, 1, "a", "big-1"},
+      {"u", 200, 0, 1, "b", std::nullopt, {"blob"}},
+      {"u", 300, 0, 1, "c", std::nullopt, {"blob"}},
+  });
+  auto fold = MustFold(c);
+  EXPECT_FALSE(fold.needs_existing);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"1 c big-1 300"}));
+}
+
+TEST(Fold, UnchangedToastKeepsTheValueSilverHolds) {
+  auto c = Make({
+      {"u", 200, 0, 1, "b", std::nullopt, {"blob"}},
+      {"u", 200, 1, 2, std::nullopt, std::nullopt, {"blob", "name"}},
+      {"u", 210, 0, 3, "new", std::nullopt, {"blob"}},  // not in Silver
+  });
+  auto fold = MustFold(c);
+  ASSERT_TRUE(fold.needs_existing);
+
+  // What Silver holds for keys 1 and 2.
+  arrow::Int64Builder ids;
+  arrow::StringBuilder names, blobs;
+  ASSERT_TRUE(ids.AppendValues({2, 1}).ok());
+  ASSERT_TRUE(names.AppendValues({"old-2", "old-1"}).ok());
+  ASSERT_TRUE(blobs.AppendValues({"blob-2", "blob-1"}).ok());
+  ExistingRows existing;
+  existing.columns = {ids.Finish().ValueOrDie(), names.Finish().ValueOrDie(),
+                      blobs.Finish().ValueOrDie()};
+  for (int64_t i = 0; i < 2; ++i) {
+    auto key = EncodeKey({existing.columns[0].get()}, i);
+    ASSERT_TRUE(key.ok());
+    existing.row_of_key[*key] = i;
+  }
+  EXPECT_EQ(Rows(c, fold, &existing),
+            (std::vector<std::string>{"1 b blob-1 200", "2 old-2 blob-2 200",
+                                      "3 new null 210"}));
+}
+
+TEST(Fold, UnchangedToastAfterADeleteOrInABackfillIsNull) {
+  auto c = Make({
+      {"d", 100, 0, 1, std::nullopt, std::nullopt},
+      {"u", 200, 0, 1, "b", std::nullopt, {"blob"}},
+  });
+  auto fold = MustFold(c);
+  EXPECT_FALSE(fold.needs_existing);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"1 b null 200"}));
+
+  auto backfill = Make({{"u", 200, 0, 5, "b", std::nullopt, {"blob"}}});
+  auto fold2 = MustFold(backfill, /*silver_has_rows=*/false);
+  EXPECT_FALSE(fold2.needs_existing);
+  EXPECT_EQ(Rows(backfill, fold2), (std::vector<std::string>{"5 b null 200"}));
+}
+
+TEST(Fold, SnapshotReadRowsAreUpserts) {
+  auto c = Make({
+      {"r", 50, 0, 1, "copied", "x"},
+      {"r", 50, 1, 2, "copied", "y"},
+      {"u", 60, 0, 2, "updated", "y2"},
+      // A second copy (after --resnapshot) replaces what was there.
+      {"r", 90, 0, 1, "recopied", "x2"},
+  });
+  auto fold = MustFold(c);
+  EXPECT_EQ(Rows(c, fold),
+            (std::vector<std::string>{"1 recopied x2 90", "2 updated y2 60"}));
+}
+
+TEST(Fold, InterleavedKeysAreFoldedIndependently) {
+  std::vector<Change> changes;
+  for (int i = 0; i < 30; ++i) {
+    const int64_t key = i % 3;
+    changes.push_back(
+        {i == key ? "c" : "u", 100 + i, 0, key, "v" + std::to_string(i), "b"});
+  }
+  changes.push_back({"d", 500, 0, 1, std::nullopt, std::nullopt});
+  std::reverse(changes.begin(), changes.end());
+  auto c = Make(changes);
+  auto fold = MustFold(c);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"0 v27 b 127", "2 v29 b 129"}));
+  EXPECT_EQ(DeletedIds(c, fold), (std::vector<int64_t>{1}));
+}
+
+TEST(Fold, CompositeKeysAndRejectedInput) {
+  // (id, name) as the key: same id, different names are different keys.
+  auto c = Make({
+      {"c", 100, 0, 1, "a", "x"},
+      {"c", 100, 1, 1, "b", "y"},
+      {"u", 101, 0, 1, "a", "x2"},
+  });
+  auto fold = Fold(c, {0, 1}, true);
+  ASSERT_TRUE(fold.ok());
+  EXPECT_EQ(Rows(c, *fold), (std::vector<std::string>{"1 a x2 101", "1 b y 100"}));
+
+  auto bad = Make({{"z", 100, 0, 1, "a", "x"}});
+  auto r = Fold(bad, {0}, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown cdc_op `z`"), std::string::npos);
+}
+
+TEST(EncodeKey, DistinguishesBoundariesAndNulls) {
+  arrow::StringBuilder a, b;
+  ASSERT_TRUE(a.AppendValues({"a", "ab", ""}).ok());
+  ASSERT_TRUE(a.AppendNull().ok());
+  ASSERT_TRUE(b.AppendValues({"bc", "c", "", ""}).ok());
+  auto x = a.Finish().ValueOrDie();
+  auto y = b.Finish().ValueOrDie();
+  std::vector<std::string> keys;
+  for (int64_t i = 0; i < 4; ++i) keys.push_back(*EncodeKey({x.get(), y.get()}, i));
+  EXPECT_NE(keys[0], keys[1]);  // ("a","bc") vs ("ab","c")
+  EXPECT_NE(keys[2], keys[3]);  // ("","") vs (null,"")
+}
+
+TEST(Merge, BucketCountAimsAtTheTargetFileSize) {
+  const int64_t mib = int64_t{1} << 20;
+  EXPECT_EQ(BucketCount(0, 128 * mib), 1);
+  EXPECT_EQ(BucketCount(128 * mib, 128 * mib), 1);
+  EXPECT_EQ(BucketCount(128 * mib + 1, 128 * mib), 2);
+  EXPECT_EQ(BucketCount(1000 * mib, 128 * mib), 8);
+  EXPECT_EQ(BucketCount(int64_t{1} << 50, 128 * mib), kMaxBuckets);
+}
+
+}  // namespace
+}  // namespace floe::silver

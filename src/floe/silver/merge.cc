@@ -1,0 +1,839 @@
+#include "floe/silver/merge.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_set>
+#include <utility>
+
+#include <arrow/api.h>
+#include <arrow/array/concatenate.h>
+#include <arrow/compute/api.h>
+#include <arrow/compute/initialize.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
+#include <parquet/exception.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "floe/bronze/table_appender.h"
+#include "floe/iceberg/expression.h"
+#include "floe/iceberg/partition_split.h"
+#include "floe/iceberg/scan.h"
+#include "floe/iceberg/table.h"
+#include "floe/silver/fold.h"
+#include "floe/silver/position_deletes.h"
+
+namespace floe::silver {
+namespace {
+
+namespace ice = floe::iceberg;
+namespace cp = arrow::compute;
+using json = nlohmann::json;
+
+// Up to this many distinct values per key column, the Silver scan is planned with an
+// IN filter (bucket and min/max pruning by Iceberg's evaluators); above it, with the
+// range of the values plus our own bucket pruning, so planning stays linear.
+constexpr size_t kMaxInValues = 1000;
+
+arrow::Status EnsureCompute() {
+  static std::once_flag once;
+  static arrow::Status status;
+  std::call_once(once, [] { status = cp::Initialize(); });
+  return status;
+}
+
+std::optional<uint64_t> ParseU64(const std::string& text) {
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::string JsonArray(const std::vector<std::string>& items) {
+  json array = json::array();
+  for (const auto& item : items) array.push_back(item);
+  return array.dump();
+}
+
+// Bronze's row columns: its current schema's top-level fields without the CDC ones.
+std::vector<const ice::NestedField*> RowFields(const ice::Schema& bronze) {
+  std::vector<const ice::NestedField*> out;
+  for (const auto& f : bronze.fields()) {
+    if (!IsCdcColumn(f.name)) out.push_back(&f);
+  }
+  return out;
+}
+
+// Bronze field id -> Silver field id: the table property, or (a table created by a
+// merge that crashed before recording it) by name.
+std::map<int32_t, int32_t> FieldMapOf(const ice::TableMetadata& silver,
+                                      const ice::Schema& bronze) {
+  std::map<int32_t, int32_t> out;
+  auto it = silver.properties.find(kSilverFieldMapProperty);
+  if (it != silver.properties.end()) {
+    json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) {
+      for (const auto& [k, v] : parsed.items()) {
+        if (!v.is_number_integer()) continue;
+        try {
+          out[std::stoi(k)] = v.get<int32_t>();
+        } catch (...) {
+        }
+      }
+      return out;
+    }
+  }
+  const ice::Schema& schema = *silver.CurrentSchema();
+  for (const auto& f : bronze.fields()) {
+    if (const ice::NestedField* s = schema.FindField(f.name)) out[f.id] = s->id;
+  }
+  return out;
+}
+
+std::string FieldMapJson(const std::map<int32_t, int32_t>& map) {
+  json object = json::object();
+  for (const auto& [b, s] : map) object[std::to_string(b)] = s;
+  return object.dump();
+}
+
+// The Silver schema and field map after applying what changed in Bronze's row
+// columns: new columns added, renames followed by field id, allowed promotions.
+// `changes` describes each step (empty when nothing changed).
+struct Evolution {
+  ice::Schema schema;
+  int32_t last_column_id = 0;
+  std::map<int32_t, int32_t> field_map;
+  std::vector<std::string> changes;
+};
+
+arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
+                                             const ice::Schema& bronze) {
+  Evolution e{
+      *silver.CurrentSchema(), silver.last_column_id, FieldMapOf(silver, bronze), {}};
+  for (const ice::NestedField* f : RowFields(bronze)) {
+    auto mapped = e.field_map.find(f->id);
+    const ice::NestedField* s =
+        mapped == e.field_map.end() ? nullptr : e.schema.FindField(mapped->second);
+    if (s == nullptr) {
+      if (const ice::NestedField* clash = e.schema.FindField(f->name)) {
+        return arrow::Status::Invalid(
+            "Bronze column `", f->name, "` (field id ", f->id,
+            ") is new to Silver, but Silver already has a column of that name (field id ",
+            clash->id,
+            ") copied from another Bronze column; rename one of them in the "
+            "source, or drop the Silver table to rebuild it");
+      }
+      ARROW_ASSIGN_OR_RAISE(
+          auto added, ice::AddColumn(e.schema, e.last_column_id, "", f->name, f->type));
+      e.schema = std::move(added.schema);
+      e.last_column_id = added.last_column_id;
+      e.field_map[f->id] = e.schema.FindField(f->name)->id;
+      e.changes.push_back("added column " + f->name + " " + f->type->ToString());
+      continue;
+    }
+    std::string name = s->name;
+    if (name != f->name) {
+      ARROW_ASSIGN_OR_RAISE(auto renamed,
+                            ice::RenameColumn(e.schema, e.last_column_id, name, f->name));
+      e.schema = std::move(renamed.schema);
+      e.changes.push_back("renamed column " + name + " to " + f->name);
+      name = f->name;
+      s = e.schema.FindField(name);
+    }
+    if (!s->type->Equals(*f->type)) {
+      if (s->type->is_primitive() && f->type->is_primitive() &&
+          ice::IsAllowedPromotion(*s->type, *f->type)) {
+        ARROW_ASSIGN_OR_RAISE(
+            auto promoted,
+            ice::UpdateColumnType(e.schema, e.last_column_id, name, f->type));
+        e.schema = std::move(promoted.schema);
+        e.changes.push_back("promoted column " + name + " from " + s->type->ToString() +
+                            " to " + f->type->ToString());
+      } else {
+        return arrow::Status::NotImplemented("Bronze column `", f->name,
+                                             "` changed type from ", s->type->ToString(),
+                                             " to ", f->type->ToString(),
+                                             ", which Iceberg cannot promote in place; "
+                                             "drop the Silver table to rebuild it");
+      }
+    }
+  }
+  return e;
+}
+
+arrow::Status EvolveSilver(ice::Table* silver, const ice::Schema& bronze,
+                           std::vector<std::string>* changes) {
+  ARROW_ASSIGN_OR_RAISE(Evolution planned,
+                        PlanSilverEvolution(silver->metadata(), bronze));
+  const bool map_recorded =
+      silver->metadata().properties.count(kSilverFieldMapProperty) > 0 &&
+      FieldMapJson(planned.field_map) ==
+          silver->metadata().properties.at(kSilverFieldMapProperty);
+  if (planned.changes.empty() && map_recorded) return arrow::Status::OK();
+  ARROW_RETURN_NOT_OK(silver->UpdateMetadata(
+      [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) -> arrow::Status {
+        ARROW_ASSIGN_OR_RAISE(Evolution e, PlanSilverEvolution(base, bronze));
+        if (!e.changes.empty()) {
+          b->AddSchema(e.schema).SetCurrentSchema(ice::kLastAdded);
+        }
+        b->SetProperties({{kSilverFieldMapProperty, FieldMapJson(e.field_map)}});
+        return arrow::Status::OK();
+      }));
+  *changes = std::move(planned.changes);
+  return arrow::Status::OK();
+}
+
+// The Bronze rows with lower < cdc_commit_lsn <= upper of `bronze`'s current snapshot,
+// files pruned by their cdc_commit_lsn bounds.
+arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(const ice::TableMetadata& bronze,
+                                                        ice::FileIO& io, uint64_t lower,
+                                                        uint64_t upper) {
+  ice::ScanOptions scan;
+  ice::ExpressionPtr filter =
+      ice::LessThanOrEqual(kCdcCommitLsn, static_cast<int64_t>(upper));
+  if (lower > 0) {
+    filter =
+        ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)), filter);
+  }
+  scan.filter = filter;
+  std::vector<std::string> columns;
+  for (const ice::NestedField* f : RowFields(*bronze.CurrentSchema())) {
+    columns.push_back(f->name);
+  }
+  for (const char* c : {kCdcOp, kCdcCommitLsn, kCdcSeq, kCdcUnchanged}) {
+    if (bronze.CurrentSchema()->FindField(c) == nullptr) {
+      return arrow::Status::Invalid("Bronze table has no `", c,
+                                    "` column; is it a floe Bronze changelog?");
+    }
+    columns.push_back(c);
+  }
+  scan.columns = columns;
+  return ice::ScanToArrow(bronze, io, scan);
+}
+
+// Positions deleted from `data_path` by the position delete files of `task`.
+arrow::Result<std::vector<int64_t>> DeletedPositions(ice::FileIO& io,
+                                                     const ice::FileScanTask& task) {
+  std::vector<int64_t> out;
+  const std::string& data_path = task.data_file.file_path;
+  for (const ice::DataFile& d : task.delete_files) {
+    if (d.content != ice::DataFileContent::kPositionDeletes) continue;
+    if (d.referenced_data_file && *d.referenced_data_file != data_path) continue;
+    ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(d.file_path));
+    try {
+      ARROW_ASSIGN_OR_RAISE(
+          auto reader, parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable());
+      auto paths_col = table->GetColumnByName("file_path");
+      auto pos_col = table->GetColumnByName("pos");
+      if (paths_col == nullptr || pos_col == nullptr) {
+        return arrow::Status::Invalid("position delete file ", d.file_path,
+                                      " lacks file_path / pos");
+      }
+      for (int c = 0; c < paths_col->num_chunks(); ++c) {
+        ARROW_ASSIGN_OR_RAISE(arrow::Datum paths_datum,
+                              cp::Cast(paths_col->chunk(c), arrow::utf8()));
+        ARROW_ASSIGN_OR_RAISE(arrow::Datum pos_datum,
+                              cp::Cast(pos_col->chunk(c), arrow::int64()));
+        const std::shared_ptr<arrow::Array> paths = paths_datum.make_array();
+        const std::shared_ptr<arrow::Array> positions = pos_datum.make_array();
+        const auto& p = static_cast<const arrow::StringArray&>(*paths);
+        const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
+        for (int64_t i = 0; i < p.length(); ++i) {
+          if (!p.IsNull(i) && !pos.IsNull(i) && p.GetView(i) == data_path) {
+            out.push_back(pos.Value(i));
+          }
+        }
+      }
+    } catch (const parquet::ParquetException& e) {
+      return arrow::Status::IOError("reading ", d.file_path, ": ", e.what());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
+  const auto& md = field.metadata();
+  if (md == nullptr) return std::nullopt;
+  int i = md->FindKey("PARQUET:field_id");
+  if (i < 0) return std::nullopt;
+  try {
+    return std::stoi(md->value(i));
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// The live rows of one Silver data file whose key is in `keys`, as position deletes.
+// Only the key columns are read (by field id, cast to Silver's current types); the
+// positions are the rows' ordinals in the file, skipping rows already deleted.
+arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
+                               const std::vector<const ice::NestedField*>& key_fields,
+                               const std::unordered_set<std::string>& keys,
+                               std::vector<RowPosition>* out) {
+  ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task));
+  const std::string& path = task.data_file.file_path;
+  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
+  std::vector<std::shared_ptr<arrow::Array>> columns(key_fields.size());
+  int64_t rows = 0;
+  try {
+    ARROW_ASSIGN_OR_RAISE(auto reader,
+                          parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+    rows = reader->parquet_reader()->metadata()->num_rows();
+    const auto& fields = reader->manifest().schema_fields;
+    std::vector<int> leaves;
+    std::vector<size_t> order;
+    for (const auto& f : fields) {
+      std::optional<int32_t> id = FieldIdOf(*f.field);
+      if (!id) continue;
+      for (size_t k = 0; k < key_fields.size(); ++k) {
+        if (key_fields[k]->id != *id) continue;
+        if (f.column_index < 0) {
+          return arrow::Status::Invalid("key column ", key_fields[k]->name, " of ", path,
+                                        " is not a primitive column");
+        }
+        leaves.push_back(f.column_index);
+        order.push_back(k);
+      }
+    }
+    if (order.size() != key_fields.size()) {
+      return arrow::Status::Invalid("Silver data file ", path,
+                                    " lacks a key column; was the key changed?");
+    }
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable(leaves));
+    for (size_t i = 0; i < order.size(); ++i) {
+      const size_t k = order[i];
+      auto chunked = table->column(static_cast<int>(i));
+      std::shared_ptr<arrow::Array> array;
+      if (chunked->num_chunks() == 1) {
+        array = chunked->chunk(0);
+      } else {
+        ARROW_ASSIGN_OR_RAISE(array, arrow::Concatenate(chunked->chunks()));
+      }
+      ARROW_ASSIGN_OR_RAISE(auto type, ice::ToArrowType(*key_fields[k]->type));
+      if (!array->type()->Equals(*type)) {
+        ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, type));
+        array = cast.make_array();
+      }
+      columns[k] = array;
+    }
+  } catch (const parquet::ParquetException& e) {
+    return arrow::Status::IOError("reading ", path, ": ", e.what());
+  }
+  std::vector<const arrow::Array*> key_arrays;
+  for (const auto& c : columns) key_arrays.push_back(c.get());
+  auto next_deleted = deleted.begin();
+  for (int64_t pos = 0; pos < rows; ++pos) {
+    while (next_deleted != deleted.end() && *next_deleted < pos) ++next_deleted;
+    if (next_deleted != deleted.end() && *next_deleted == pos) continue;
+    ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(key_arrays, pos));
+    if (keys.contains(key)) out->push_back({path, pos});
+  }
+  return arrow::Status::OK();
+}
+
+// A filter that every Silver row of the folded keys satisfies: per key column, IN of
+// its values (or their range when there are many).
+arrow::Result<ice::ExpressionPtr> KeyFilter(
+    const Changes& changes, const FoldResult& fold, const std::vector<int>& key_columns,
+    const std::vector<const ice::NestedField*>& fields,
+    std::vector<std::vector<ice::Literal>>* values) {
+  ice::ExpressionPtr filter = ice::AlwaysTrue();
+  values->assign(key_columns.size(), {});
+  for (size_t k = 0; k < key_columns.size(); ++k) {
+    const arrow::Array& array = *changes.columns[key_columns[k]];
+    const ice::Type& type = *fields[k]->type;
+    std::vector<ice::Literal>& lits = (*values)[k];
+    std::unordered_set<std::string> seen;
+    for (const FoldedKey& f : fold.keys) {
+      ARROW_ASSIGN_OR_RAISE(auto lit, ice::ArrowValueToLiteral(array, f.key_row, type));
+      if (!lit) continue;  // a null key value matches no Silver row by equality
+      ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey({&array}, f.key_row));
+      if (seen.insert(encoded).second) lits.push_back(std::move(*lit));
+    }
+    if (lits.empty()) return ice::AlwaysFalse();
+    if (lits.size() <= kMaxInValues) {
+      filter = ice::And(filter, ice::In(fields[k]->name, lits));
+    } else {
+      auto [lo, hi] = std::minmax_element(
+          lits.begin(), lits.end(), [&](const ice::Literal& a, const ice::Literal& b) {
+            return ice::CompareLiterals(type, a, b) < 0;
+          });
+      filter = ice::And(filter, ice::And(ice::GreaterThanOrEqual(fields[k]->name, *lo),
+                                         ice::LessThanOrEqual(fields[k]->name, *hi)));
+    }
+  }
+  return filter;
+}
+
+// The Silver rows of the folded keys (all row columns), for values that
+// cdc_unchanged keeps.
+arrow::Result<ExistingRows> ReadExistingRows(const ice::TableMetadata& silver,
+                                             ice::FileIO& io, const Changes& changes,
+                                             const std::vector<int>& key_columns,
+                                             const ice::ExpressionPtr& filter) {
+  ice::ScanOptions scan;
+  scan.filter = filter;
+  scan.columns = changes.names;
+  ARROW_ASSIGN_OR_RAISE(auto table, ice::ScanToArrow(silver, io, scan));
+  ARROW_ASSIGN_OR_RAISE(table, table->CombineChunks());
+  ExistingRows out;
+  for (int c = 0; c < table->num_columns(); ++c) {
+    auto chunked = table->column(c);
+    std::shared_ptr<arrow::Array> array;
+    if (chunked->num_chunks() == 0) {
+      ARROW_ASSIGN_OR_RAISE(array, arrow::MakeEmptyArray(chunked->type()));
+    } else {
+      array = chunked->chunk(0);
+    }
+    const auto& want = changes.columns[c]->type();
+    if (!array->type()->Equals(*want)) {
+      ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, want));
+      array = cast.make_array();
+    }
+    out.columns.push_back(array);
+  }
+  std::vector<const arrow::Array*> keys;
+  for (int k : key_columns) keys.push_back(out.columns[k].get());
+  for (int64_t i = 0; i < table->num_rows(); ++i) {
+    ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(keys, i));
+    out.row_of_key.emplace(std::move(key), i);
+  }
+  return out;
+}
+
+// The upserted rows sorted by key, written as data files of their buckets.
+arrow::Result<std::vector<ice::DataFile>> WriteUpserts(
+    ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
+    const std::vector<std::string>& key_names) {
+  std::vector<ice::DataFile> out;
+  if (rows->num_rows() == 0) return out;
+  std::vector<cp::SortKey> sort_keys;
+  for (const auto& k : key_names) sort_keys.emplace_back(k);
+  ARROW_ASSIGN_OR_RAISE(auto indices,
+                        cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
+  ARROW_ASSIGN_OR_RAISE(auto parts, ice::SplitByPartition(silver.spec(), silver.schema(),
+                                                          *sorted.record_batch()));
+  for (const auto& part : parts) {
+    ARROW_ASSIGN_OR_RAISE(auto files,
+                          silver.WriteDataFiles({part.batch}, part.partition));
+    for (auto& f : files) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+void DeleteFiles(ice::FileIO& io, const std::vector<ice::DataFile>& files) {
+  for (const auto& f : files) ARROW_UNUSED(io.Delete(f.file_path));
+}
+
+bool IsLostRace(const arrow::Status& st) {
+  if (ice::IsValidationFailure(st)) return true;
+  auto kind = ice::GetCatalogErrorKind(st);
+  return kind == ice::CatalogErrorKind::kCommitFailed ||
+         kind == ice::CatalogErrorKind::kCommitStateUnknown ||
+         kind == ice::CatalogErrorKind::kAlreadyExists;
+}
+
+std::string SourceNameOf(const ice::TableMetadata& bronze,
+                         const ice::TableIdentifier& id) {
+  auto it = bronze.properties.find(kSourceTableProperty);
+  if (it != bronze.properties.end() && !it->second.empty()) return it->second;
+  return id.name;
+}
+
+// The key columns' Bronze fields and their indexes among the row columns.
+arrow::Status ResolveKey(const ice::Schema& bronze, const std::vector<std::string>& key,
+                         const std::vector<std::string>& row_names,
+                         const ice::TableIdentifier& id, std::vector<int>* indexes,
+                         std::vector<const ice::NestedField*>* fields) {
+  for (const auto& name : key) {
+    auto at = std::find(row_names.begin(), row_names.end(), name);
+    const ice::NestedField* f = bronze.FindField(name);
+    if (at == row_names.end() || f == nullptr) {
+      return arrow::Status::Invalid("merge key column `", name, "` is not a column of ",
+                                    id.ToString(),
+                                    "; fix silver.keys in the pipeline file");
+    }
+    if (!f->type->is_primitive()) {
+      return arrow::Status::Invalid("merge key column `", name, "` of ", id.ToString(),
+                                    " is a ", f->type->ToString(),
+                                    "; a key must be a primitive column");
+    }
+    indexes->push_back(static_cast<int>(at - row_names.begin()));
+    fields->push_back(f);
+  }
+  return arrow::Status::OK();
+}
+
+struct Plan {
+  Changes changes;
+  FoldResult fold;
+};
+
+}  // namespace
+
+uint64_t SilverWatermark(const ice::TableMetadata& metadata) {
+  const ice::Snapshot* snapshot = metadata.CurrentSnapshot();
+  while (snapshot != nullptr) {
+    auto it = snapshot->summary.find(kWatermarkSummaryKey);
+    if (it != snapshot->summary.end()) {
+      if (auto value = ParseU64(it->second)) return *value;
+    }
+    if (!snapshot->parent_snapshot_id) break;
+    snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
+  }
+  return 0;
+}
+
+int32_t BucketCount(int64_t estimated_bytes, int64_t target_file_bytes) {
+  if (target_file_bytes <= 0) target_file_bytes = kDefaultSilverTargetFileBytes;
+  int32_t n = 1;
+  while (n < kMaxBuckets &&
+         estimated_bytes > static_cast<int64_t>(n) * target_file_bytes) {
+    n *= 2;
+  }
+  return n;
+}
+
+arrow::Result<std::vector<std::string>> MergeKeyOf(
+    const ice::TableMetadata& bronze,
+    const std::optional<std::vector<std::string>>& override_key) {
+  if (override_key && !override_key->empty()) return *override_key;
+  std::vector<std::string> out;
+  auto it = bronze.properties.find(kPrimaryKeyProperty);
+  if (it == bronze.properties.end()) return out;
+  json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_array()) {
+    return arrow::Status::Invalid("table property ", kPrimaryKeyProperty,
+                                  " is not a JSON "
+                                  "array of column names: ",
+                                  it->second);
+  }
+  for (const auto& v : parsed) {
+    if (!v.is_string()) {
+      return arrow::Status::Invalid("table property ", kPrimaryKeyProperty,
+                                    " holds a non-string: ", it->second);
+    }
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
+                                     std::shared_ptr<ice::FileIO> io,
+                                     const ice::TableIdentifier& bronze_id,
+                                     const ice::TableIdentifier& silver_id,
+                                     const std::string& warehouse,
+                                     const MergeOptions& options) {
+  ARROW_RETURN_NOT_OK(EnsureCompute());
+  MergeStats stats;
+  ARROW_ASSIGN_OR_RAISE(auto bronze_table, ice::Table::Load(catalog, io, bronze_id));
+  // The one Bronze snapshot this merge reads: its rows and its commit LSN.
+  const ice::TableMetadata bronze = bronze_table->metadata();
+  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
+  const std::string source = SourceNameOf(bronze, bronze_id);
+
+  ARROW_ASSIGN_OR_RAISE(std::vector<std::string> key, MergeKeyOf(bronze, options.key));
+  if (key.empty()) {
+    stats.outcome = MergeOutcome::kNoKey;
+    stats.message =
+        bronze_id.ToString() +
+        " has no primary key, so it gets no Silver table (a merge "
+        "needs a key). Give the source table one (ALTER TABLE " +
+        source +
+        " ADD PRIMARY KEY (...)) or declare the merge key in the pipeline file:\n"
+        "  silver:\n    keys:\n      " +
+        source + ": [column, ...]";
+    return stats;
+  }
+  std::vector<std::string> row_names;
+  for (const ice::NestedField* f : RowFields(bronze_schema)) row_names.push_back(f->name);
+  std::vector<int> key_columns;
+  std::vector<const ice::NestedField*> key_bronze_fields;
+  ARROW_RETURN_NOT_OK(ResolveKey(bronze_schema, key, row_names, bronze_id, &key_columns,
+                                 &key_bronze_fields));
+  const uint64_t bronze_lsn = bronze::CommittedLsnOf(bronze).value();
+  stats.to_lsn = bronze_lsn;
+  const std::string key_json = JsonArray(key);
+
+  for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
+    stats.attempts = attempt;
+    auto loaded = ice::Table::Load(catalog, io, silver_id);
+    std::unique_ptr<ice::Table> silver;
+    if (!loaded.ok()) {
+      if (ice::GetCatalogErrorKind(loaded.status()) !=
+          ice::CatalogErrorKind::kNoSuchTable) {
+        return loaded.status();
+      }
+    } else {
+      silver = std::move(*loaded);
+    }
+
+    uint64_t watermark = 0;
+    bool backfill = silver == nullptr;
+    if (silver != nullptr) {
+      auto it = silver->metadata().properties.find(kSilverKeyProperty);
+      if (it != silver->metadata().properties.end() && it->second != key_json) {
+        return arrow::Status::Invalid(
+            silver_id.ToString(), " was built with merge key ", it->second,
+            " but the key is now ", key_json,
+            "; a Silver table cannot change its key in place: drop it (it is rebuilt "
+            "from "
+            "Bronze on the next run) or declare the old key in silver.keys");
+      }
+      ARROW_RETURN_NOT_OK(
+          EvolveSilver(silver.get(), bronze_schema, &stats.schema_changes));
+      watermark = SilverWatermark(silver->metadata());
+      if (watermark >= bronze_lsn) {
+        if (watermark > bronze_lsn) {
+          spdlog::warn(
+              "{}: Silver watermark {} is above Bronze's commit LSN {} (Bronze "
+              "was re-copied with --resnapshot?); nothing merged",
+              silver_id.ToString(), Lsn(watermark).ToString(),
+              Lsn(bronze_lsn).ToString());
+        }
+        stats.outcome = MergeOutcome::kUpToDate;
+        stats.from_lsn = watermark;
+        return stats;
+      }
+    }
+    stats.from_lsn = watermark;
+
+    // The increment, folded.
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
+                          ReadBronze(bronze, *io, watermark, bronze_lsn));
+    ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*rows, row_names));
+    const bool silver_has_rows =
+        silver != nullptr && silver->metadata().current_snapshot_id.has_value();
+    ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, key_columns, silver_has_rows));
+    stats.changes = changes.length();
+    stats.truncated = fold.truncated;
+    stats.upserted = fold.upserts();
+    stats.deleted_keys = fold.deletes();
+
+    if (backfill) {
+      // Layout: bucket(N, first key column) with N from Bronze's bytes per row times
+      // the rows Silver will hold; sorted by the key; bloom filters on the key.
+      int64_t bytes_per_row = 0;
+      if (const ice::Snapshot* s = bronze.CurrentSnapshot()) {
+        auto size = s->summary.find("total-files-size");
+        auto records = s->summary.find("total-records");
+        if (size != s->summary.end() && records != s->summary.end()) {
+          auto b = ParseU64(size->second);
+          auto r = ParseU64(records->second);
+          if (b && r && *r > 0) bytes_per_row = static_cast<int64_t>(*b / *r);
+        }
+      }
+      const int32_t buckets =
+          BucketCount(bytes_per_row * stats.upserted, options.target_file_bytes);
+      std::vector<ice::NestedField> fields;
+      for (const ice::NestedField* f : RowFields(bronze_schema)) fields.push_back(*f);
+      const ice::NestedField* lsn_field = bronze_schema.FindField(kCdcCommitLsn);
+      fields.push_back(ice::NestedField::Optional(
+          lsn_field->id, kCdcCommitLsn, ice::Type::Long(),
+          "Bronze cdc_commit_lsn of the last change applied to this row"));
+      ARROW_ASSIGN_OR_RAISE(ice::Schema pre, ice::Schema::Make(0, std::move(fields)));
+      std::map<int32_t, int32_t> field_map;
+      ARROW_ASSIGN_OR_RAISE(ice::Schema schema,
+                            ice::AssignFreshFieldIds(pre, &field_map));
+      ARROW_ASSIGN_OR_RAISE(
+          ice::PartitionSpec spec,
+          ice::PartitionSpecBuilder(schema).Bucket(key[0], buckets).Build());
+      ice::SortOrder order;
+      order.order_id = 1;
+      for (const auto& k : key) {
+        order.fields.push_back({ice::Transform::Identity(), schema.FindField(k)->id,
+                                ice::SortDirection::kAscending,
+                                ice::NullOrder::kNullsFirst});
+      }
+      std::map<std::string, std::string> props = {
+          {kSilverKeyProperty, key_json},
+          {kSilverFieldMapProperty, FieldMapJson(field_map)},
+          {kSourceTableProperty, source},
+          {ice::kTargetFileSizeProperty, std::to_string(options.target_file_bytes)},
+          {"write.delete.mode", "merge-on-read"},
+          {"write.update.mode", "merge-on-read"},
+          {"write.merge.mode", "merge-on-read"},
+      };
+      for (const auto& k : key)
+        props[std::string(ice::kBloomFilterEnabledPrefix) + k] = "true";
+      ARROW_RETURN_NOT_OK(catalog->EnsureNamespace(silver_id.ns));
+      auto created =
+          ice::Table::Create(catalog, io, silver_id, schema, spec, order,
+                             ice::Table::DefaultLocation(warehouse, silver_id), props);
+      if (!created.ok()) {
+        if (IsLostRace(created.status())) continue;  // another merge created it
+        return created.status();
+      }
+      silver = std::move(*created);
+      // Fresh ids of an already-fresh schema are the same; make sure of it, since the
+      // field map relies on it.
+      for (const auto& [b, s] : field_map) {
+        const ice::NestedField* sf = silver->schema().FindField(s);
+        const ice::NestedField* bf = bronze_schema.FindField(b);
+        if (sf == nullptr || bf == nullptr || sf->name != bf->name) {
+          return arrow::Status::Invalid("Silver field ids of ", silver_id.ToString(),
+                                        " do not follow Bronze's; drop it and retry");
+        }
+      }
+      stats.buckets = buckets;
+      spdlog::info("{}: created, bucket({}, {}) for about {} bytes in {} rows",
+                   silver_id.ToString(), buckets, key[0], bytes_per_row * stats.upserted,
+                   stats.upserted);
+    }
+    if (stats.buckets == 0 && !silver->spec().fields.empty()) {
+      stats.buckets = silver->spec().fields[0].transform.param();
+    }
+
+    // Everything below is planned from this Silver snapshot, and the commit lands only
+    // on it (one attempt: a concurrent commit makes the catalog's compare-and-swap
+    // fail, and the merge is planned again from the new state).
+    const ice::TableMetadata planned = silver->metadata();
+    const std::optional<int64_t> planned_snapshot = planned.current_snapshot_id;
+    ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver->schema()));
+    std::vector<const ice::NestedField*> key_fields;
+    for (const auto& k : key) key_fields.push_back(silver->schema().FindField(k));
+
+    // Rows of Silver to delete (not needed after a truncate: every file goes).
+    std::map<std::string, std::pair<ice::PartitionTuple, std::vector<RowPosition>>>
+        deletes_by_partition;
+    std::set<std::string> referenced;
+    ExistingRows existing;
+    if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
+      std::vector<std::vector<ice::Literal>> values;
+      ARROW_ASSIGN_OR_RAISE(auto filter,
+                            KeyFilter(changes, fold, key_columns, key_fields, &values));
+      ice::ScanOptions scan;
+      scan.filter = filter;
+      scan.columns = key;
+      ARROW_ASSIGN_OR_RAISE(ice::ScanPlan plan, ice::PlanScan(planned, *io, scan));
+      // Bucket pruning of our own when the IN list was too long to plan with.
+      std::optional<std::set<int32_t>> buckets;
+      const ice::PartitionSpec& spec = silver->spec();
+      if (values[0].size() > kMaxInValues && spec.fields.size() == 1 &&
+          spec.fields[0].transform.kind() == ice::TransformKind::kBucket) {
+        buckets.emplace();
+        for (const auto& v : values[0]) {
+          ARROW_ASSIGN_OR_RAISE(auto b,
+                                spec.fields[0].transform.Apply(*key_fields[0]->type, v));
+          if (b && std::holds_alternative<int32_t>(*b))
+            buckets->insert(std::get<int32_t>(*b));
+        }
+      }
+      std::unordered_set<std::string> keys;
+      for (const FoldedKey& k : fold.keys) keys.insert(k.key);
+      for (const ice::FileScanTask& task : plan.tasks) {
+        if (buckets && task.spec_id == spec.spec_id &&
+            task.data_file.partition.size() == 1 && task.data_file.partition[0] &&
+            std::holds_alternative<int32_t>(*task.data_file.partition[0]) &&
+            !buckets->contains(std::get<int32_t>(*task.data_file.partition[0]))) {
+          continue;
+        }
+        std::vector<RowPosition> found;
+        ARROW_RETURN_NOT_OK(FindRowsToDelete(*io, task, key_fields, keys, &found));
+        ++stats.files_scanned;
+        if (found.empty()) continue;
+        referenced.insert(task.data_file.file_path);
+        const std::string where =
+            std::to_string(task.spec_id) + "/" +
+            ice::PartitionPath(spec, silver->schema(), task.data_file.partition);
+        auto& entry = deletes_by_partition[where];
+        entry.first = task.data_file.partition;
+        for (auto& d : found) entry.second.push_back(std::move(d));
+      }
+      if (fold.needs_existing) {
+        ARROW_ASSIGN_OR_RAISE(
+            existing, ReadExistingRows(planned, *io, changes, key_columns, filter));
+      }
+    }
+
+    ARROW_ASSIGN_OR_RAISE(
+        auto upserts,
+        BuildUpserts(changes, fold, fold.needs_existing ? &existing : nullptr,
+                     silver_arrow));
+    std::vector<ice::DataFile> written;
+    ARROW_ASSIGN_OR_RAISE(std::vector<ice::DataFile> data_files,
+                          WriteUpserts(*silver, upserts, key));
+    written = data_files;
+    std::vector<ice::DataFile> delete_files;
+    for (auto& [where, entry] : deletes_by_partition) {
+      stats.position_deletes += static_cast<int64_t>(entry.second.size());
+      auto file = WriteRowPositions(*silver, entry.first, entry.second);
+      if (!file.ok()) {
+        DeleteFiles(*io, written);
+        return file.status();
+      }
+      written.push_back(*file);
+      delete_files.push_back(std::move(*file));
+    }
+    stats.data_files = static_cast<int32_t>(data_files.size());
+    stats.delete_files = static_cast<int32_t>(delete_files.size());
+
+    ice::SummaryProperties summary = {{kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
+    ice::CommitOptions once;
+    once.max_attempts = 1;
+    arrow::Status committed;
+    if (fold.truncated && silver_has_rows) {
+      ARROW_ASSIGN_OR_RAISE(auto live, silver->LiveFiles(planned_snapshot));
+      ice::OverwriteRequest request;
+      for (const auto& f : live) request.delete_files.push_back(f.entry.data_file);
+      request.add_files = data_files;
+      request.validate_from_snapshot_id = planned_snapshot;
+      request.validate_no_conflicting_data_files = true;
+      if (request.delete_files.empty() && request.add_files.empty()) {
+        committed = silver->AppendFiles({}, summary, once).status();
+      } else if (request.delete_files.empty()) {
+        committed = silver->AppendFiles(data_files, summary, once).status();
+      } else {
+        committed = silver->Overwrite(request, summary, once).status();
+      }
+    } else if (data_files.empty() && delete_files.empty()) {
+      // Nothing changed (or only keys that never reached Silver were deleted): an
+      // empty snapshot still moves the watermark.
+      committed = silver->AppendFiles({}, summary, once).status();
+    } else if (!silver_has_rows && delete_files.empty()) {
+      committed = silver->AppendFiles(data_files, summary, once).status();
+    } else {
+      ice::RowDeltaRequest request;
+      request.add_data_files = data_files;
+      request.add_delete_files = delete_files;
+      request.referenced_data_files.assign(referenced.begin(), referenced.end());
+      request.validate_from_snapshot_id = planned_snapshot;
+      request.validate_no_conflicting_data_files = true;
+      committed = silver->RowDelta(request, summary, once).status();
+    }
+    if (!committed.ok()) {
+      if (IsLostRace(committed)) {
+        // Definitely or possibly not ours: plan again from whatever Silver holds now
+        // (an unknown outcome that did land shows up as the new watermark).
+        if (ice::GetCatalogErrorKind(committed) !=
+            ice::CatalogErrorKind::kCommitStateUnknown) {
+          DeleteFiles(*io, written);
+        }
+        spdlog::info("{}: Silver changed while merging ({}); planning again",
+                     silver_id.ToString(), committed.message());
+        stats.position_deletes = 0;
+        stats.files_scanned = 0;
+        continue;
+      }
+      DeleteFiles(*io, written);
+      return committed;
+    }
+    stats.outcome = backfill ? MergeOutcome::kBackfilled : MergeOutcome::kMerged;
+    return stats;
+  }
+  return arrow::Status::IOError(
+      "merging ", bronze_id.ToString(), " into ", silver_id.ToString(),
+      ": Silver kept changing under the "
+      "merge; gave up after ",
+      options.max_attempts, " plans (is another floe silver running?)");
+}
+
+}  // namespace floe::silver

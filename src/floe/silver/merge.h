@@ -1,0 +1,104 @@
+// One MERGE of a Bronze changelog into its Silver replica (docs/silver.md): read the
+// Bronze rows above Silver's watermark from one Bronze snapshot, fold them to the
+// latest state per key (fold.h), delete the rows Silver holds for those keys with
+// position deletes, write the new rows, and commit both with the new watermark in
+// one snapshot that lands only on the Silver snapshot it was planned from. A table
+// without a Silver replica yet is backfilled from its whole Bronze history.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "floe/iceberg/catalog.h"
+#include "floe/iceberg/file_io.h"
+#include "floe/iceberg/table_metadata.h"
+
+namespace floe::silver {
+
+/// Silver snapshot-summary key: every Bronze row with cdc_commit_lsn at or below it
+/// is folded into the table (decimal).
+inline constexpr char kWatermarkSummaryKey[] = "floe.bronze-commit-lsn";
+/// Silver table property: the merge key, a JSON array of column names.
+inline constexpr char kSilverKeyProperty[] = "floe.silver.key";
+/// Silver table property: JSON object mapping Bronze field ids (as strings) to the
+/// Silver field ids they are copied into, so renames follow the column.
+inline constexpr char kSilverFieldMapProperty[] = "floe.silver.bronze-field-ids";
+/// Bronze table properties Silver reads.
+inline constexpr char kSourceTableProperty[] = "floe.source.table";
+inline constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
+
+/// Silver data files aim at this size, and the bucket count is chosen for it.
+inline constexpr int64_t kDefaultSilverTargetFileBytes = int64_t{128} << 20;
+/// At most this many buckets, however large the table.
+inline constexpr int32_t kMaxBuckets = 4096;
+
+struct MergeOptions {
+  /// The merge key declared in the pipeline file (silver.keys); unset uses Bronze's
+  /// `floe.source.primary-key`.
+  std::optional<std::vector<std::string>> key;
+  /// Silver's `write.target-file-size-bytes` and the size the bucket count aims at.
+  int64_t target_file_bytes = kDefaultSilverTargetFileBytes;
+  /// Plans in all when the Silver table changes under a merge (another merge won).
+  int max_attempts = 5;
+};
+
+enum class MergeOutcome {
+  /// A new Silver table, built from the whole Bronze history.
+  kBackfilled,
+  /// An existing Silver table moved to a newer watermark.
+  kMerged,
+  /// The watermark already covers Bronze's commit LSN; nothing committed.
+  kUpToDate,
+  /// No merge key: no Silver table (see `message`).
+  kNoKey,
+};
+
+struct MergeStats {
+  MergeOutcome outcome = MergeOutcome::kUpToDate;
+  /// Why there is no Silver table (kNoKey), with the fix.
+  std::string message;
+  uint64_t from_lsn = 0;
+  uint64_t to_lsn = 0;
+  int64_t changes = 0;
+  int64_t upserted = 0;
+  int64_t deleted_keys = 0;
+  int64_t position_deletes = 0;
+  int32_t data_files = 0;
+  int32_t delete_files = 0;
+  /// Silver data files whose key column(s) were read to find rows to delete.
+  int32_t files_scanned = 0;
+  bool truncated = false;
+  int32_t buckets = 0;
+  int attempts = 0;
+  std::vector<std::string> schema_changes;
+};
+
+/// Silver's watermark: the `floe.bronze-commit-lsn` of the newest snapshot on the
+/// current snapshot's ancestry that has one; 0 when none does.
+uint64_t SilverWatermark(const iceberg::TableMetadata& metadata);
+
+/// The bucket count for a Silver table of about `estimated_bytes`: the smallest
+/// power of two with estimated_bytes / N <= target_file_bytes, from 1 to kMaxBuckets.
+int32_t BucketCount(int64_t estimated_bytes, int64_t target_file_bytes);
+
+/// The merge key of a Bronze table: `override_key` when set, else its
+/// `floe.source.primary-key`; empty when it has none.
+arrow::Result<std::vector<std::string>> MergeKeyOf(
+    const iceberg::TableMetadata& bronze,
+    const std::optional<std::vector<std::string>>& override_key);
+
+/// Merges Bronze table `bronze_id` into Silver table `silver_id` (created under
+/// `warehouse` when absent). One pass; see the file comment.
+arrow::Result<MergeStats> MergeTable(iceberg::Catalog* catalog,
+                                     std::shared_ptr<iceberg::FileIO> io,
+                                     const iceberg::TableIdentifier& bronze_id,
+                                     const iceberg::TableIdentifier& silver_id,
+                                     const std::string& warehouse,
+                                     const MergeOptions& options = {});
+
+}  // namespace floe::silver
