@@ -47,7 +47,7 @@ struct RunOptions {
   /// An idle source gets a `floe.heartbeat` logical message (in a transaction of
   /// its own) this often, so the slot keeps advancing even when all traffic is
   /// filtered out, and the lag metric stays meaningful.
-  std::chrono::milliseconds heartbeat_interval{10'000};
+  std::chrono::milliseconds heartbeat_interval{5'000};
   /// Reconnect backoff bounds.
   std::chrono::milliseconds min_backoff{500};
   std::chrono::milliseconds max_backoff{30'000};
