@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -213,7 +214,7 @@ class Bench:
                 "last_commit_lsn": end["last_commit_lsn"],
                 "last_end_lsn": end["last_end_lsn"]}
 
-    def floe_config(self, base: Path, slot: str, pub: str) -> Path:
+    def floe_config(self, base: Path, slot: str, pub: str, interval: str = "1s") -> Path:
         warehouse = base / "warehouse"
         warehouse.mkdir(parents=True)
         config = base / "pipeline.yaml"
@@ -226,7 +227,9 @@ class Bench:
             "  snapshot: never\n"
             f"warehouse: {warehouse}\n"
             "checkpoint:\n"
-            "  interval: 1s\n")
+            f"  interval: {interval}\n"
+            "metrics:\n"
+            "  listen: 127.0.0.1:0\n")
         return config
 
     @staticmethod
@@ -531,6 +534,89 @@ def snapshot_bench(b: Bench) -> dict:
     return result
 
 
+SUSTAINED_RATE = int(os.environ.get("BENCH_SUSTAINED_RATE", "10000"))
+SUSTAINED_SECONDS = int(os.environ.get("BENCH_SUSTAINED_SECONDS", "60"))
+CHECKPOINT_RE = re.compile(
+    r"checkpoint: \d+ table\(s\), (\d+) row\(s\) committed up to commit LSN \S+ in "
+    r"(\d+) ms")
+
+
+def sustained_bench(b: Bench) -> dict:
+    """floe run with the default 10 s checkpoint interval while the source commits
+    SUSTAINED_RATE changes/s (100-row transactions every 10 ms, paced by the
+    server's clock) for SUSTAINED_SECONDS: the latency of each Bronze checkpoint
+    (every touched table committed, then confirmed), from floe's log."""
+    b.sql(f"CREATE TABLE sust_orders {ORDERS_COLUMNS}")
+    b.sql("CREATE PUBLICATION pub_sust FOR TABLE sust_orders")
+    b.sql("""CREATE PROCEDURE gen_sustained(rate int, seconds int) LANGUAGE plpgsql AS $$
+      DECLARE
+        per_tx int := greatest(1, rate / 100);
+        t0 timestamptz := clock_timestamp();
+        i bigint := 0;
+        g0 bigint;
+      BEGIN
+        WHILE clock_timestamp() < t0 + seconds * interval '1 second' LOOP
+          g0 := i * per_tx;
+          INSERT INTO sust_orders SELECT g, (g * 7919) % 100000,
+            (ARRAY['new','paid','shipped','delivered','cancelled'])[1 + (g % 5)::int],
+            ((g * 37) % 1000000) / 100.0, clock_timestamp(),
+            CASE WHEN g % 10 = 0 THEN 'note ' || md5(g::text) END
+          FROM generate_series(g0 + 1, g0 + per_tx) g;
+          COMMIT;
+          i := i + 1;
+          PERFORM pg_sleep(greatest(0, extract(epoch FROM
+            (t0 + i * interval '10 milliseconds') - clock_timestamp())));
+        END LOOP;
+      END $$""")
+    b.create_slots(["sust"])
+    base = b.work / "sustained"
+    base.mkdir()
+    config = b.floe_config(base, "sust", "pub_sust", interval="10s")
+    log_path = base / "floe.log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen([str(FLOE), "run", str(config)], stdin=subprocess.DEVNULL,
+                                stdout=log_file, stderr=subprocess.STDOUT, cwd=base)
+        try:
+            time.sleep(2)
+            t0 = time.perf_counter()
+            b.sql("CALL gen_sustained(%s, %s)", (SUSTAINED_RATE, SUSTAINED_SECONDS))
+            gen_s = time.perf_counter() - t0
+            changes = b.one("SELECT count(*) FROM sust_orders")
+            target = lsn_int(b.one("SELECT pg_current_wal_lsn()::text"))
+            warehouse = base / "warehouse"
+            deadline = time.perf_counter() + 120
+            while (b.committed_lsn(warehouse, "sust_orders") or 0) < target - (1 << 20):
+                if proc.poll() is not None or time.perf_counter() > deadline:
+                    break
+                time.sleep(0.2)
+            time.sleep(11)  # one more checkpoint
+            cpu = proc_cpu_seconds(proc.pid)
+            hwm = proc_hwm_kb(proc.pid)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    b.drop_slots(["sust"])
+    lat = [(int(rows), int(ms)) for rows, ms in CHECKPOINT_RE.findall(log_path.read_text())]
+    busy = sorted(ms for rows, ms in lat if rows > 0)
+    if not busy:
+        raise RuntimeError("no checkpoint lines in floe's log:\n" +
+                           log_path.read_text()[-3000:])
+
+    def pct(p):
+        return busy[min(len(busy) - 1, int(round(p / 100 * (len(busy) - 1))))]
+
+    return {"rate_target": SUSTAINED_RATE, "seconds": SUSTAINED_SECONDS,
+            "changes": changes, "rate_achieved": changes / gen_s,
+            "checkpoints": len(busy), "rows_per_checkpoint": statistics.median(
+                rows for rows, ms in lat if rows > 0),
+            "p50_ms": pct(50), "p99_ms": pct(99), "max_ms": busy[-1],
+            "cpu_s": cpu, "cpu_s_per_million": cpu / changes * 1e6 if changes else 0,
+            "peak_rss_mb": hwm / 1024}
+
+
 def main() -> int:
     for tool in (FLOE, STREAM_TOOL, SNAPSHOT_TOOL):
         if not tool.exists():
@@ -560,6 +646,7 @@ def main() -> int:
                     setup_mixed, generate_mixed),
             ]
             snapshot = snapshot_bench(b)
+            sustained = sustained_bench(b)
             b.conn.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -583,9 +670,12 @@ def main() -> int:
                         "floe.commit-lsn reaches the last commit LSN)",
             "snapshot": "snapshot_tool --tables-json '[[\"public\", \"snap_orders\"]]' "
                         "--workers N",
+            "sustained": "floe run pipeline.yaml (snapshot: never, checkpoint.interval: "
+                         "10s) while CALL gen_sustained(RATE, SECONDS) commits",
         },
         "stream": workloads,
         "snapshot": snapshot,
+        "sustained": sustained,
     }
     print(json.dumps(doc, indent=1))
     return 0
