@@ -299,3 +299,24 @@ def test_silver_reports_a_failing_table_and_merges_the_others(floe, pg, duckdb_c
     assert loop.returncode == 0, out
     assert out.count("Bronze tables of service") >= 2, out
     run.stop()
+
+
+def test_silver_merges_tables_with_nested_columns_again_and_again(floe, pg, duckdb_con):
+    """Array columns: Silver's nested field ids are its own, so later merges must not
+    mistake them for a type change."""
+    pg.execute("CREATE TABLE public.tagged (id int PRIMARY KEY, tags text[], "
+               "scores int[])")
+    pg.execute("INSERT INTO tagged VALUES (1, '{a,b}', '{1,2}'), (2, '{c}', NULL)")
+    run = floe()
+    run.start().wait_streaming()
+    for round_no in range(3):
+        pg.execute("UPDATE tagged SET tags = tags || %s::text, scores = "
+                   "coalesce(scores, '{}') || %s WHERE id = 1", (f"r{round_no}", round_no))
+        pg.execute("INSERT INTO tagged VALUES (%s, '{x}', '{7}')", (10 + round_no,))
+        wait_bronze(run, pg, "public.tagged", ["id"])
+        silver(run)
+        got = silver_rows(run, duckdb_con, "public.tagged", ["id"])
+        want = by_key(source_rows(pg, "public.tagged"), ["id"])
+        assert [(r["id"], r["tags"], r["scores"]) for r in got] == \
+            [(r["id"], r["tags"], r["scores"]) for r in want]
+    run.stop()

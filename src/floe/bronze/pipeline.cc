@@ -4,6 +4,7 @@
 #include <charconv>
 #include <filesystem>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -383,6 +384,8 @@ class Pipeline : public pg::ChangeSink {
   void CountEvents(const std::string& table, const arrow::RecordBatch& batch);
   void SampleSource();
   std::string TableLabel(const TableAppender* appender) const;
+  std::future<arrow::Status> CommitAsync(TableAppender* appender, std::string label,
+                                         std::function<arrow::Status()> commit);
 
   bool stop_requested() const {
     if (options_.stop != nullptr && options_.stop->load()) return true;
@@ -693,6 +696,37 @@ arrow::Status Pipeline::WriteQuarantine(
   return q->Write(*batch);
 }
 
+// Runs `commit` (one table's commit) on its own thread, recording its duration,
+// rows and bytes under `label` when it succeeds.
+std::future<arrow::Status> Pipeline::CommitAsync(TableAppender* appender, std::string label,
+                                                 std::function<arrow::Status()> commit) {
+  return std::async(std::launch::async, [this, appender, label = std::move(label),
+                                         commit = std::move(commit)] {
+    const auto t0 = Clock::now();
+    arrow::Status st = commit();
+    if (st.ok()) {
+      metrics_->commit_seconds.Observe(
+          {}, std::chrono::duration<double>(Clock::now() - t0).count());
+      metrics_->commits.Inc({label});
+      metrics_->rows_written.Inc({label},
+                                 static_cast<double>(appender->last_commit().rows));
+      metrics_->bytes_written.Inc({label},
+                                  static_cast<double>(appender->last_commit().bytes));
+    }
+    return st;
+  });
+}
+
+// Waits for every commit; the first failure, if any.
+arrow::Status WaitAll(std::vector<std::future<arrow::Status>>* commits) {
+  arrow::Status failed;
+  for (auto& commit : *commits) {
+    arrow::Status st = commit.get();
+    if (!st.ok() && failed.ok()) failed = st;
+  }
+  return failed;
+}
+
 // Commits everything delivered so far, then confirms it to the server.
 arrow::Status Pipeline::Checkpoint(bool final) {
   // The side tables first: they only ever hold rows of delivered transactions.
@@ -743,28 +777,10 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   for (TableAppender* appender : dirty) {
     rows += appender->pending_rows();
     const Lsn lsn = appender == messages_.get() ? position_ : last_commit_lsn_;
-    const std::string label = TableLabel(appender);
-    commits.push_back(std::async(std::launch::async, [this, appender, lsn, label] {
-      const auto t0 = Clock::now();
-      arrow::Status st = appender->Commit(lsn);
-      if (st.ok()) {
-        metrics_->commit_seconds.Observe(
-            {}, std::chrono::duration<double>(Clock::now() - t0).count());
-        metrics_->commits.Inc({label});
-        metrics_->rows_written.Inc({label},
-                                   static_cast<double>(appender->last_commit().rows));
-        metrics_->bytes_written.Inc({label},
-                                    static_cast<double>(appender->last_commit().bytes));
-      }
-      return st;
-    }));
+    commits.push_back(CommitAsync(appender, TableLabel(appender),
+                                  [appender, lsn] { return appender->Commit(lsn); }));
   }
-  arrow::Status failed;
-  for (auto& commit : commits) {
-    arrow::Status st = commit.get();
-    if (!st.ok() && failed.ok()) failed = st;
-  }
-  ARROW_RETURN_NOT_OK(failed);
+  ARROW_RETURN_NOT_OK(WaitAll(&commits));
   if (!dirty.empty()) {
     spdlog::info("checkpoint: {} table(s), {} row(s) committed up to commit LSN {} in "
                  "{} ms",
@@ -979,29 +995,12 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   std::vector<std::future<arrow::Status>> commits;
   for (BronzeTable* table : tables) {
     TableAppender* appender = table->appender.get();
-    const std::string label = SourceName(table->source);
-    commits.push_back(std::async(std::launch::async, [this, appender, point, label] {
-      const auto t0 = Clock::now();
-      arrow::Status st = appender->CommitResettingLsn(
+    commits.push_back(CommitAsync(appender, SourceName(table->source), [appender, point] {
+      return appender->CommitResettingLsn(
           point, {{kSnapshotLsnSummaryKey, std::to_string(point.value())}});
-      if (st.ok()) {
-        metrics_->commit_seconds.Observe(
-            {}, std::chrono::duration<double>(Clock::now() - t0).count());
-        metrics_->commits.Inc({label});
-        metrics_->rows_written.Inc({label},
-                                   static_cast<double>(appender->last_commit().rows));
-        metrics_->bytes_written.Inc({label},
-                                    static_cast<double>(appender->last_commit().bytes));
-      }
-      return st;
     }));
   }
-  arrow::Status failed;
-  for (auto& commit : commits) {
-    arrow::Status st = commit.get();
-    if (!st.ok() && failed.ok()) failed = st;
-  }
-  ARROW_RETURN_NOT_OK(failed);
+  ARROW_RETURN_NOT_OK(WaitAll(&commits));
   for (BronzeTable* table : tables) {
     table->awaiting_copy = false;
     copied_.insert(table->source);

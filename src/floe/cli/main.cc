@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <unistd.h>
 
@@ -16,8 +17,12 @@
 #include <spdlog/spdlog.h>
 
 #include "floe/bronze/pipeline.h"
+#include "floe/common/lsn.h"
 #include "floe/config/pipeline_config.h"
+#include "floe/ops/status.h"
+#include "floe/silver/backfill.h"
 #include "floe/silver/silver.h"
+#include "floe/silver/verify.h"
 
 namespace {
 
@@ -131,9 +136,11 @@ int Run(const std::string& file, const std::string& duration, bool resnapshot,
 
 // `floe silver FILE [--every [DURATION]]`: merges every Bronze table into its Silver
 // replica once, or (with --every; no value means `silver.every` of the file) again
-// and again until SIGTERM / SIGINT. Exit code 1 when a table failed (in the last
+// and again until SIGTERM / SIGINT, serving /metrics, /healthz and /readyz on
+// --metrics-listen or metrics.listen. Exit code 1 when a table failed (in the last
 // pass).
-int Silver(const std::string& file, bool loop, const std::string& every, bool json_logs) {
+int Silver(const std::string& file, bool loop, const std::string& every, bool json_logs,
+           const std::string& metrics_listen, bool metrics_listen_given) {
   floe::config::ParseResult result = floe::config::LoadPipelineConfig(file);
   if (!result.errors.empty()) {
     for (const auto& error : result.errors) std::cerr << error.Format(file) << "\n";
@@ -158,6 +165,8 @@ int Silver(const std::string& file, bool loop, const std::string& every, bool js
   }
   SetUpLogging(json_logs);
   options.stop = &g_stop;
+  options.metrics_listen = metrics_listen_given ? metrics_listen : config.metrics.listen;
+  options.metrics_listen_explicit = metrics_listen_given;
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGPIPE, SIG_IGN);
@@ -171,6 +180,143 @@ int Silver(const std::string& file, bool loop, const std::string& every, bool js
     return 1;
   }
   return 0;
+}
+
+// The pipeline file of a `floe silver` tool (verify, backfill); nullopt, with every
+// error printed, when it is invalid.
+std::optional<floe::config::PipelineConfig> SilverToolConfig(const std::string& file) {
+  floe::config::ParseResult result = floe::config::LoadPipelineConfig(file);
+  if (!result.errors.empty()) {
+    for (const auto& error : result.errors) std::cerr << error.Format(file) << "\n";
+    std::cerr << file << ": " << result.errors.size()
+              << (result.errors.size() == 1 ? " error" : " errors") << "; floe validate "
+              << file << " lists them\n";
+    return std::nullopt;
+  }
+  return *result.config;
+}
+
+std::optional<floe::config::QualifiedName> SilverToolTable(const std::string& command,
+                                                           const std::string& table) {
+  auto parsed = floe::config::ParseQualifiedName(table);
+  if (!parsed) {
+    std::cerr << "floe silver " << command << ": --table " << table
+              << " is not schema.table (e.g. public.orders)\n";
+  }
+  return parsed;
+}
+
+// `floe silver verify FILE [--table schema.table] [--no-source]`: each Silver table
+// against the fold of Bronze up to its watermark and against the live source table
+// (docs/silver.md). Exit code 0 when every table is consistent, 1 when one is not
+// (Silver != fold(Bronze), or the source differs although Bronze has nothing newer),
+// 2 when a table (or everything) could not be verified.
+int SilverVerify(const std::string& file, const std::string& table, bool no_source,
+                 bool json_logs) {
+  auto config = SilverToolConfig(file);
+  if (!config) return 2;
+  SetUpLogging(json_logs);
+  floe::silver::VerifyOptions options;
+  if (!table.empty()) {
+    options.table = SilverToolTable("verify", table);
+    if (!options.table) return 2;
+  }
+  options.compare_source = !no_source;
+  auto verified = floe::silver::VerifySilver(*config, options);
+  if (!verified.ok()) {
+    std::cerr << "floe silver verify: " << verified.status().message() << "\n";
+    return 2;
+  }
+  int consistent = 0, inconsistent = 0, failed = 0, skipped = 0;
+  for (const auto& v : *verified) {
+    std::cout << floe::silver::FormatVerification(v) << "\n";
+    if (!v.error.empty()) {
+      ++failed;
+    } else if (!v.skipped.empty()) {
+      ++skipped;
+    } else if (v.consistent()) {
+      ++consistent;
+    } else {
+      ++inconsistent;
+    }
+  }
+  std::cout << "verify: " << consistent << " consistent, " << inconsistent
+            << " inconsistent, " << failed << " not verified, " << skipped
+            << " skipped\n";
+  if (inconsistent > 0) return 1;
+  return failed > 0 ? 2 : 0;
+}
+
+// `floe silver backfill FILE --table schema.table --parquet PATH --lsn X/Y
+// [--replace]`: seeds the table's Silver replica from a Parquet export of the source
+// taken at LSN X/Y (docs/silver.md). Exit code 1 when refused or failed.
+int SilverBackfill(const std::string& file, const std::string& table,
+                   const std::string& parquet, const std::string& lsn, bool replace,
+                   bool json_logs) {
+  auto config = SilverToolConfig(file);
+  if (!config) return 1;
+  SetUpLogging(json_logs);
+  floe::silver::BackfillOptions options;
+  auto name = SilverToolTable("backfill", table);
+  if (!name) return 1;
+  options.table = *name;
+  auto parsed_lsn = floe::Lsn::Parse(lsn);
+  if (!parsed_lsn.ok()) {
+    std::cerr << "floe silver backfill: --lsn " << lsn
+              << " is not an LSN (write it as Postgres prints pg_lsn, e.g. 0/16B3748)\n";
+    return 1;
+  }
+  options.lsn = parsed_lsn->value();
+  options.parquet_path = parquet;
+  options.replace = replace;
+  auto stats = floe::silver::BackfillFromExport(*config, options);
+  if (!stats.ok()) {
+    spdlog::error("floe silver backfill: {}", stats.status().message());
+    return 1;
+  }
+  spdlog::info(
+      "silver: {} seeded from {}: {} rows in {} data files, bucket({}), watermark {} "
+      "(Bronze starts at {}){}; the next `floe silver` pass merges the changes after it",
+      table, parquet, stats->rows, stats->data_files, stats->buckets,
+      floe::Lsn(stats->lsn).ToString(), floe::Lsn(stats->bronze_start).ToString(),
+      stats->replaced ? ", replacing the table that was there" : "");
+  return 0;
+}
+
+// `floe status FILE [--json]`: one screen (or one JSON document) about the service:
+// Bronze, Silver, quarantine and audit tables from the catalog, the slot from the
+// source. Exit code 1 when the catalog cannot be read, 3 when the source cannot be
+// reached (everything from the catalog is still printed).
+int Status(const std::string& file, bool json) {
+  floe::config::ParseResult result = floe::config::LoadPipelineConfig(file);
+  if (!result.errors.empty()) {
+    for (const auto& error : result.errors) std::cerr << error.Format(file) << "\n";
+    std::cerr << file << ": " << result.errors.size()
+              << (result.errors.size() == 1 ? " error" : " errors") << "; floe validate "
+              << file << " lists them\n";
+    return 1;
+  }
+  const floe::config::PipelineConfig& config = *result.config;
+  auto status = floe::ops::CollectStatus(config);
+  if (!status.ok()) {
+    std::cerr << "floe status: "
+              << floe::ops::RedactConninfoSecrets(
+                     floe::ops::RedactConninfoSecrets(status.status().message(),
+                                                      config.source.conninfo),
+                     config.catalog.type == floe::config::CatalogType::kPostgres
+                         ? config.catalog.uri
+                         : std::string())
+              << "\n";
+    return 1;
+  }
+  if (json) {
+    std::cout << floe::ops::RenderStatusJson(*status).dump(
+                     2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+  } else {
+    std::cout << floe::ops::RenderStatusText(*status);
+  }
+  return floe::ops::StatusExitCode(*status);
 }
 
 }  // namespace
@@ -215,7 +361,8 @@ int main(int argc, char** argv) {
   CLI::App* silver = app.add_subcommand(
       "silver",
       "Merge every Bronze changelog into its Silver replica (once, or --every)");
-  silver->add_option("FILE", config_file, "pipeline YAML file")->required();
+  // Required unless a subcommand (verify, backfill) is given; checked below.
+  silver->add_option("FILE", config_file, "pipeline YAML file");
   CLI::Option* silver_every_option =
       silver
           ->add_option(
@@ -224,6 +371,54 @@ int main(int argc, char** argv) {
               "without a value, `silver.every` of the file (default 4h)")
           ->expected(0, 1);
   silver->add_flag("--json-logs", json_logs, "log one JSON object per line");
+  std::string silver_metrics_listen;
+  CLI::Option* silver_metrics_listen_option = silver->add_option(
+      "--metrics-listen", silver_metrics_listen,
+      "with --every: serve /metrics, /healthz and /readyz on host:port (port 0: any "
+      "free port, logged; empty: do not serve); overrides metrics.listen of the file "
+      "(give it its own port when floe run serves metrics.listen on this host)");
+
+  std::string silver_table;
+  bool silver_no_source = false;
+  CLI::App* silver_verify = silver->add_subcommand(
+      "verify",
+      "Check each Silver table against the fold of Bronze up to its watermark and "
+      "against the live source table");
+  silver_verify->add_option("FILE", config_file, "pipeline YAML file")->required();
+  silver_verify->add_option("--table", silver_table,
+                            "only this source table (schema.table)");
+  silver_verify->add_flag("--no-source", silver_no_source,
+                          "do not compare with the live source tables");
+  silver_verify->add_flag("--json-logs", json_logs, "log one JSON object per line");
+  std::string silver_parquet;
+  std::string silver_lsn;
+  bool silver_replace = false;
+  CLI::App* silver_backfill = silver->add_subcommand(
+      "backfill",
+      "Seed a table's Silver replica from a Parquet export of the source taken at a "
+      "known LSN; merges continue from there");
+  silver_backfill->add_option("FILE", config_file, "pipeline YAML file")->required();
+  silver_backfill->add_option("--table", silver_table, "the source table (schema.table)")
+      ->required();
+  silver_backfill
+      ->add_option("--parquet", silver_parquet,
+                   "the export: a Parquet file, or a directory of *.parquet files")
+      ->required();
+  silver_backfill
+      ->add_option("--lsn", silver_lsn,
+                   "the WAL position the export was taken at (pg_current_wal_lsn() in "
+                   "the export's REPEATABLE READ transaction), e.g. 0/16B3748")
+      ->required();
+  silver_backfill->add_flag("--replace", silver_replace,
+                            "drop an existing Silver table of the table first");
+  silver_backfill->add_flag("--json-logs", json_logs, "log one JSON object per line");
+
+  bool status_json = false;
+  CLI::App* status = app.add_subcommand(
+      "status",
+      "Show the service: Bronze, Silver, quarantine and audit tables, the slot and lag");
+  status->add_option("FILE", config_file, "pipeline YAML file")->required();
+  status->add_flag("--json", status_json, "print one JSON document (for scripts)");
 
   CLI11_PARSE(app, argc, argv);
   if (*validate) return Validate(config_file, print);
@@ -231,10 +426,20 @@ int main(int argc, char** argv) {
     return Run(config_file, duration, resnapshot, json_logs, metrics_listen,
                metrics_listen_option->count() > 0);
   }
+  if (*silver_verify) {
+    return SilverVerify(config_file, silver_table, silver_no_source, json_logs);
+  }
+  if (*silver_backfill) {
+    return SilverBackfill(config_file, silver_table, silver_parquet, silver_lsn,
+                          silver_replace, json_logs);
+  }
+  if (*silver && config_file.empty()) return app.exit(CLI::RequiredError("FILE"));
   if (*silver) {
     silver_loop = silver_every_option->count() > 0;
-    return Silver(config_file, silver_loop, silver_every, json_logs);
+    return Silver(config_file, silver_loop, silver_every, json_logs,
+                  silver_metrics_listen, silver_metrics_listen_option->count() > 0);
   }
+  if (*status) return Status(config_file, status_json);
   std::cout << app.help();
   return 0;
 }

@@ -111,6 +111,22 @@ struct Evolution {
   std::vector<std::string> changes;
 };
 
+// Whether two types are the same apart from the ids of nested fields (Silver's
+// nested ids are its own, assigned when it was created).
+bool SameTypeIgnoringIds(const ice::Type& a, const ice::Type& b) {
+  if (a.is_primitive() || b.is_primitive()) return a.Equals(b);
+  if (a.id() != b.id() || a.fields().size() != b.fields().size()) return false;
+  for (size_t i = 0; i < a.fields().size(); ++i) {
+    const ice::NestedField& x = a.fields()[i];
+    const ice::NestedField& y = b.fields()[i];
+    if (x.name != y.name || x.required != y.required ||
+        !SameTypeIgnoringIds(*x.type, *y.type)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
                                              const ice::Schema& bronze) {
   Evolution e{
@@ -145,7 +161,7 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
       name = f->name;
       s = e.schema.FindField(name);
     }
-    if (!s->type->Equals(*f->type)) {
+    if (!SameTypeIgnoringIds(*s->type, *f->type)) {
       if (s->type->is_primitive() && f->type->is_primitive() &&
           ice::IsAllowedPromotion(*s->type, *f->type)) {
         ARROW_ASSIGN_OR_RAISE(
@@ -186,34 +202,6 @@ arrow::Status EvolveSilver(ice::Table* silver, const ice::Schema& bronze,
       }));
   *changes = std::move(planned.changes);
   return arrow::Status::OK();
-}
-
-// The Bronze rows with lower < cdc_commit_lsn <= upper of `bronze`'s current snapshot,
-// files pruned by their cdc_commit_lsn bounds.
-arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(const ice::TableMetadata& bronze,
-                                                        ice::FileIO& io, uint64_t lower,
-                                                        uint64_t upper) {
-  ice::ScanOptions scan;
-  ice::ExpressionPtr filter =
-      ice::LessThanOrEqual(kCdcCommitLsn, static_cast<int64_t>(upper));
-  if (lower > 0) {
-    filter =
-        ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)), filter);
-  }
-  scan.filter = filter;
-  std::vector<std::string> columns;
-  for (const ice::NestedField* f : RowFields(*bronze.CurrentSchema())) {
-    columns.push_back(f->name);
-  }
-  for (const char* c : {kCdcOp, kCdcCommitLsn, kCdcSeq, kCdcUnchanged}) {
-    if (bronze.CurrentSchema()->FindField(c) == nullptr) {
-      return arrow::Status::Invalid("Bronze table has no `", c,
-                                    "` column; is it a floe Bronze changelog?");
-    }
-    columns.push_back(c);
-  }
-  scan.columns = columns;
-  return ice::ScanToArrow(bronze, io, scan);
 }
 
 // Positions deleted from `data_path` by the position delete files of `task`.
@@ -408,27 +396,6 @@ arrow::Result<ExistingRows> ReadExistingRows(const ice::TableMetadata& silver,
   return out;
 }
 
-// The upserted rows sorted by key, written as data files of their buckets.
-arrow::Result<std::vector<ice::DataFile>> WriteUpserts(
-    ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
-    const std::vector<std::string>& key_names) {
-  std::vector<ice::DataFile> out;
-  if (rows->num_rows() == 0) return out;
-  std::vector<cp::SortKey> sort_keys;
-  for (const auto& k : key_names) sort_keys.emplace_back(k);
-  ARROW_ASSIGN_OR_RAISE(auto indices,
-                        cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
-  ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
-  ARROW_ASSIGN_OR_RAISE(auto parts, ice::SplitByPartition(silver.spec(), silver.schema(),
-                                                          *sorted.record_batch()));
-  for (const auto& part : parts) {
-    ARROW_ASSIGN_OR_RAISE(auto files,
-                          silver.WriteDataFiles({part.batch}, part.partition));
-    for (auto& f : files) out.push_back(std::move(f));
-  }
-  return out;
-}
-
 void DeleteFiles(ice::FileIO& io, const std::vector<ice::DataFile>& files) {
   for (const auto& f : files) ARROW_UNUSED(io.Delete(f.file_path));
 }
@@ -478,6 +445,129 @@ struct Plan {
 };
 
 }  // namespace
+
+// The Bronze rows with lower < cdc_commit_lsn <= upper of `bronze`'s current snapshot,
+// files pruned by their cdc_commit_lsn bounds.
+arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(const ice::TableMetadata& bronze,
+                                                        ice::FileIO& io, uint64_t lower,
+                                                        uint64_t upper) {
+  ice::ScanOptions scan;
+  ice::ExpressionPtr filter =
+      ice::LessThanOrEqual(kCdcCommitLsn, static_cast<int64_t>(upper));
+  if (lower > 0) {
+    filter =
+        ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)), filter);
+  }
+  scan.filter = filter;
+  std::vector<std::string> columns;
+  for (const ice::NestedField* f : RowFields(*bronze.CurrentSchema())) {
+    columns.push_back(f->name);
+  }
+  for (const char* c : {kCdcOp, kCdcCommitLsn, kCdcSeq, kCdcUnchanged}) {
+    if (bronze.CurrentSchema()->FindField(c) == nullptr) {
+      return arrow::Status::Invalid("Bronze table has no `", c,
+                                    "` column; is it a floe Bronze changelog?");
+    }
+    columns.push_back(c);
+  }
+  scan.columns = columns;
+  return ice::ScanToArrow(bronze, io, scan);
+}
+
+// The upserted rows sorted by key, written as data files of their buckets.
+arrow::Result<std::vector<ice::DataFile>> WriteUpserts(
+    ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
+    const std::vector<std::string>& key_names) {
+  std::vector<ice::DataFile> out;
+  if (rows->num_rows() == 0) return out;
+  std::vector<cp::SortKey> sort_keys;
+  for (const auto& k : key_names) sort_keys.emplace_back(k);
+  ARROW_ASSIGN_OR_RAISE(auto indices,
+                        cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
+  ARROW_ASSIGN_OR_RAISE(auto parts, ice::SplitByPartition(silver.spec(), silver.schema(),
+                                                          *sorted.record_batch()));
+  for (const auto& part : parts) {
+    ARROW_ASSIGN_OR_RAISE(auto files,
+                          silver.WriteDataFiles({part.batch}, part.partition));
+    for (auto& f : files) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
+    ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
+    const ice::TableMetadata& bronze, const ice::TableIdentifier& bronze_id,
+    const ice::TableIdentifier& silver_id, const std::string& warehouse,
+    const std::vector<std::string>& key, int64_t rows, int64_t target_file_bytes,
+    int32_t* buckets_out) {
+  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
+  const std::string source = SourceNameOf(bronze, bronze_id);
+  const std::string key_json = JsonArray(key);
+  // Layout: bucket(N, first key column) with N from Bronze's bytes per row times
+  // the rows Silver will hold; sorted by the key; bloom filters on the key.
+  int64_t bytes_per_row = 0;
+  if (const ice::Snapshot* s = bronze.CurrentSnapshot()) {
+    auto size = s->summary.find("total-files-size");
+    auto records = s->summary.find("total-records");
+    if (size != s->summary.end() && records != s->summary.end()) {
+      auto b = ParseU64(size->second);
+      auto r = ParseU64(records->second);
+      if (b && r && *r > 0) bytes_per_row = static_cast<int64_t>(*b / *r);
+    }
+  }
+  const int32_t buckets = BucketCount(bytes_per_row * rows, target_file_bytes);
+  std::vector<ice::NestedField> fields;
+  for (const ice::NestedField* f : RowFields(bronze_schema)) fields.push_back(*f);
+  const ice::NestedField* lsn_field = bronze_schema.FindField(kCdcCommitLsn);
+  fields.push_back(ice::NestedField::Optional(
+      lsn_field->id, kCdcCommitLsn, ice::Type::Long(),
+      "Bronze cdc_commit_lsn of the last change applied to this row"));
+  ARROW_ASSIGN_OR_RAISE(ice::Schema pre, ice::Schema::Make(0, std::move(fields)));
+  std::map<int32_t, int32_t> field_map;
+  ARROW_ASSIGN_OR_RAISE(ice::Schema schema, ice::AssignFreshFieldIds(pre, &field_map));
+  ARROW_ASSIGN_OR_RAISE(
+      ice::PartitionSpec spec,
+      ice::PartitionSpecBuilder(schema).Bucket(key[0], buckets).Build());
+  ice::SortOrder order;
+  order.order_id = 1;
+  for (const auto& k : key) {
+    order.fields.push_back({ice::Transform::Identity(), schema.FindField(k)->id,
+                            ice::SortDirection::kAscending, ice::NullOrder::kNullsFirst});
+  }
+  std::map<std::string, std::string> props = {
+      {kSilverKeyProperty, key_json},
+      {kSilverFieldMapProperty, FieldMapJson(field_map)},
+      {kSourceTableProperty, source},
+      {ice::kTargetFileSizeProperty, std::to_string(target_file_bytes)},
+      {"write.delete.mode", "merge-on-read"},
+      {"write.update.mode", "merge-on-read"},
+      {"write.merge.mode", "merge-on-read"},
+  };
+  for (const auto& k : key) {
+    props[std::string(ice::kBloomFilterEnabledPrefix) + k] = "true";
+  }
+  ARROW_RETURN_NOT_OK(catalog->EnsureNamespace(silver_id.ns));
+  auto created =
+      ice::Table::Create(catalog, io, silver_id, schema, spec, order,
+                         ice::Table::DefaultLocation(warehouse, silver_id), props);
+  if (!created.ok()) return created.status();
+  std::unique_ptr<ice::Table> silver = std::move(*created);
+  // Fresh ids of an already-fresh schema are the same; make sure of it, since the
+  // field map relies on it.
+  for (const auto& [b, s] : field_map) {
+    const ice::NestedField* sf = silver->schema().FindField(s);
+    const ice::NestedField* bf = bronze_schema.FindField(b);
+    if (sf == nullptr || bf == nullptr || sf->name != bf->name) {
+      return arrow::Status::Invalid("Silver field ids of ", silver_id.ToString(),
+                                    " do not follow Bronze's; drop it and retry");
+    }
+  }
+  *buckets_out = buckets;
+  spdlog::info("{}: created, bucket({}, {}) for about {} bytes in {} rows",
+               silver_id.ToString(), buckets, key[0], bytes_per_row * rows, rows);
+  return silver;
+}
 
 uint64_t SilverWatermark(const ice::TableMetadata& metadata) {
   const ice::Snapshot* snapshot = metadata.CurrentSnapshot();
@@ -619,74 +709,14 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     stats.deleted_keys = fold.deletes();
 
     if (backfill) {
-      // Layout: bucket(N, first key column) with N from Bronze's bytes per row times
-      // the rows Silver will hold; sorted by the key; bloom filters on the key.
-      int64_t bytes_per_row = 0;
-      if (const ice::Snapshot* s = bronze.CurrentSnapshot()) {
-        auto size = s->summary.find("total-files-size");
-        auto records = s->summary.find("total-records");
-        if (size != s->summary.end() && records != s->summary.end()) {
-          auto b = ParseU64(size->second);
-          auto r = ParseU64(records->second);
-          if (b && r && *r > 0) bytes_per_row = static_cast<int64_t>(*b / *r);
-        }
-      }
-      const int32_t buckets =
-          BucketCount(bytes_per_row * stats.upserted, options.target_file_bytes);
-      std::vector<ice::NestedField> fields;
-      for (const ice::NestedField* f : RowFields(bronze_schema)) fields.push_back(*f);
-      const ice::NestedField* lsn_field = bronze_schema.FindField(kCdcCommitLsn);
-      fields.push_back(ice::NestedField::Optional(
-          lsn_field->id, kCdcCommitLsn, ice::Type::Long(),
-          "Bronze cdc_commit_lsn of the last change applied to this row"));
-      ARROW_ASSIGN_OR_RAISE(ice::Schema pre, ice::Schema::Make(0, std::move(fields)));
-      std::map<int32_t, int32_t> field_map;
-      ARROW_ASSIGN_OR_RAISE(ice::Schema schema,
-                            ice::AssignFreshFieldIds(pre, &field_map));
-      ARROW_ASSIGN_OR_RAISE(
-          ice::PartitionSpec spec,
-          ice::PartitionSpecBuilder(schema).Bucket(key[0], buckets).Build());
-      ice::SortOrder order;
-      order.order_id = 1;
-      for (const auto& k : key) {
-        order.fields.push_back({ice::Transform::Identity(), schema.FindField(k)->id,
-                                ice::SortDirection::kAscending,
-                                ice::NullOrder::kNullsFirst});
-      }
-      std::map<std::string, std::string> props = {
-          {kSilverKeyProperty, key_json},
-          {kSilverFieldMapProperty, FieldMapJson(field_map)},
-          {kSourceTableProperty, source},
-          {ice::kTargetFileSizeProperty, std::to_string(options.target_file_bytes)},
-          {"write.delete.mode", "merge-on-read"},
-          {"write.update.mode", "merge-on-read"},
-          {"write.merge.mode", "merge-on-read"},
-      };
-      for (const auto& k : key)
-        props[std::string(ice::kBloomFilterEnabledPrefix) + k] = "true";
-      ARROW_RETURN_NOT_OK(catalog->EnsureNamespace(silver_id.ns));
       auto created =
-          ice::Table::Create(catalog, io, silver_id, schema, spec, order,
-                             ice::Table::DefaultLocation(warehouse, silver_id), props);
+          CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse, key,
+                            stats.upserted, options.target_file_bytes, &stats.buckets);
       if (!created.ok()) {
         if (IsLostRace(created.status())) continue;  // another merge created it
         return created.status();
       }
       silver = std::move(*created);
-      // Fresh ids of an already-fresh schema are the same; make sure of it, since the
-      // field map relies on it.
-      for (const auto& [b, s] : field_map) {
-        const ice::NestedField* sf = silver->schema().FindField(s);
-        const ice::NestedField* bf = bronze_schema.FindField(b);
-        if (sf == nullptr || bf == nullptr || sf->name != bf->name) {
-          return arrow::Status::Invalid("Silver field ids of ", silver_id.ToString(),
-                                        " do not follow Bronze's; drop it and retry");
-        }
-      }
-      stats.buckets = buckets;
-      spdlog::info("{}: created, bucket({}, {}) for about {} bytes in {} rows",
-                   silver_id.ToString(), buckets, key[0], bytes_per_row * stats.upserted,
-                   stats.upserted);
     }
     if (stats.buckets == 0 && !silver->spec().fields.empty()) {
       stats.buckets = silver->spec().fields[0].transform.param();

@@ -12,10 +12,14 @@
 #include <string>
 #include <vector>
 
+#include <arrow/record_batch.h>
 #include <arrow/result.h>
+#include <arrow/table.h>
 
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
+#include "floe/iceberg/manifest.h"
+#include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
 
 namespace floe::silver {
@@ -100,5 +104,34 @@ arrow::Result<MergeStats> MergeTable(iceberg::Catalog* catalog,
                                      const iceberg::TableIdentifier& silver_id,
                                      const std::string& warehouse,
                                      const MergeOptions& options = {});
+
+// Pieces of a merge shared with `floe silver verify` and `floe silver backfill`
+// (verify.h, backfill.h).
+
+/// The Bronze rows with lower < cdc_commit_lsn <= upper of `bronze`'s current
+/// snapshot: its row columns (current schema, CDC columns left out) then cdc_op,
+/// cdc_commit_lsn, cdc_seq and cdc_unchanged. Files are pruned by their cdc_commit_lsn
+/// bounds. lower = 0 reads the whole history up to `upper`.
+arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(
+    const iceberg::TableMetadata& bronze, iceberg::FileIO& io, uint64_t lower,
+    uint64_t upper);
+
+/// Creates the (empty) Silver table `silver_id` of Bronze table `bronze` with the
+/// layout of docs/silver.md: Bronze's row columns then cdc_commit_lsn, bucket(N,
+/// key[0]) with N = BucketCount(Bronze's bytes per row x `rows`), sorted by `key`,
+/// bloom filters on the key, the floe.silver.* properties. Sets *buckets to N.
+/// Fails with the catalog's kAlreadyExists when the table exists.
+arrow::Result<std::unique_ptr<iceberg::Table>> CreateSilverTable(
+    iceberg::Catalog* catalog, std::shared_ptr<iceberg::FileIO> io,
+    const iceberg::TableMetadata& bronze, const iceberg::TableIdentifier& bronze_id,
+    const iceberg::TableIdentifier& silver_id, const std::string& warehouse,
+    const std::vector<std::string>& key, int64_t rows, int64_t target_file_bytes,
+    int32_t* buckets);
+
+/// `rows` (Silver's Arrow schema) sorted by the key columns `key_names` and written as
+/// data files of their buckets. Nothing is committed.
+arrow::Result<std::vector<iceberg::DataFile>> WriteUpserts(
+    iceberg::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
+    const std::vector<std::string>& key_names);
 
 }  // namespace floe::silver

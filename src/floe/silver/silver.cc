@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -15,6 +17,8 @@
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/metrics/http_server.h"
+#include "floe/metrics/registry.h"
 #include "floe/silver/merge.h"
 
 namespace floe::silver {
@@ -35,34 +39,6 @@ ice::TableIdentifier IdentifierOf(const std::vector<std::string>& levels) {
   return id;
 }
 
-// Every Bronze changelog of the service: the tables of each schema namespace under
-// `<bronze>.<service>`, plus tables given their own Bronze name in naming.tables.
-arrow::Result<std::vector<ice::TableIdentifier>> ListBronzeTables(
-    ice::Catalog* catalog, const config::PipelineConfig& config) {
-  std::set<ice::TableIdentifier> out;
-  const ice::Namespace root = {config.naming.bronze_namespace, config.service};
-  ARROW_ASSIGN_OR_RAISE(bool root_exists, catalog->NamespaceExists(root));
-  if (root_exists) {
-    ARROW_ASSIGN_OR_RAISE(auto schemas, catalog->ListNamespaces(root));
-    for (const auto& ns : schemas) {
-      ARROW_ASSIGN_OR_RAISE(auto tables, catalog->ListTables(ns));
-      for (auto& t : tables) out.insert(std::move(t));
-    }
-    // Tables directly under the service are the audit and quarantine tables (and
-    // nothing else today); listed for completeness, filtered below.
-    ARROW_ASSIGN_OR_RAISE(auto direct, catalog->ListTables(root));
-    for (auto& t : direct) {
-      if (!IsSystemTable(t.name)) out.insert(std::move(t));
-    }
-  }
-  for (const auto& [name, naming] : config.naming.tables) {
-    if (naming.bronze.empty()) continue;
-    auto id = IdentifierOf(config.BronzeIdentifier(name));
-    ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(id));
-    if (exists) out.insert(id);
-  }
-  return std::vector<ice::TableIdentifier>(out.begin(), out.end());
-}
 
 struct TableJob {
   ice::TableIdentifier bronze;
@@ -94,6 +70,110 @@ arrow::Result<TableJob> JobFor(ice::Catalog* catalog, std::shared_ptr<ice::FileI
   return job;
 }
 
+// ---------------------------------------------------------------------------
+// Metrics (docs/operations.md lists them)
+
+double NowUnixSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct SilverMetrics {
+  metrics::Registry registry;
+  metrics::Histogram merge_seconds;
+  metrics::Counter rows_merged, merges;
+  metrics::Gauge watermark, every_seconds;
+
+  std::mutex mu;
+  /// Per table label: the wall-clock time (Unix seconds) at which the last successful
+  /// merge (merged, backfilled or found up to date) started; Silver holds everything
+  /// Bronze had committed then.
+  std::map<std::string, double> current_as_of;
+  /// Why the scheduler is not ready (nullopt: ready).
+  std::optional<std::string> not_ready = "the first pass has not finished";
+
+  static arrow::Result<std::unique_ptr<SilverMetrics>> Make() {
+    auto m = std::make_unique<SilverMetrics>();
+    auto& r = m->registry;
+    ARROW_ASSIGN_OR_RAISE(
+        m->merge_seconds,
+        r.AddHistogram("floe_silver_merge_duration_seconds",
+                       "Time of one successful merge or backfill of a table (read "
+                       "Bronze, fold, write, commit), by source table",
+                       {"table"}, metrics::ExponentialBuckets(0.05, 2, 17)));
+    ARROW_ASSIGN_OR_RAISE(
+        m->rows_merged,
+        r.AddCounter("floe_silver_rows_merged_total",
+                     "Keys applied to Silver: rows upserted plus keys deleted, by "
+                     "source table",
+                     {"table"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->merges,
+        r.AddCounter("floe_silver_merges_total",
+                     "Merges by source table and result: ok (committed, backfills "
+                     "included), up_to_date (nothing new in Bronze), failed, no_key "
+                     "(no merge key, no Silver table)",
+                     {"table", "result"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->watermark,
+        r.AddGauge("floe_silver_watermark_lsn",
+                   "Silver's watermark (floe.bronze-commit-lsn) as a number: every "
+                   "Bronze change with cdc_commit_lsn at or below it is in Silver",
+                   {"table"}));
+    ARROW_ASSIGN_OR_RAISE(
+        m->every_seconds,
+        r.AddGauge("floe_silver_every_seconds",
+                   "The scheduler's interval between passes (--every)"));
+    SilverMetrics* self = m.get();
+    ARROW_RETURN_NOT_OK(r.AddCallbackGauge(
+        "floe_silver_staleness_seconds",
+        "Now minus the start of the table's last successful merge (or up-to-date "
+        "check): Silver holds every change Bronze had committed by then",
+        {"table"}, [self]() {
+          std::vector<std::pair<metrics::LabelValues, double>> out;
+          const double now = NowUnixSeconds();
+          std::lock_guard lock(self->mu);
+          for (const auto& [table, as_of] : self->current_as_of) {
+            out.push_back({{table}, std::max(0.0, now - as_of)});
+          }
+          return out;
+        }));
+    return m;
+  }
+
+  void Succeeded(const std::string& table, double started_at) {
+    std::lock_guard lock(mu);
+    current_as_of[table] = started_at;
+  }
+
+  /// A table that failed before any success in this process: its staleness starts
+  /// from its Silver table's last commit (nothing when it has none), so a table that
+  /// never merges still shows its age.
+  void FailedFirst(ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
+                   const std::string& table,
+                   const std::optional<ice::TableIdentifier>& silver) {
+    {
+      std::lock_guard lock(mu);
+      if (current_as_of.contains(table)) return;
+    }
+    if (!silver) return;
+    auto loaded = ice::Table::Load(catalog, io, *silver);
+    if (!loaded.ok()) return;
+    const ice::Snapshot* snapshot = (*loaded)->metadata().CurrentSnapshot();
+    if (snapshot == nullptr) return;
+    std::lock_guard lock(mu);
+    current_as_of.try_emplace(table, snapshot->timestamp_ms / 1000.0);
+  }
+};
+
+// The metric label of a Bronze table: its source table `schema.table`, as floe run's
+// metrics name it.
+std::string TableLabel(const ice::TableIdentifier& bronze) {
+  if (bronze.ns.empty()) return bronze.name;
+  return bronze.ns.back() + "." + bronze.name;
+}
+
 std::string Describe(const MergeStats& s) {
   std::string text =
       "watermark " + Lsn(s.from_lsn).ToString() + " -> " + Lsn(s.to_lsn).ToString() +
@@ -111,7 +191,8 @@ std::string Describe(const MergeStats& s) {
 arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
                                                 std::shared_ptr<ice::FileIO> io,
                                                 const config::PipelineConfig& config,
-                                                const SilverOptions& options) {
+                                                const SilverOptions& options,
+                                                SilverMetrics* metrics) {
   ARROW_ASSIGN_OR_RAISE(auto tables, ListBronzeTables(catalog, config));
   spdlog::info("silver: {} Bronze tables of service {}, {} at a time", tables.size(),
                config.service, config.silver.concurrency);
@@ -129,17 +210,22 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       }
       const ice::TableIdentifier& bronze = tables[i];
       const auto started = Clock::now();
+      const double started_at = NowUnixSeconds();
       auto job = JobFor(catalog, io, config, bronze);
+      const std::string label = job.ok() ? job->source : TableLabel(bronze);
       arrow::Result<MergeStats> result =
           job.ok() ? MergeTable(catalog, io, job->bronze, job->silver, config.warehouse,
                                 job->options)
                    : arrow::Result<MergeStats>(job.status());
+      const auto elapsed = Clock::now() - started;
       const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started)
-              .count();
+          std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
       if (!result.ok()) {
         spdlog::error("silver: {} failed: {}", bronze.ToString(),
                       result.status().ToString());
+        metrics->merges.Inc({label, "failed"});
+        metrics->FailedFirst(catalog, io, label,
+                             job.ok() ? std::optional(job->silver) : std::nullopt);
         std::lock_guard lock(mu);
         failed.push_back(bronze.ToString());
         continue;
@@ -148,6 +234,26 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       const std::string silver = job->silver.ToString();
       for (const auto& change : s.schema_changes) {
         spdlog::info("silver: {}: {}", silver, change);
+      }
+      switch (s.outcome) {
+        case MergeOutcome::kNoKey:
+          metrics->merges.Inc({label, "no_key"});
+          break;
+        case MergeOutcome::kUpToDate:
+          metrics->merges.Inc({label, "up_to_date"});
+          metrics->watermark.Set({label}, static_cast<double>(s.from_lsn));
+          metrics->Succeeded(label, started_at);
+          break;
+        case MergeOutcome::kBackfilled:
+        case MergeOutcome::kMerged:
+          metrics->merges.Inc({label, "ok"});
+          metrics->rows_merged.Inc({label},
+                                   static_cast<double>(s.upserted + s.deleted_keys));
+          metrics->merge_seconds.Observe({label},
+                                         std::chrono::duration<double>(elapsed).count());
+          metrics->watermark.Set({label}, static_cast<double>(s.to_lsn));
+          metrics->Succeeded(label, started_at);
+          break;
       }
       switch (s.outcome) {
         case MergeOutcome::kNoKey:
@@ -178,6 +284,35 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
 
 }  // namespace
 
+// Every Bronze changelog of the service: the tables of each schema namespace under
+// `<bronze>.<service>`, plus tables given their own Bronze name in naming.tables.
+arrow::Result<std::vector<ice::TableIdentifier>> ListBronzeTables(
+    ice::Catalog* catalog, const config::PipelineConfig& config) {
+  std::set<ice::TableIdentifier> out;
+  const ice::Namespace root = {config.naming.bronze_namespace, config.service};
+  ARROW_ASSIGN_OR_RAISE(bool root_exists, catalog->NamespaceExists(root));
+  if (root_exists) {
+    ARROW_ASSIGN_OR_RAISE(auto schemas, catalog->ListNamespaces(root));
+    for (const auto& ns : schemas) {
+      ARROW_ASSIGN_OR_RAISE(auto tables, catalog->ListTables(ns));
+      for (auto& t : tables) out.insert(std::move(t));
+    }
+    // Tables directly under the service are the audit and quarantine tables (and
+    // nothing else today); listed for completeness, filtered below.
+    ARROW_ASSIGN_OR_RAISE(auto direct, catalog->ListTables(root));
+    for (auto& t : direct) {
+      if (!IsSystemTable(t.name)) out.insert(std::move(t));
+    }
+  }
+  for (const auto& [name, naming] : config.naming.tables) {
+    if (naming.bronze.empty()) continue;
+    auto id = IdentifierOf(config.BronzeIdentifier(name));
+    ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(id));
+    if (exists) out.insert(id);
+  }
+  return std::vector<ice::TableIdentifier>(out.begin(), out.end());
+}
+
 arrow::Status RunSilver(const config::PipelineConfig& config,
                         const SilverOptions& options) {
   std::unique_ptr<ice::SqlConnection> connection;
@@ -196,10 +331,43 @@ arrow::Status RunSilver(const config::PipelineConfig& config,
   auto catalog = ice::MakeSynchronizedCatalog(std::move(sql_catalog));
   std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
 
+  ARROW_ASSIGN_OR_RAISE(auto metrics, SilverMetrics::Make());
+  std::unique_ptr<metrics::MetricsServer> server;
+  if (options.every && !options.metrics_listen.empty()) {
+    metrics->every_seconds.Set({}, std::chrono::duration<double>(*options.every).count());
+    auto started = metrics::MetricsServer::Start(
+        options.metrics_listen, metrics->registry,
+        [m = metrics.get()]() -> std::optional<std::string> {
+          std::lock_guard lock(m->mu);
+          return m->not_ready;
+        });
+    if (started.ok()) {
+      server = std::move(*started);
+      spdlog::info("serving /metrics, /healthz and /readyz on {}:{}", server->host(),
+                   server->port());
+    } else if (options.metrics_listen_explicit) {
+      return started.status();
+    } else {
+      // Most likely floe run on this host serves the same metrics.listen.
+      spdlog::error(
+          "silver: not serving metrics: {} (give floe silver an address of its own "
+          "with --metrics-listen, e.g. 127.0.0.1:9465)",
+          started.status().message());
+    }
+  }
+
   auto stopped = [&] { return options.stop != nullptr && options.stop->load(); };
   while (true) {
     const auto started = Clock::now();
-    auto failed = RunPass(catalog.get(), io, config, options);
+    auto failed = RunPass(catalog.get(), io, config, options, metrics.get());
+    {
+      std::lock_guard lock(metrics->mu);
+      if (failed.ok()) {
+        metrics->not_ready.reset();
+      } else {
+        metrics->not_ready = "the last pass failed: " + failed.status().ToString();
+      }
+    }
     arrow::Status status = failed.status();
     if (failed.ok() && !failed->empty()) {
       std::string names;

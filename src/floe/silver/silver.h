@@ -5,10 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include <arrow/result.h>
 #include <arrow/status.h>
 
 #include "floe/config/pipeline_config.h"
+#include "floe/iceberg/catalog.h"
 
 namespace floe::silver {
 
@@ -17,7 +21,20 @@ struct SilverOptions {
   std::optional<std::chrono::milliseconds> every;
   /// Set by a signal handler: finish the tables being merged, then return.
   const std::atomic<bool>* stop = nullptr;
+  /// With `every`: serve /metrics, /healthz and /readyz on this `host:port` (port 0:
+  /// any free port, logged); empty: do not serve. A one-shot pass never serves.
+  std::string metrics_listen;
+  /// Whether `metrics_listen` was asked for explicitly (--metrics-listen): then a
+  /// bind failure is an error; from the file's `metrics.listen` it is logged and the
+  /// scheduler merges without serving (floe run on the same host may hold it).
+  bool metrics_listen_explicit = false;
 };
+
+/// Every Bronze changelog of the service: the tables of each schema namespace under
+/// `<bronze>.<service>`, plus tables given their own Bronze name in naming.tables
+/// (the audit and quarantine tables are not changelogs and are left out).
+arrow::Result<std::vector<iceberg::TableIdentifier>> ListBronzeTables(
+    iceberg::Catalog* catalog, const config::PipelineConfig& config);
 
 /// One pass (or, with `every`, passes until stopped) over every Bronze table of the
 /// service: `<bronze_namespace>.<service>.<schema>.<table>` (the audit and quarantine
@@ -25,7 +42,8 @@ struct SilverOptions {
 /// `config.silver.concurrency` at a time. A table that fails is logged and the others
 /// carry on; the status is an error naming the failed tables when any failed in the
 /// last pass. Tables without a key are skipped with a warning saying how to declare
-/// one.
+/// one. With `every` and `metrics_listen`, the merges are also exported as the
+/// floe_silver_* metrics (docs/operations.md).
 arrow::Status RunSilver(const config::PipelineConfig& config,
                         const SilverOptions& options);
 

@@ -1,0 +1,193 @@
+"""`floe silver verify` and `floe silver backfill` end to end, on Bronze built by the
+real pipeline (`floe run` on a real PostgreSQL):
+
+* verify passes after `floe run` + `floe silver` (Silver == fold(Bronze) and == the
+  source), says "source moved on since watermark" when the source changed after the
+  watermark, and exits 1 naming the key once a wrong row is appended to Silver with
+  PyIceberg;
+* backfill seeds Silver from a Parquet export (pyarrow, `SELECT * FROM t` and
+  pg_current_wal_lsn() in one REPEATABLE READ transaction); the merges after it bring
+  Silver equal to the source (PyIceberg AND DuckDB); an export older than Bronze's
+  first commit is refused with the reason and what to do instead.
+
+The helpers are floerun.py and test_silver.py."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from floerun import floe, lsn_int  # noqa: F401
+from test_silver import check_silver, silver, silver_ident, wait_bronze
+
+SERVICE = "svc"
+
+
+def tool(run, *args: str, expect_rc: int = 0) -> str:
+    """Runs `floe silver <args>`; returns stdout + stderr."""
+    proc = subprocess.run([str(run.floe_bin), "silver", *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, cwd=run.base, timeout=300)
+    out = proc.stdout.decode(errors="replace")
+    with open(run.base / "silver.log", "a") as log:
+        log.write(f"===== floe silver {' '.join(args)} -> {proc.returncode}\n{out}")
+    assert proc.returncode == expect_rc, \
+        f"floe silver {' '.join(args)} exited {proc.returncode}:\n{out}"
+    return out
+
+
+def export(pg, table: str, path: Path) -> str:
+    """Writes `SELECT * FROM table` to a Parquet file with pyarrow; returns the
+    pg_current_wal_lsn() read in the same REPEATABLE READ transaction."""
+    with pg.connect() as conn:
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        with conn.transaction():
+            lsn = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+            cur = conn.execute(f"SELECT * FROM {table}")
+            names = [d.name for d in cur.description]
+            rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return lsn
+
+
+def test_verify_passes_then_names_a_corrupted_key(floe, pg, duckdb_con):
+    pg.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty int, "
+               "price numeric(10,2), seen timestamptz, ok boolean, ratio float8, "
+               "raw bytea)")
+    pg.execute("CREATE TABLE pairs (a int, b text, v int, PRIMARY KEY (a, b))")
+    pg.execute("INSERT INTO items SELECT g, 'item ' || g, g % 7, g * 1.25, "
+               "'2024-01-01 00:00:00+00'::timestamptz + g * interval '1 minute', "
+               "g % 2 = 0, g / 3.0, decode(md5(g::text), 'hex') "
+               "FROM generate_series(1, 200) g")
+    pg.execute("INSERT INTO pairs SELECT g % 10, 'b' || (g / 10), g FROM "
+               "generate_series(1, 40) g")
+    run = floe(service=SERVICE).start()
+    pg.execute("UPDATE items SET qty = qty + 100, name = NULL WHERE id % 5 = 0")
+    pg.execute("DELETE FROM items WHERE id % 9 = 0")
+    pg.execute("UPDATE pairs SET v = -v WHERE a = 3")
+    wait_bronze(run, pg, "public.items", ["id"])
+    wait_bronze(run, pg, "public.pairs", ["a", "b"])
+    run.stop()
+    silver(run)
+
+    out = tool(run, "verify", str(run.config_path))
+    assert "public.items (silver.svc.public.items)" in out, out
+    assert out.count("Silver vs fold(Bronze <= watermark): OK") == 2, out
+    assert out.count("Silver vs source: OK") == 2, out
+    assert "verify: 2 consistent, 0 inconsistent" in out, out
+
+    # The source moves on and Bronze follows, Silver not yet: expected, exit 0.
+    pg.execute("UPDATE items SET qty = 0 WHERE id = 1")
+    run.start()
+    run.wait_until(lambda: run.has_row("public.items", id=1, qty=0), what="update in Bronze")
+    run.stop()
+    out = tool(run, "verify", str(run.config_path), "--table", "public.items")
+    assert "source moved on since watermark" in out, out
+    assert "id=1: values differ between Silver and the source" in out, out
+    assert "columns with differences: qty" in out, out
+    assert "verify: 1 consistent, 0 inconsistent" in out, out
+    silver(run)
+    out = tool(run, "verify", str(run.config_path), "--table", "public.items")
+    assert "Silver vs source: OK" in out, out
+
+    # A wrong row appended behind floe's back: Silver != fold(Bronze), named by key.
+    t = run.catalog().load_table(silver_ident("public.items"))
+    good = t.scan().to_arrow()
+    bogus = good.slice(0, 1).to_pylist()[0]
+    bogus.update(id=424242, name="not from Bronze")
+    t.append(pa.Table.from_pylist([bogus], schema=good.schema))
+    out = tool(run, "verify", str(run.config_path), expect_rc=1)
+    assert "Silver vs fold(Bronze <= watermark): DIFFERENT" in out, out
+    assert "id=424242: in Silver, not in the fold of Bronze" in out, out
+    assert "verify: 1 consistent, 1 inconsistent" in out, out
+    # Only the other table: consistent.
+    tool(run, "verify", str(run.config_path), "--table", "public.pairs")
+    # The source comparison can be skipped; the Bronze one still fails.
+    out = tool(run, "verify", str(run.config_path), "--table", "public.items",
+               "--no-source", expect_rc=1)
+    assert "Silver vs source" not in out, out
+
+
+def test_backfill_from_an_export(floe, pg, duckdb_con, tmp_path):
+    pg.execute("CREATE TABLE orders (id int PRIMARY KEY, customer text, "
+               "amount numeric(10,2), placed timestamptz)")
+    pg.execute("INSERT INTO orders SELECT g, 'c' || (g % 13), g * 2.5, "
+               "'2024-03-01 12:00:00+00'::timestamptz + g * interval '1 hour' "
+               "FROM generate_series(1, 300) g")
+    # An export taken before floe run ever started: older than Bronze's history.
+    early = tmp_path / "early.parquet"
+    early_lsn = export(pg, "orders", early)
+    pg.execute("UPDATE orders SET customer = 'gone' WHERE id <= 10")
+    pg.execute("DELETE FROM orders WHERE id BETWEEN 11 AND 20")
+
+    run = floe(service=SERVICE).start().wait_streaming()
+    # Streamed changes before the export: the export's LSN is past Bronze's start.
+    pg.execute("UPDATE orders SET amount = amount + 1 WHERE id % 4 = 0")
+    pg.execute("DELETE FROM orders WHERE id % 25 = 0")
+    pg.execute("INSERT INTO orders SELECT g, 'new', 1, now() FROM generate_series(301, 320) g")
+    wait_bronze(run, pg, "public.orders", ["id"])
+
+    # The nightly export, taken while floe run streams.
+    nightly = tmp_path / "nightly.parquet"
+    nightly_lsn = export(pg, "orders", nightly)
+    # Changes after the export, including to rows the export holds.
+    pg.execute("UPDATE orders SET customer = 'after' WHERE id % 10 = 1")
+    pg.execute("DELETE FROM orders WHERE id % 7 = 0")
+    pg.execute("INSERT INTO orders VALUES (1000, 'late', 9.99, now())")
+    pg.execute("UPDATE orders SET id = 2000 WHERE id = 302")
+    wait_bronze(run, pg, "public.orders", ["id"])
+    run.stop()
+
+    cfg = str(run.config_path)
+    # Refused: the early export predates Bronze's first commit.
+    out = tool(run, "backfill", cfg, "--table", "public.orders", "--parquet", str(early),
+               "--lsn", early_lsn, expect_rc=1)
+    assert "from an export at LSN" in out and "older than the start of Bronze's " \
+        "history of bronze.svc.public.orders" in out, out
+    assert "silently miss them" in out, out
+    assert "let `floe silver` build Silver from Bronze's own history" in out, out
+    assert not run.catalog().table_exists(silver_ident("public.orders"))
+
+    # Bad arguments are refused with their reason.
+    out = tool(run, "backfill", cfg, "--table", "public.orders", "--parquet", str(nightly),
+               "--lsn", "yesterday", expect_rc=1)
+    assert "--lsn yesterday is not an LSN" in out, out
+    renamed = tmp_path / "renamed.parquet"
+    pq.write_table(pq.read_table(nightly).rename_columns(
+        ["id", "client", "amount", "placed"]), renamed)
+    out = tool(run, "backfill", cfg, "--table", "public.orders", "--parquet", str(renamed),
+               "--lsn", nightly_lsn, expect_rc=1)
+    assert "missing from the export: customer" in out, out
+    assert "not Bronze row columns: client" in out, out
+
+    # Seeded from the nightly export, then merged from Bronze after its LSN.
+    out = tool(run, "backfill", cfg, "--table", "public.orders", "--parquet", str(nightly),
+               "--lsn", nightly_lsn)
+    assert "seeded from" in out, out
+    start = out.split("(Bronze starts at ")[1].split(")")[0]
+    assert lsn_int(start) < lsn_int(nightly_lsn), out
+    t = run.catalog().load_table(silver_ident("public.orders"))
+    summary = t.current_snapshot().summary.additional_properties
+    assert summary["floe.bronze-commit-lsn"] == str(lsn_int(nightly_lsn))
+    assert t.scan().to_arrow().num_rows == len(pq.read_table(nightly))
+    # Again: refused, the table exists.
+    out = tool(run, "backfill", cfg, "--table", "public.orders", "--parquet", str(nightly),
+               "--lsn", nightly_lsn, expect_rc=1)
+    assert "already exists; pass --replace" in out, out
+
+    out = silver(run)
+    assert "silver.svc.public.orders merged" in out, out
+    check_silver(run, pg, duckdb_con, "public.orders", ["id"])
+    out = tool(run, "verify", cfg, "--table", "public.orders")
+    assert "Silver vs source: OK" in out, out
+
+    # --replace seeds it again; still refused from the early export.
+    tool(run, "backfill", cfg, "--table", "public.orders", "--parquet", str(early),
+         "--lsn", early_lsn, "--replace", expect_rc=1)
+    tool(run, "backfill", cfg, "--table", "public.orders", "--parquet", str(nightly),
+         "--lsn", nightly_lsn, "--replace")
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.orders", ["id"])
