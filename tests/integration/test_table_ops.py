@@ -3,39 +3,11 @@ schema evolution done by floe's Table (through tests/tools/table_tool), read bac
 PyIceberg and DuckDB's iceberg extension."""
 
 import datetime as dt
-import json
-import os
-import subprocess
 import time
 from pathlib import Path
 
-import pytest
-from pyiceberg.catalog.sql import SqlCatalog
 
-BASE = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def expected(ids):
-    return [{"id": i, "name": f"name-{i}", "amount": i * 1.5,
-             "ts": BASE + dt.timedelta(hours=i)} for i in sorted(ids)]
-
-
-@pytest.fixture
-def lake(tmp_path, tool):
-    db = tmp_path / "catalog.db"
-    warehouse = f"file://{tmp_path}/wh"
-
-    def floe(*args, check=True):
-        out = subprocess.run([str(tool("table_tool")), "--db", str(db),
-                              "--warehouse", warehouse, *args],
-                             capture_output=True, text=True)
-        if check:
-            assert out.returncode == 0, out.stderr
-            return json.loads(out.stdout)
-        return out
-
-    catalog = SqlCatalog("floe", uri=f"sqlite:///{db}", warehouse=warehouse)
-    return floe, catalog, tmp_path / "wh"
+from tablelake import BASE, expected, lake  # noqa: F401
 
 
 def py_rows(table, **scan):

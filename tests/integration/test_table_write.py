@@ -1,41 +1,13 @@
 """Tables that floe creates and appends to, read by PyIceberg (SqlCatalog on
 floe's SQLite catalog) and by DuckDB's iceberg extension."""
 
-import datetime as dt
-import json
 import re
 import struct
-import subprocess
 import threading
 
-import pytest
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 
-BASE = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def expected(ids):
-    return [{"id": i, "name": f"name-{i}", "amount": i * 1.5,
-             "ts": BASE + dt.timedelta(hours=i)} for i in sorted(ids)]
-
-
-@pytest.fixture
-def lake(tmp_path, tool):
-    db = tmp_path / "catalog.db"
-    warehouse = f"file://{tmp_path}/wh"
-
-    def floe(*args, check=True):
-        out = subprocess.run([str(tool("table_tool")), "--db", str(db),
-                              "--warehouse", warehouse, *args],
-                             capture_output=True, text=True)
-        if check:
-            assert out.returncode == 0, out.stderr
-            return json.loads(out.stdout)
-        return out
-
-    catalog = SqlCatalog("floe", uri=f"sqlite:///{db}", warehouse=warehouse)
-    return floe, catalog
+from tablelake import expected, lake  # noqa: F401
 
 
 def py_rows(table, **scan):
@@ -68,7 +40,7 @@ def long_bound(raw):
 
 
 def test_appends_are_read_back_by_pyiceberg_and_duckdb(lake, duckdb_con):
-    floe, catalog = lake
+    floe, catalog, _ = lake
     floe("create", "bronze.shop.items")
     floe("append", "bronze.shop.items", "--start", "0", "--rows", "600", "--files", "3",
          "--summary", "floe.commit-lsn=100")
@@ -91,7 +63,7 @@ def test_appends_are_read_back_by_pyiceberg_and_duckdb(lake, duckdb_con):
 
 
 def test_partitioned_tables_are_read_and_pruned_by_both_readers(lake, duckdb_con):
-    floe, catalog = lake
+    floe, catalog, _ = lake
     floe("create", "silver.shop.items", "--partition", "bucket:8:id",
          "--partition", "day:ts",
          "--property", "write.parquet.bloom-filter-enabled.column.id=true")
@@ -130,7 +102,7 @@ def test_partitioned_tables_are_read_and_pruned_by_both_readers(lake, duckdb_con
 
 
 def test_two_processes_committing_concurrently_lose_nothing(lake, duckdb_con):
-    floe, catalog = lake
+    floe, catalog, _ = lake
     floe("create", "bronze.shop.race")
     results, threads = [], []
     for start in (0, 1000):
@@ -164,7 +136,7 @@ def test_two_processes_committing_concurrently_lose_nothing(lake, duckdb_con):
 
 
 def test_a_writer_killed_before_committing_leaves_the_table_unchanged(lake, duckdb_con):
-    floe, catalog = lake
+    floe, catalog, _ = lake
     floe("create", "bronze.shop.crash")
     before = floe("append", "bronze.shop.crash", "--rows", "10")
     crashed = floe("append", "bronze.shop.crash", "--start", "10", "--rows", "10",
@@ -180,7 +152,7 @@ def test_a_writer_killed_before_committing_leaves_the_table_unchanged(lake, duck
 
 
 def test_merged_manifests_are_read_by_pyiceberg_and_duckdb(lake, duckdb_con):
-    floe, catalog = lake
+    floe, catalog, _ = lake
     floe("create", "bronze.shop.merged",
          "--property", "commit.manifest.min-count-to-merge=10")
     out = floe("append-loop", "bronze.shop.merged", "--commits", "300")
@@ -207,7 +179,7 @@ def test_merged_manifests_are_read_by_pyiceberg_and_duckdb(lake, duckdb_con):
 
 
 def test_merged_delete_manifests_are_read_by_pyiceberg_and_duckdb(lake, duckdb_con):
-    floe, catalog = lake
+    floe, catalog, _ = lake
     floe("create", "silver.shop.deletes",
          "--property", "commit.manifest.min-count-to-merge=3")
     floe("append", "silver.shop.deletes", "--rows", "20")

@@ -65,10 +65,6 @@ arrow::Status Fatal(std::string message) {
                        std::make_shared<FatalDetail>());
 }
 
-// Keys of the pipeline state, kept in the Bronze service namespace's properties.
-constexpr char kStateSlot[] = "floe.slot";
-constexpr char kStateSystemId[] = "floe.system-identifier";
-constexpr char kStateConfirmed[] = "floe.confirmed-lsn";
 
 constexpr char kHeartbeatPrefix[] = "floe.heartbeat";
 constexpr char kSnapshotLsnSummaryKey[] = "floe.snapshot-lsn";
@@ -92,13 +88,6 @@ std::optional<uint64_t> ParseU64(const std::string& text) {
 
 std::string SourceName(const pg::QualifiedName& name) {
   return name.schema + "." + name.table;
-}
-
-ice::TableIdentifier IdentifierOf(const std::vector<std::string>& levels) {
-  ice::TableIdentifier id;
-  id.ns.assign(levels.begin(), levels.end() - 1);
-  id.name = levels.back();
-  return id;
 }
 
 // ---------------------------------------------------------------------------
@@ -282,7 +271,6 @@ struct PipelineMetrics {
   }
 };
 
-constexpr char kStateCleanStop[] = "floe.clean-stop";
 
 // ---------------------------------------------------------------------------
 // One Bronze table
@@ -481,7 +469,7 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
   if (entry) return entry.get();
   entry = std::make_unique<BronzeTable>();
   entry->source = source;
-  entry->id = IdentifierOf(config_.BronzeIdentifier({source.schema, source.table}));
+  entry->id = ice::IdentifierFromLevels(config_.BronzeIdentifier({source.schema, source.table}));
   auto loaded = ice::Table::Load(catalog_, io_, entry->id);
   if (loaded.ok()) {
     std::unique_ptr<ice::Table> table = std::move(*loaded);

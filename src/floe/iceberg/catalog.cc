@@ -85,6 +85,13 @@ std::optional<CatalogErrorKind> GetCatalogErrorKind(const arrow::Status& status)
   return static_cast<const CatalogErrorDetail&>(*detail).kind();
 }
 
+TableIdentifier IdentifierFromLevels(const std::vector<std::string>& levels) {
+  TableIdentifier id;
+  id.ns.assign(levels.begin(), levels.end() - 1);
+  id.name = levels.back();
+  return id;
+}
+
 arrow::Status Catalog::EnsureNamespace(const Namespace& ns) {
   ARROW_ASSIGN_OR_RAISE(bool exists, NamespaceExists(ns));
   if (exists) return arrow::Status::OK();

@@ -31,6 +31,11 @@ struct TableIdentifier {
   auto operator<=>(const TableIdentifier&) const = default;
 };
 
+/// The identifier of dotted `levels` (namespace levels, then the table name), as
+/// config::PipelineConfig::BronzeIdentifier / SilverIdentifier return them.
+/// REQUIRES: at least one level.
+TableIdentifier IdentifierFromLevels(const std::vector<std::string>& levels);
+
 /// Why a catalog call failed, for the caller to act on (never parse messages).
 enum class CatalogErrorKind {
   kNoSuchNamespace,

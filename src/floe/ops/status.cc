@@ -14,6 +14,7 @@
 #include <arrow/table.h>
 #include <libpq-fe.h>
 
+#include "floe/bronze/pipeline.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
 #include "floe/iceberg/catalog.h"
@@ -30,12 +31,11 @@ namespace {
 
 namespace ice = floe::iceberg;
 namespace pg = floe::postgres;
+using bronze::kStateCleanStop;
+using bronze::kStateConfirmed;
+using bronze::kStateSlot;
+using bronze::kStateSystemId;
 
-// Keys of the pipeline state in the Bronze service namespace (bronze/pipeline.cc).
-constexpr char kStateSlot[] = "floe.slot";
-constexpr char kStateSystemId[] = "floe.system-identifier";
-constexpr char kStateConfirmed[] = "floe.confirmed-lsn";
-constexpr char kStateCleanStop[] = "floe.clean-stop";
 constexpr char kQuarantineTable[] = "quarantine";
 constexpr char kAuditTable[] = "pg_logical_messages";
 
@@ -53,13 +53,6 @@ std::optional<int64_t> ParseI64(std::string_view text) {
   return value;
 }
 
-ice::TableIdentifier IdentifierOf(const std::vector<std::string>& levels) {
-  ice::TableIdentifier id;
-  id.ns.assign(levels.begin(), levels.end() - 1);
-  id.name = levels.back();
-  return id;
-}
-
 std::optional<int64_t> TotalRecords(const ice::Snapshot* snapshot) {
   if (snapshot == nullptr) return std::nullopt;
   auto it = snapshot->summary.find("total-records");
@@ -70,26 +63,13 @@ std::optional<int64_t> TotalRecords(const ice::Snapshot* snapshot) {
 
 arrow::Result<std::unique_ptr<ice::Catalog>> OpenCatalog(
     const config::PipelineConfig& config) {
-  std::unique_ptr<ice::SqlConnection> connection;
-  if (config.catalog.type == config::CatalogType::kSqlite) {
-    if (!std::filesystem::exists(config.catalog.uri)) {
-      return arrow::Status::Invalid("the catalog ", config.catalog.uri,
-                                    " does not exist yet: run `floe run` first, which "
-                                    "creates it with the Bronze tables");
-    }
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenSqlite(config.catalog.uri));
-  } else {
-    auto opened = ice::OpenPostgres(config.catalog.uri);
-    if (!opened.ok()) {
-      return arrow::Status::IOError(
-          "could not open the PostgreSQL catalog: ",
-          RedactConninfoSecrets(opened.status().message(), config.catalog.uri));
-    }
-    connection = std::move(*opened);
+  auto opened = silver::OpenPipelineCatalog(config);
+  if (!opened.ok()) {
+    return arrow::Status(opened.status().code(),
+                         RedactConninfoSecrets(opened.status().message(),
+                                               config.catalog.uri));
   }
-  ARROW_ASSIGN_OR_RAISE(auto sql_catalog, ice::SqlCatalog::Open(config.catalog.name,
-                                                                std::move(connection)));
-  return sql_catalog;
+  return opened;
 }
 
 PipelineState StateOf(const std::map<std::string, std::string>& props) {
@@ -195,7 +175,7 @@ TableStatus LoadTableStatus(ice::Catalog* catalog, const std::shared_ptr<ice::Fi
   out.bronze.commit_lsn = bronze::CommittedLsnOf(meta).value();
   if (!source) return out;
 
-  const ice::TableIdentifier silver_id = IdentifierOf(config.SilverIdentifier(*source));
+  const ice::TableIdentifier silver_id = ice::IdentifierFromLevels(config.SilverIdentifier(*source));
   out.silver.identifier = silver_id.ToString();
   auto exists = catalog->TableExists(silver_id);
   if (!exists.ok()) {

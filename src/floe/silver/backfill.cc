@@ -24,6 +24,7 @@
 #include "floe/iceberg/table.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/merge.h"
+#include "floe/silver/silver.h"
 #include "floe/silver/verify.h"
 
 namespace floe::silver {

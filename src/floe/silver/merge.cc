@@ -69,32 +69,6 @@ std::vector<const ice::NestedField*> RowFields(const ice::Schema& bronze) {
   return out;
 }
 
-// Bronze field id -> Silver field id: the table property, or (a table created by a
-// merge that crashed before recording it) by name.
-std::map<int32_t, int32_t> FieldMapOf(const ice::TableMetadata& silver,
-                                      const ice::Schema& bronze) {
-  std::map<int32_t, int32_t> out;
-  auto it = silver.properties.find(kSilverFieldMapProperty);
-  if (it != silver.properties.end()) {
-    json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_object()) {
-      for (const auto& [k, v] : parsed.items()) {
-        if (!v.is_number_integer()) continue;
-        try {
-          out[std::stoi(k)] = v.get<int32_t>();
-        } catch (...) {
-        }
-      }
-      return out;
-    }
-  }
-  const ice::Schema& schema = *silver.CurrentSchema();
-  for (const auto& f : bronze.fields()) {
-    if (const ice::NestedField* s = schema.FindField(f.name)) out[f.id] = s->id;
-  }
-  return out;
-}
-
 std::string FieldMapJson(const std::map<int32_t, int32_t>& map) {
   json object = json::object();
   for (const auto& [b, s] : map) object[std::to_string(b)] = s;
@@ -445,6 +419,32 @@ struct Plan {
 };
 
 }  // namespace
+
+// Bronze field id -> Silver field id: the table property, or (a table created by a
+// merge that crashed before recording it) by name.
+std::map<int32_t, int32_t> FieldMapOf(const ice::TableMetadata& silver,
+                                      const ice::Schema& bronze) {
+  std::map<int32_t, int32_t> out;
+  auto it = silver.properties.find(kSilverFieldMapProperty);
+  if (it != silver.properties.end()) {
+    json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) {
+      for (const auto& [k, v] : parsed.items()) {
+        if (!v.is_number_integer()) continue;
+        try {
+          out[std::stoi(k)] = v.get<int32_t>();
+        } catch (...) {
+        }
+      }
+      return out;
+    }
+  }
+  const ice::Schema& schema = *silver.CurrentSchema();
+  for (const auto& f : bronze.fields()) {
+    if (const ice::NestedField* s = schema.FindField(f.name)) out[f.id] = s->id;
+  }
+  return out;
+}
 
 // The Bronze rows with lower < cdc_commit_lsn <= upper of `bronze`'s current snapshot,
 // files pruned by their cdc_commit_lsn bounds.

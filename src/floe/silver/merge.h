@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,11 @@ inline constexpr char kSilverKeyProperty[] = "floe.silver.key";
 /// Silver table property: JSON object mapping Bronze field ids (as strings) to the
 /// Silver field ids they are copied into, so renames follow the column.
 inline constexpr char kSilverFieldMapProperty[] = "floe.silver.bronze-field-ids";
+
+/// Bronze field id -> Silver field id: the table property kSilverFieldMapProperty,
+/// or (a table created by a merge that crashed before recording it) by name.
+std::map<int32_t, int32_t> FieldMapOf(const iceberg::TableMetadata& silver,
+                                      const iceberg::Schema& bronze);
 /// Bronze table properties Silver reads.
 inline constexpr char kSourceTableProperty[] = "floe.source.table";
 inline constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";

@@ -32,13 +32,6 @@ bool IsSystemTable(const std::string& name) {
   return name == "pg_logical_messages" || name == "quarantine";
 }
 
-ice::TableIdentifier IdentifierOf(const std::vector<std::string>& levels) {
-  ice::TableIdentifier id;
-  id.ns.assign(levels.begin(), levels.end() - 1);
-  id.name = levels.back();
-  return id;
-}
-
 
 struct TableJob {
   ice::TableIdentifier bronze;
@@ -63,7 +56,7 @@ arrow::Result<TableJob> JobFor(ice::Catalog* catalog, std::shared_ptr<ice::FileI
     source = config::QualifiedName{bronze.ns.back(), bronze.name};
   }
   job.source = source->ToString();
-  job.silver = IdentifierOf(config.SilverIdentifier(*source));
+  job.silver = ice::IdentifierFromLevels(config.SilverIdentifier(*source));
   if (auto it = config.silver.keys.find(*source); it != config.silver.keys.end()) {
     job.options.key = it->second;
   }
@@ -306,15 +299,15 @@ arrow::Result<std::vector<ice::TableIdentifier>> ListBronzeTables(
   }
   for (const auto& [name, naming] : config.naming.tables) {
     if (naming.bronze.empty()) continue;
-    auto id = IdentifierOf(config.BronzeIdentifier(name));
+    auto id = ice::IdentifierFromLevels(config.BronzeIdentifier(name));
     ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(id));
     if (exists) out.insert(id);
   }
   return std::vector<ice::TableIdentifier>(out.begin(), out.end());
 }
 
-arrow::Status RunSilver(const config::PipelineConfig& config,
-                        const SilverOptions& options) {
+arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
+    const config::PipelineConfig& config) {
   std::unique_ptr<ice::SqlConnection> connection;
   if (config.catalog.type == config::CatalogType::kSqlite) {
     if (!std::filesystem::exists(config.catalog.uri)) {
@@ -328,7 +321,12 @@ arrow::Status RunSilver(const config::PipelineConfig& config,
   }
   ARROW_ASSIGN_OR_RAISE(auto sql_catalog, ice::SqlCatalog::Open(config.catalog.name,
                                                                 std::move(connection)));
-  auto catalog = ice::MakeSynchronizedCatalog(std::move(sql_catalog));
+  return ice::MakeSynchronizedCatalog(std::move(sql_catalog));
+}
+
+arrow::Status RunSilver(const config::PipelineConfig& config,
+                        const SilverOptions& options) {
+  ARROW_ASSIGN_OR_RAISE(auto catalog, OpenPipelineCatalog(config));
   std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
 
   ARROW_ASSIGN_OR_RAISE(auto metrics, SilverMetrics::Make());

@@ -30,6 +30,11 @@ struct SilverOptions {
   bool metrics_listen_explicit = false;
 };
 
+/// Opens the pipeline's Iceberg catalog, serialised for use from several threads.
+/// A SQLite catalog must exist already (`floe run` creates it).
+arrow::Result<std::unique_ptr<iceberg::Catalog>> OpenPipelineCatalog(
+    const config::PipelineConfig& config);
+
 /// Every Bronze changelog of the service: the tables of each schema namespace under
 /// `<bronze>.<service>`, plus tables given their own Bronze name in naming.tables
 /// (the audit and quarantine tables are not changelogs and are left out).

@@ -1,3 +1,4 @@
+#include "floe/silver/silver.h"
 #include "floe/silver/verify.h"
 
 #include <algorithm>
@@ -94,40 +95,6 @@ std::string DigestText(const RowDigest& d) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(d.checksum));
   return std::to_string(d.rows) + " rows, checksum " + hex;
-}
-
-// Bronze field id -> Silver field id, from floe.silver.bronze-field-ids (by name when
-// the property is missing).
-std::map<int32_t, int32_t> SilverFieldIds(const ice::TableMetadata& silver,
-                                          const ice::Schema& bronze) {
-  std::map<int32_t, int32_t> out;
-  auto it = silver.properties.find(kSilverFieldMapProperty);
-  if (it != silver.properties.end()) {
-    json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_object()) {
-      for (const auto& [k, v] : parsed.items()) {
-        if (!v.is_number_integer()) continue;
-        try {
-          out[std::stoi(k)] = v.get<int32_t>();
-        } catch (...) {
-        }
-      }
-      return out;
-    }
-  }
-  for (const auto& f : bronze.fields()) {
-    if (const ice::NestedField* s = silver.CurrentSchema()->FindField(f.name)) {
-      out[f.id] = s->id;
-    }
-  }
-  return out;
-}
-
-ice::TableIdentifier IdentifierOf(const std::vector<std::string>& levels) {
-  ice::TableIdentifier id;
-  id.ns.assign(levels.begin(), levels.end() - 1);
-  id.name = levels.back();
-  return id;
 }
 
 // `column` cast to `type` when it differs and the cast works; else as it is (values
@@ -462,7 +429,7 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
     if (!IsCdcColumn(f->name())) bronze_names.push_back(f->name());
   }
   ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*history, bronze_names));
-  const std::map<int32_t, int32_t> ids = SilverFieldIds(silver, bronze_schema);
+  const std::map<int32_t, int32_t> ids = FieldMapOf(silver, bronze_schema);
   std::vector<int> key_columns;
   for (size_t c = 0; c < changes.names.size(); ++c) {
     const ice::NestedField* bf = bronze_schema.FindField(changes.names[c]);
@@ -625,29 +592,11 @@ std::string FormatVerification(const TableVerification& v) {
   return out;
 }
 
-arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
-    const config::PipelineConfig& config) {
-  std::unique_ptr<ice::SqlConnection> connection;
-  if (config.catalog.type == config::CatalogType::kSqlite) {
-    if (!std::filesystem::exists(config.catalog.uri)) {
-      return arrow::Status::Invalid("the catalog ", config.catalog.uri,
-                                    " does not exist yet: run `floe run` first, which "
-                                    "creates it with the Bronze tables");
-    }
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenSqlite(config.catalog.uri));
-  } else {
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenPostgres(config.catalog.uri));
-  }
-  ARROW_ASSIGN_OR_RAISE(auto sql_catalog, ice::SqlCatalog::Open(config.catalog.name,
-                                                                std::move(connection)));
-  return ice::MakeSynchronizedCatalog(std::move(sql_catalog));
-}
-
 TableNames NamesOf(const config::PipelineConfig& config,
                    const config::QualifiedName& table) {
   TableNames out;
-  out.bronze = IdentifierOf(config.BronzeIdentifier(table));
-  out.silver = IdentifierOf(config.SilverIdentifier(table));
+  out.bronze = ice::IdentifierFromLevels(config.BronzeIdentifier(table));
+  out.silver = ice::IdentifierFromLevels(config.SilverIdentifier(table));
   if (auto it = config.silver.keys.find(table); it != config.silver.keys.end()) {
     out.key = it->second;
   }
@@ -683,7 +632,7 @@ arrow::Result<std::vector<TableVerification>> VerifySilver(
     }
     for (const auto& [name, naming] : config.naming.tables) {
       if (naming.bronze.empty()) continue;
-      auto id = IdentifierOf(config.BronzeIdentifier(name));
+      auto id = ice::IdentifierFromLevels(config.BronzeIdentifier(name));
       ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(id));
       if (exists) bronze_ids.insert(id);
     }

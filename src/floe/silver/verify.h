@@ -196,9 +196,6 @@ struct VerifyOptions {
 arrow::Result<std::vector<TableVerification>> VerifySilver(
     const config::PipelineConfig& config, const VerifyOptions& options);
 
-/// Opens the pipeline's Iceberg catalog (it must exist: `floe run` creates it).
-arrow::Result<std::unique_ptr<iceberg::Catalog>> OpenPipelineCatalog(
-    const config::PipelineConfig& config);
 
 /// The Bronze and Silver identifiers of source table `table`, and its silver.keys
 /// override.
