@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -15,12 +16,40 @@ from pgcluster import PgCluster
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _build_dir() -> Path:
+    return Path(os.environ.get("FLOE_BUILD_DIR", REPO / "build" / "release"))
+
+
 @pytest.fixture(scope="session")
 def build_dir() -> Path:
-    d = Path(os.environ.get("FLOE_BUILD_DIR", REPO / "build" / "release"))
+    d = _build_dir()
     if not (d / "src" / "floe" / "cli" / "floe").exists():
         pytest.fail(f"floe is not built in {d}; run `make build` (or set FLOE_BUILD_DIR)")
     return d
+
+
+# test_run_idle.py checks a five-minute watch (idlewatch.py) that runs beside the
+# other tests: started once collection is done, checked last.
+_IDLE_TEST_FILE = "test_run_idle.py"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    idle = [i for i in items if i.path.name == _IDLE_TEST_FILE]
+    for item in idle:
+        items.remove(item)
+        items.append(item)
+
+
+def pytest_collection_finish(session):
+    floe_bin = _build_dir() / "src" / "floe" / "cli" / "floe"
+    if floe_bin.exists() and any(i.path.name == _IDLE_TEST_FILE for i in session.items):
+        import idlewatch
+        idlewatch.start(floe_bin, Path(tempfile.mkdtemp(prefix="floe-idle-watch-")))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import idlewatch
+    idlewatch.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -49,14 +49,18 @@ def test_a_dropped_slot_stops_floe_until_resnapshot(floe, pg, duckdb_con):
                       (run.slot,))[0][0] == 0
 
     run.start("--resnapshot")
-    run.wait_until(lambda: run.count("public.acct") >= 12, 60,
-                   what="the second copy (6 more r rows)")
+    run.wait_until(lambda: run.count("public.acct") >= 13, 60,
+                   what="the second copy (a t row, then 6 more r rows)")
     pg.execute("INSERT INTO acct VALUES (7, 'o7')")
-    run.wait_until(lambda: run.count("public.acct") >= 13, 60, what="row 7 after recovery")
+    run.wait_until(lambda: run.count("public.acct") >= 14, 60, what="row 7 after recovery")
     run.stop()
     rows = run.rows(duckdb_con, "public.acct")
     check_order("public.acct", rows)
     assert sum(r["cdc_op"] == "r" for r in rows) == 11  # 5 + 6
+    # the copy again starts with a t row at its own position, before its r rows
+    recopy = [r for r in rows if r["cdc_op"] in "rt"][5:]
+    assert recopy[0]["cdc_op"] == "t" and recopy[0]["cdc_seq"] == 0
+    assert {r["cdc_commit_lsn"] for r in recopy} == {recopy[0]["cdc_commit_lsn"]}
     state = fold(rows, ["id"])
     expected = {(i,): {"id": i, "owner": f"o{i}"} for i in range(2, 8)}
     expected[(1,)] = {"id": 1, "owner": "changed"}
@@ -65,7 +69,7 @@ def test_a_dropped_slot_stops_floe_until_resnapshot(floe, pg, duckdb_con):
     # and a plain restart afterwards is accepted again (the recovery is recorded)
     run.start()
     pg.execute("INSERT INTO acct VALUES (8, 'o8')")
-    run.wait_until(lambda: run.count("public.acct") >= 14, 60, what="row 8")
+    run.wait_until(lambda: run.count("public.acct") >= 15, 60, what="row 8")
     run.stop()
 
 
@@ -119,3 +123,119 @@ def test_an_empty_table_is_copied_and_readable(floe, pg, duckdb_con):
     run.stop()
     rows = run.rows(duckdb_con, "public.empty_one")
     assert [(r["cdc_op"], r["id"], r["v"]) for r in rows] == [("c", 1, "x")]
+
+
+# -- servers of their own: a small max_slot_wal_keep_size, a restore from a backup --
+
+def source_rows(db) -> dict[tuple, dict]:
+    return {(i,): {"id": i, "owner": o}
+            for i, o in db.execute("SELECT id, owner FROM acct")}
+
+
+def test_a_lost_slot_is_refused_and_resnapshot_recovers(floe_bin, tmp_path, duckdb_con):
+    from conftest import PgDatabase
+    from floerun import FloeRun, duckdb_setup
+    from pgcluster import PgCluster
+
+    duckdb_setup(duckdb_con)
+    cluster = PgCluster({"max_slot_wal_keep_size": "'32MB'"}).start()
+    run = None
+    try:
+        db = PgDatabase(cluster, "postgres")
+        make_table(db)
+        run = FloeRun(floe_bin, db, tmp_path / "floe")
+        started_and_caught_up(run, 5)
+        run.stop()
+
+        # changes while floe is down, then far more WAL (another database) than the
+        # slot may keep: a checkpoint removes what it still needed
+        db.execute("UPDATE acct SET owner = 'while-down' WHERE id = 1")
+        db.execute("DELETE FROM acct WHERE id = 2")
+        db.execute("INSERT INTO acct VALUES (6, 'o6')")
+        db.execute('CREATE DATABASE "noise"')
+        noise = PgDatabase(cluster, "noise")
+        noise.execute("CREATE TABLE filler (pad text)")
+        status = None
+        for _ in range(30):
+            noise.execute("INSERT INTO filler SELECT repeat('x', 1000) "
+                          "FROM generate_series(1, 20000)")
+            noise.execute("SELECT pg_switch_wal()")
+            noise.execute("CHECKPOINT")
+            status = db.execute("SELECT wal_status FROM pg_replication_slots "
+                                "WHERE slot_name = %s", (run.slot,))[0][0]
+            if status == "lost":
+                break
+        assert status == "lost", status
+
+        run.start()
+        assert run.wait_exit(60) == 2, run.log_tail()
+        log = run.log_text()
+        assert "wal_status = lost" in log and "floe run --resnapshot" in log, log
+        assert run.count("public.acct") == 5  # the refused start wrote nothing
+
+        # the recovery command the message names: drops the lost slot, copies again
+        run.start("--resnapshot")
+        run.wait_until(lambda: run.count("public.acct") >= 11, 60,
+                       what="the second copy (a t row, then 5 more r rows)")
+        db.execute("INSERT INTO acct VALUES (7, 'o7')")
+        db.execute("UPDATE acct SET owner = 'after' WHERE id = 3")
+        run.wait_until(lambda: run.count("public.acct") >= 13, 60,
+                       what="the changes after recovery")
+        run.stop()
+        assert db.execute("SELECT wal_status FROM pg_replication_slots WHERE "
+                          "slot_name = %s", (run.slot,))[0][0] != "lost"
+        rows = run.rows(duckdb_con, "public.acct")
+        check_order("public.acct", rows)
+        # in step with the source: the row deleted while the slot was lost (2) is
+        # gone too, thanks to the t row that starts the copy
+        assert fold(rows, ["id"]) == source_rows(db)
+    finally:
+        if run is not None:
+            run.kill()
+        cluster.destroy()
+
+
+def test_a_source_restored_from_a_backup_is_refused(floe_bin, tmp_path, duckdb_con):
+    import shutil
+    import subprocess
+
+    from conftest import PgDatabase
+    from floerun import FloeRun
+    from pgcluster import PgCluster
+
+    cluster = PgCluster().start()
+    run = None
+    try:
+        db = PgDatabase(cluster, "postgres")
+        make_table(db)
+        run = FloeRun(floe_bin, db, tmp_path / "floe")
+        started_and_caught_up(run, 5)
+        run.stop()
+        # a cold backup, slot included
+        cluster.stop()
+        backup = cluster.base / "backup"
+        subprocess.run(["cp", "-a", str(cluster.data_dir), str(backup)], check=True)
+        cluster.restart()
+
+        run.start()
+        db.execute("INSERT INTO acct SELECT g, 'later' FROM generate_series(100, 400) g")
+        run.wait_until(lambda: run.count("public.acct") >= 306, 60,
+                       what="the changes after the backup")
+        run.stop()
+
+        # the database is restored from the backup: its history (and the slot) went
+        # back to before those 301 rows, which Bronze holds
+        cluster.stop()
+        shutil.rmtree(cluster.data_dir)
+        backup.rename(cluster.data_dir)
+        cluster.restart()
+        for args in ((), ("--resnapshot",)):
+            run.start(*args)
+            assert run.wait_exit(60) == 2, run.log_tail()
+            log = run.log_text().rsplit("===== floe run start", 1)[-1]
+            assert "went backwards" in log and "new `service:` name" in log, log
+        assert run.count("public.acct") == 306  # nothing was written
+    finally:
+        if run is not None:
+            run.kill()
+        cluster.destroy()

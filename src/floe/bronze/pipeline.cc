@@ -866,6 +866,66 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
                         pg::SnapshotReader::Open(conninfo, pg::SnapshotSource::Exported(created),
                                                  snap_options));
   const int64_t copy_ts = NowUnixMicros();
+  // Appends `arrays` (the table's columns, n rows) with the copy's CDC columns: op,
+  // the copy's time, the consistent point as both LSNs, seq from first_seq.
+  auto append_copy_rows = [&](BronzeTable* table, arrow::ArrayVector arrays, size_t n,
+                              const char* op_code, int64_t first_seq) -> arrow::Status {
+    const auto& columns = table->columns;
+    arrow::StringBuilder op;
+    arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
+                               arrow::default_memory_pool());
+    arrow::Int64Builder source_lsn, xid, commit_lsn;
+    arrow::Int32Builder seq;
+    for (size_t r = 0; r < n; ++r) {
+      ARROW_RETURN_NOT_OK(op.Append(op_code));
+      ARROW_RETURN_NOT_OK(ts.Append(copy_ts));
+      ARROW_RETURN_NOT_OK(source_lsn.Append(static_cast<int64_t>(point.value())));
+      ARROW_RETURN_NOT_OK(xid.AppendNull());
+      ARROW_RETURN_NOT_OK(commit_lsn.Append(static_cast<int64_t>(point.value())));
+      ARROW_RETURN_NOT_OK(seq.Append(static_cast<int32_t>(
+          std::min<int64_t>(first_seq + static_cast<int64_t>(r), INT32_MAX))));
+    }
+    std::shared_ptr<arrow::Array> a;
+    ARROW_RETURN_NOT_OK(op.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(ts.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(source_lsn.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(xid.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(commit_lsn.Finish(&a));
+    arrays.push_back(a);
+    ARROW_RETURN_NOT_OK(seq.Finish(&a));
+    arrays.push_back(a);
+    ARROW_ASSIGN_OR_RAISE(a, arrow::MakeArrayOfNull(arrow::list(arrow::utf8()),
+                                                    static_cast<int64_t>(n)));
+    arrays.push_back(a);
+    arrow::FieldVector fields;
+    for (const auto& c : columns) fields.push_back(arrow::field(c.name, c.mapping.type));
+    for (auto& f : pg::CdcMetadataFields()) fields.push_back(f);
+    auto stream_batch =
+        arrow::RecordBatch::Make(arrow::schema(fields), static_cast<int64_t>(n), arrays);
+    ARROW_ASSIGN_OR_RAISE(auto conformed,
+                          table->conformer->Conform(*stream_batch, NowUnixMicros()));
+    return table->appender->Write(*conformed);
+  };
+  // A table Bronze already holds rows of is copied again (--resnapshot, or published
+  // again after a gap): the copy starts with a `t` row, so that whatever the gap
+  // deleted does not outlive it in the latest state (docs/running.md, Recovery).
+  std::set<BronzeTable*> recopied;
+  for (BronzeTable* table : tables) {
+    if (table->appender->committed_lsn().value() == 0) continue;
+    recopied.insert(table);
+    arrow::ArrayVector nulls;
+    for (const auto& c : table->columns) {
+      ARROW_ASSIGN_OR_RAISE(auto a, arrow::MakeArrayOfNull(c.mapping.type, 1));
+      nulls.push_back(std::move(a));
+    }
+    ARROW_RETURN_NOT_OK(append_copy_rows(table, std::move(nulls), 1, "t", 0));
+    table->snapshot_seq = 1;
+    metrics_->events.Inc({SourceName(table->source), "t"});
+  }
   std::mutex quarantine_mutex;
   std::vector<pg::QuarantineCandidate> quarantined;
   auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
@@ -903,44 +963,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     std::lock_guard lock(table->mutex);
     const int64_t first_seq = table->snapshot_seq;
     table->snapshot_seq += static_cast<int64_t>(n);
-    arrow::StringBuilder op;
-    arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
-                               arrow::default_memory_pool());
-    arrow::Int64Builder source_lsn, xid, commit_lsn;
-    arrow::Int32Builder seq;
-    for (size_t r = 0; r < n; ++r) {
-      ARROW_RETURN_NOT_OK(op.Append("r"));
-      ARROW_RETURN_NOT_OK(ts.Append(copy_ts));
-      ARROW_RETURN_NOT_OK(source_lsn.Append(static_cast<int64_t>(point.value())));
-      ARROW_RETURN_NOT_OK(xid.AppendNull());
-      ARROW_RETURN_NOT_OK(commit_lsn.Append(static_cast<int64_t>(point.value())));
-      ARROW_RETURN_NOT_OK(seq.Append(static_cast<int32_t>(
-          std::min<int64_t>(first_seq + static_cast<int64_t>(r), INT32_MAX))));
-    }
-    std::shared_ptr<arrow::Array> a;
-    ARROW_RETURN_NOT_OK(op.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(ts.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(source_lsn.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(xid.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(commit_lsn.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(seq.Finish(&a));
-    arrays.push_back(a);
-    ARROW_ASSIGN_OR_RAISE(a, arrow::MakeArrayOfNull(arrow::list(arrow::utf8()),
-                                                    static_cast<int64_t>(n)));
-    arrays.push_back(a);
-    arrow::FieldVector fields;
-    for (const auto& c : columns) fields.push_back(arrow::field(c.name, c.mapping.type));
-    for (auto& f : pg::CdcMetadataFields()) fields.push_back(f);
-    auto stream_batch = arrow::RecordBatch::Make(arrow::schema(fields),
-                                                 static_cast<int64_t>(n), arrays);
-    ARROW_ASSIGN_OR_RAISE(auto conformed,
-                          table->conformer->Conform(*stream_batch, NowUnixMicros()));
-    ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
+    ARROW_RETURN_NOT_OK(append_copy_rows(table, std::move(arrays), n, "r", first_seq));
     metrics_->snapshot_rows.Inc({SourceName(table->source)}, static_cast<double>(n));
     metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
     if (!issues.empty()) {
@@ -992,8 +1015,10 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   for (BronzeTable* table : tables) {
     table->awaiting_copy = false;
     copied_.insert(table->source);
-    spdlog::info("copied {}: {} row(s) into {}", SourceName(table->source),
-                 table->snapshot_seq, table->id.ToString());
+    spdlog::info("copied {}: {} row(s) into {}{}", SourceName(table->source),
+                 table->snapshot_seq - (recopied.contains(table) ? 1 : 0),
+                 table->id.ToString(),
+                 recopied.contains(table) ? " (after a t row: a copy again)" : "");
   }
   return arrow::Status::OK();
 }
@@ -1048,6 +1073,34 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
     recorded = ParseU64(it->second);
   }
   const bool same_slot = state_.contains(kStateSlot) && state_.at(kStateSlot) == slot;
+  // The server's history must reach what Bronze already holds. A WAL end before it
+  // means the database was restored from a backup, or failed over to a server that
+  // had not received those changes: its slot went backwards, and from here on the
+  // source reuses LSNs that Bronze holds for changes it no longer has. Re-copying
+  // into this Bronze would not help (the copies would sort before those changes).
+  if (recorded && *recorded > who.xlogpos.value()) {
+    return Fatal(
+        "the source's WAL ends at " + who.xlogpos.ToString() + ", before LSN " +
+        Lsn(*recorded).ToString() + " up to which " + ice::NamespaceToString(ns) +
+        " already holds its changes: the database was restored from a backup or "
+        "failed over to a server that had not received them, so its history went "
+        "backwards and no longer matches Bronze. floe cannot continue this Bronze (the "
+        "source will reuse LSNs it already holds). Start a new one: give the pipeline "
+        "file a new `service:` name (or drop the tables of " +
+        ice::NamespaceToString(ns) +
+        " and its Silver tables) and run floe run again, which copies every table; "
+        "see \"The source went backwards\" in docs/running.md");
+  }
+  if (slot_state && slot_state->wal_status == "lost" && resnapshot_) {
+    // --resnapshot is the recovery from a lost slot: it cannot stream any more, so
+    // it is dropped and created again, and every table is copied afresh.
+    spdlog::warn("replication slot {} lost WAL it needed; dropping it and creating it "
+                 "again for --resnapshot",
+                 slot);
+    ARROW_RETURN_NOT_OK(
+        sql_->Query("SELECT pg_drop_replication_slot($1)", {std::string(slot)}).status());
+    slot_state.reset();
+  }
   if (!slot_state) {
     if (recorded && same_slot && !resnapshot_) {
       return Fatal("replication slot \"" + slot + "\" does not exist, but " +
@@ -1066,9 +1119,9 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
     if (slot_state->wal_status == "lost") {
       return Fatal("replication slot \"" + slot +
                    "\" lost WAL it still needed (wal_status = lost; "
-                   "max_slot_wal_keep_size was exceeded): changes are missing. Drop "
-                   "it (SELECT pg_drop_replication_slot('" +
-                   slot + "')), then " + resnapshot_hint);
+                   "max_slot_wal_keep_size was exceeded): changes are missing and "
+                   "the slot cannot stream any more. " +
+                   resnapshot_hint + " (it drops the lost slot and creates it again)");
     }
     if (recorded && same_slot && !resnapshot_ &&
         slot_state->confirmed_flush_lsn.value() > *recorded) {

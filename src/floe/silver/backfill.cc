@@ -18,6 +18,7 @@
 
 #include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
+#include "floe/common/progress.h"
 #include "floe/iceberg/conversions.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/schema.h"
@@ -34,13 +35,33 @@ namespace ice = floe::iceberg;
 namespace cp = arrow::compute;
 namespace fs = std::filesystem;
 
-arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetFile(const std::string& path) {
+arrow::Result<std::unique_ptr<parquet::arrow::FileReader>> OpenParquetFile(
+    const std::string& path) {
   ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(path));
   try {
-    ARROW_ASSIGN_OR_RAISE(auto reader,
-                          parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable());
-    return table;
+    return parquet::arrow::OpenFile(input, arrow::default_memory_pool());
+  } catch (const parquet::ParquetException& e) {
+    return arrow::Status::IOError("reading ", path, ": ", e.what());
+  }
+}
+
+// The whole file, one row group at a time (each counted into `progress`).
+arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetFile(
+    const std::string& path, parquet::arrow::FileReader& reader,
+    ProgressReporter* progress) {
+  try {
+    std::vector<std::shared_ptr<arrow::Table>> groups;
+    for (int g = 0; g < reader.num_row_groups(); ++g) {
+      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> group, reader.ReadRowGroup(g));
+      if (progress != nullptr) progress->Add(group->num_rows());
+      groups.push_back(std::move(group));
+    }
+    if (groups.empty()) {
+      std::shared_ptr<arrow::Schema> schema;
+      ARROW_RETURN_NOT_OK(reader.GetSchema(&schema));
+      return arrow::Table::MakeEmpty(schema);
+    }
+    return arrow::ConcatenateTables(groups);
   } catch (const parquet::ParquetException& e) {
     return arrow::Status::IOError("reading ", path, ": ", e.what());
   }
@@ -107,27 +128,44 @@ arrow::Result<uint64_t> BronzeStartLsn(const ice::TableMetadata& bronze,
   return bronze::CommittedLsnOf(bronze).value();
 }
 
-arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetExport(const std::string& path) {
+arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetExport(const std::string& path,
+                                                               ProgressReporter* progress) {
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     return arrow::Status::IOError("the export ", path, " does not exist");
   }
-  if (!fs::is_directory(path, ec)) return ReadParquetFile(path);
   std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(path)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".parquet") {
-      files.push_back(entry.path().string());
+  if (!fs::is_directory(path, ec)) {
+    files.push_back(path);
+  } else {
+    for (const auto& entry : fs::directory_iterator(path)) {
+      if (entry.is_regular_file() && entry.path().extension() == ".parquet") {
+        files.push_back(entry.path().string());
+      }
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      return arrow::Status::IOError("the directory ", path, " holds no *.parquet file");
     }
   }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) {
-    return arrow::Status::IOError("the directory ", path, " holds no *.parquet file");
+  // Every footer first: the row count of the whole export, for progress.
+  std::vector<std::unique_ptr<parquet::arrow::FileReader>> readers;
+  for (const auto& f : files) {
+    ARROW_ASSIGN_OR_RAISE(auto reader, OpenParquetFile(f));
+    if (progress != nullptr) progress->AddTotal(reader->parquet_reader()->metadata()->num_rows());
+    readers.push_back(std::move(reader));
   }
   std::vector<std::shared_ptr<arrow::Table>> tables;
-  for (const auto& f : files) {
-    ARROW_ASSIGN_OR_RAISE(auto t, ReadParquetFile(f));
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (progress != nullptr) {
+      progress->SetDetail("reading file " + std::to_string(i + 1) + "/" +
+                          std::to_string(files.size()));
+    }
+    ARROW_ASSIGN_OR_RAISE(auto t, ReadParquetFile(files[i], *readers[i], progress));
+    readers[i].reset();
     tables.push_back(std::move(t));
   }
+  if (tables.size() == 1) return tables[0];
   auto combined = arrow::ConcatenateTables(tables);
   if (!combined.ok()) {
     return arrow::Status::Invalid(
@@ -346,13 +384,18 @@ arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& co
         "; start `floe run` with the table published first: Silver continues from "
         "Bronze's changes after the export");
   }
-  ARROW_ASSIGN_OR_RAISE(auto rows, ReadParquetExport(options.parquet_path));
+  ProgressReporter progress("backfill", "rows read", options.progress);
+  ARROW_ASSIGN_OR_RAISE(auto rows, ReadParquetExport(options.parquet_path, &progress));
+  progress.SetDetail("sorting and writing Silver");
   BackfillTableOptions table_options;
   table_options.key = names.key;
   table_options.replace = options.replace;
   table_options.origin = options.parquet_path + " at " + Lsn(options.lsn).ToString();
-  return BackfillTable(catalog.get(), io, names.bronze, names.silver, config.warehouse,
-                       *rows, options.lsn, table_options);
+  auto stats = BackfillTable(catalog.get(), io, names.bronze, names.silver,
+                             config.warehouse, *rows, options.lsn, table_options);
+  progress.SetDetail(stats.ok() ? "written" : "failed");
+  progress.Finish();
+  return stats;
 }
 
 }  // namespace floe::silver

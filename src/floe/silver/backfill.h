@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include <arrow/result.h>
 #include <arrow/table.h>
 
+#include "floe/common/progress.h"
 #include "floe/config/pipeline_config.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
@@ -41,8 +43,10 @@ arrow::Result<uint64_t> BronzeStartLsn(const iceberg::TableMetadata& bronze,
                                        iceberg::FileIO& io);
 
 /// Reads a Parquet export: one file, or every `*.parquet` file of a directory (in
-/// name order), as one table.
-arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetExport(const std::string& path);
+/// name order), as one table; rows read are counted into `progress` (may be null),
+/// whose total is the export's row count from the files' footers.
+arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetExport(
+    const std::string& path, ProgressReporter* progress = nullptr);
 
 struct BackfillTableOptions {
   /// The merge key declared in the pipeline file (silver.keys), else Bronze's.
@@ -81,6 +85,8 @@ struct BackfillOptions {
   std::string parquet_path;
   uint64_t lsn = 0;
   bool replace = false;
+  /// Progress (common/progress.h): a bar here when it is a terminal, else log lines.
+  FILE* progress = stderr;
 };
 
 /// BackfillTable for source table `options.table` of the pipeline, from the Parquet

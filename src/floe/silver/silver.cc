@@ -12,7 +12,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
+#include "floe/common/progress.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/sql_catalog.h"
@@ -38,7 +40,42 @@ struct TableJob {
   ice::TableIdentifier silver;
   MergeOptions options;
   std::string source;
+  /// Bronze rows above Silver's watermark (from snapshot summaries), for progress.
+  int64_t pending_rows = 0;
 };
+
+int64_t SummaryCount(const ice::Snapshot& snapshot, const char* key) {
+  auto it = snapshot.summary.find(key);
+  if (it == snapshot.summary.end()) return 0;
+  try {
+    return std::stoll(it->second);
+  } catch (...) {
+    return 0;
+  }
+}
+
+// How many Bronze rows a merge from `watermark` reads: the records appended by the
+// snapshots above it (all rows when Silver does not exist yet). An estimate for the
+// progress line only: it comes from snapshot summaries, not from the data.
+int64_t PendingBronzeRows(const ice::TableMetadata& bronze, uint64_t watermark) {
+  const ice::Snapshot* snapshot = bronze.CurrentSnapshot();
+  if (snapshot == nullptr) return 0;
+  if (watermark == 0) return SummaryCount(*snapshot, "total-records");
+  int64_t rows = 0;
+  while (snapshot != nullptr) {
+    auto lsn = snapshot->summary.find(bronze::kCommitLsnSummaryKey);
+    if (lsn != snapshot->summary.end()) {
+      try {
+        if (std::stoull(lsn->second) <= watermark) break;
+      } catch (...) {
+      }
+    }
+    if (snapshot->operation == "append") rows += SummaryCount(*snapshot, "added-records");
+    if (!snapshot->parent_snapshot_id) break;
+    snapshot = bronze.FindSnapshot(*snapshot->parent_snapshot_id);
+  }
+  return rows;
+}
 
 // Where each Bronze table goes and with which key.
 arrow::Result<TableJob> JobFor(ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
@@ -60,6 +97,11 @@ arrow::Result<TableJob> JobFor(ice::Catalog* catalog, std::shared_ptr<ice::FileI
   if (auto it = config.silver.keys.find(*source); it != config.silver.keys.end()) {
     job.options.key = it->second;
   }
+  uint64_t watermark = 0;
+  if (auto silver = ice::Table::Load(catalog, io, job.silver); silver.ok()) {
+    watermark = SilverWatermark((*silver)->metadata());
+  }
+  job.pending_rows = PendingBronzeRows(table->metadata(), watermark);
   return job;
 }
 
@@ -189,6 +231,16 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
   ARROW_ASSIGN_OR_RAISE(auto tables, ListBronzeTables(catalog, config));
   spdlog::info("silver: {} Bronze tables of service {}, {} at a time", tables.size(),
                config.service, config.silver.concurrency);
+  // Planned first, so that the progress line knows how many Bronze rows the pass
+  // reads in all.
+  std::vector<arrow::Result<TableJob>> jobs;
+  ProgressReporter progress("silver", "Bronze rows", options.progress);
+  int64_t tables_done = 0;
+  for (const auto& bronze : tables) {
+    jobs.push_back(JobFor(catalog, io, config, bronze));
+    if (jobs.back().ok()) progress.AddTotal(jobs.back()->pending_rows);
+  }
+  progress.SetDetail("0/" + std::to_string(tables.size()) + " tables");
   std::mutex mu;
   std::vector<std::string> failed;
   size_t next = 0;
@@ -204,7 +256,7 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       const ice::TableIdentifier& bronze = tables[i];
       const auto started = Clock::now();
       const double started_at = NowUnixSeconds();
-      auto job = JobFor(catalog, io, config, bronze);
+      const arrow::Result<TableJob>& job = jobs[i];
       const std::string label = job.ok() ? job->source : TableLabel(bronze);
       arrow::Result<MergeStats> result =
           job.ok() ? MergeTable(catalog, io, job->bronze, job->silver, config.warehouse,
@@ -213,6 +265,12 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       const auto elapsed = Clock::now() - started;
       const auto ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
+      if (job.ok()) progress.Add(job->pending_rows);
+      {
+        std::lock_guard lock(mu);
+        progress.SetDetail(std::to_string(++tables_done) + "/" +
+                           std::to_string(tables.size()) + " tables");
+      }
       if (!result.ok()) {
         spdlog::error("silver: {} failed: {}", bronze.ToString(),
                       result.status().ToString());

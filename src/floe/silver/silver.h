@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ struct SilverOptions {
   /// bind failure is an error; from the file's `metrics.listen` it is logged and the
   /// scheduler merges without serving (floe run on the same host may hold it).
   bool metrics_listen_explicit = false;
+  /// Each pass's progress (common/progress.h): a bar redrawn here when it is a
+  /// terminal, else a log line every 10 s and one at the end of the pass.
+  FILE* progress = stderr;
 };
 
 /// Opens the pipeline's Iceberg catalog, serialised for use from several threads.
