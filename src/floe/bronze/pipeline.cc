@@ -861,7 +861,15 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
 
   pg::SnapshotOptions snap_options;
   snap_options.workers = options_.snapshot_workers;
-  snap_options.progress_stream = options_.progress;
+  // A bar redrawn on a terminal; otherwise log lines (JSON with --json-logs), not
+  // bare lines in between the log's.
+  if (options_.progress != nullptr && isatty(fileno(options_.progress))) {
+    snap_options.progress_stream = options_.progress;
+  } else if (options_.progress != nullptr) {
+    snap_options.on_progress = [](const pg::SnapshotProgressSample& sample) {
+      spdlog::info("{}", pg::FormatProgressLine(sample));
+    };
+  }
   ARROW_ASSIGN_OR_RAISE(auto reader,
                         pg::SnapshotReader::Open(conninfo, pg::SnapshotSource::Exported(created),
                                                  snap_options));

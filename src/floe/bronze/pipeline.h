@@ -60,7 +60,8 @@ struct RunOptions {
   /// Reconnect backoff bounds.
   std::chrono::milliseconds min_backoff{500};
   std::chrono::milliseconds max_backoff{30'000};
-  /// Snapshot progress lines (null: none).
+  /// Snapshot progress: redrawn here when it is a terminal, else logged every 10 s
+  /// and at the end of each copy (null: none).
   FILE* progress = nullptr;
   /// Where /metrics, /healthz and /readyz are served ("host:port"; empty: not
   /// served). See docs/operations.md for the metrics.
