@@ -19,6 +19,7 @@
 #include "floe/bronze/pipeline.h"
 #include "floe/common/lsn.h"
 #include "floe/config/pipeline_config.h"
+#include "floe/maintenance/maintenance.h"
 #include "floe/ops/status.h"
 #include "floe/silver/backfill.h"
 #include "floe/silver/silver.h"
@@ -319,6 +320,125 @@ int Status(const std::string& file, bool json) {
   return floe::ops::StatusExitCode(*status);
 }
 
+// The table of a maintenance command's --table (empty: all); false, with the reason
+// printed, when it is not schema.table.
+bool MaintenanceTable(const std::string& command, const std::string& table,
+                      std::optional<floe::config::QualifiedName>* out) {
+  if (table.empty()) return true;
+  *out = floe::config::ParseQualifiedName(table);
+  if (!*out) {
+    std::cerr << "floe " << command << ": --table " << table
+              << " is not schema.table (e.g. public.orders)\n";
+    return false;
+  }
+  return true;
+}
+
+// A duration option of a maintenance command (e.g. 30d, 3d, 12h) in ms.
+std::optional<int64_t> MaintenanceDuration(const std::string& command,
+                                           const std::string& option,
+                                           const std::string& text) {
+  auto parsed = floe::config::ParseDuration(text);
+  if (!parsed || parsed->count() < 0) {
+    std::cerr << "floe " << command << ": " << option << " " << text
+              << " is not a duration (write e.g. 30d, 3d, 12h)\n";
+    return std::nullopt;
+  }
+  return parsed->count();
+}
+
+// Prints one line per table; exit code 1 when a table failed. Errors pass through
+// the conninfo redaction of the source and of a PostgreSQL catalog.
+int MaintenanceReport(const std::string& command,
+                      const floe::config::PipelineConfig& config,
+                      const arrow::Result<std::vector<floe::maintenance::TableReport>>& r) {
+  auto redact = [&](const std::string& text) {
+    return floe::ops::RedactConninfoSecrets(
+        floe::ops::RedactConninfoSecrets(text, config.source.conninfo),
+        config.catalog.type == floe::config::CatalogType::kPostgres ? config.catalog.uri
+                                                                     : std::string());
+  };
+  if (!r.ok()) {
+    std::cerr << "floe " << command << ": " << redact(r.status().message()) << "\n";
+    return 1;
+  }
+  int failed = 0;
+  for (const auto& t : *r) {
+    if (t.error.empty()) {
+      std::cout << t.table << ": " << t.text << "\n";
+    } else {
+      ++failed;
+      std::cout << t.table << ": FAILED: " << redact(t.error) << "\n";
+    }
+  }
+  std::cout << command << ": " << r->size() << " table(s), " << failed << " failed\n";
+  return failed > 0 ? 1 : 0;
+}
+
+// `floe compact FILE [--table s.t] [--bronze-days N] [--target-file-size BYTES]
+// [--bronze-only | --silver-only]` (docs/maintenance.md).
+int Compact(const std::string& file, const std::string& table, int bronze_days,
+            int64_t target_file_size, bool bronze_only, bool silver_only,
+            bool json_logs) {
+  auto config = SilverToolConfig(file);
+  if (!config) return 1;
+  SetUpLogging(json_logs);
+  floe::maintenance::CompactOptions options;
+  if (!MaintenanceTable("compact", table, &options.table)) return 1;
+  if (bronze_only && silver_only) {
+    std::cerr << "floe compact: --bronze-only and --silver-only exclude each other\n";
+    return 1;
+  }
+  options.bronze = !silver_only;
+  options.silver = !bronze_only;
+  options.table_options.bronze_days = bronze_days;
+  if (target_file_size > 0) options.table_options.target_file_bytes = target_file_size;
+  return MaintenanceReport("compact", *config,
+                           floe::maintenance::CompactService(*config, options));
+}
+
+// `floe expire FILE [--table s.t] [--older-than 30d] [--retain-last 10]`.
+int Expire(const std::string& file, const std::string& table,
+           const std::string& older_than, int retain_last, bool json_logs) {
+  auto config = SilverToolConfig(file);
+  if (!config) return 1;
+  SetUpLogging(json_logs);
+  floe::maintenance::ExpireOptions options;
+  if (!MaintenanceTable("expire", table, &options.table)) return 1;
+  auto retention = MaintenanceDuration("expire", "--older-than", older_than);
+  if (!retention) return 1;
+  if (retain_last < 1) {
+    std::cerr << "floe expire: --retain-last must be at least 1\n";
+    return 1;
+  }
+  options.retention_ms = *retention;
+  options.retain_last = retain_last;
+  return MaintenanceReport("expire", *config,
+                           floe::maintenance::ExpireService(*config, options));
+}
+
+// `floe remove-orphans FILE [--table s.t] [--older-than 3d] [--dry-run]`.
+int RemoveOrphans(const std::string& file, const std::string& table,
+                  const std::string& older_than, bool dry_run, bool json_logs) {
+  auto config = SilverToolConfig(file);
+  if (!config) return 1;
+  SetUpLogging(json_logs);
+  floe::maintenance::RemoveOrphansOptions options;
+  if (!MaintenanceTable("remove-orphans", table, &options.table)) return 1;
+  auto age = MaintenanceDuration("remove-orphans", "--older-than", older_than);
+  if (!age) return 1;
+  if (*age < 3600 * 1000) {
+    std::cerr << "floe remove-orphans: --older-than " << older_than
+              << " is under 1h: a running floe run or floe silver may be between "
+                 "writing a file and committing it\n";
+    return 1;
+  }
+  options.older_than_ms = *age;
+  options.dry_run = dry_run;
+  return MaintenanceReport("remove-orphans", *config,
+                           floe::maintenance::RemoveOrphansService(*config, options));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -420,7 +540,80 @@ int main(int argc, char** argv) {
   status->add_option("FILE", config_file, "pipeline YAML file")->required();
   status->add_flag("--json", status_json, "print one JSON document (for scripts)");
 
+  std::string maintenance_table;
+  int compact_bronze_days = floe::maintenance::kDefaultBronzeDays;
+  int64_t compact_target = 0;
+  bool compact_bronze_only = false, compact_silver_only = false;
+  CLI::App* compact = app.add_subcommand(
+      "compact",
+      "Compact the Silver replicas (deletes applied, re-sorted by key, target-size "
+      "files per bucket) and the last days of the Bronze changelogs (small files "
+      "merged, sorted by cdc_ts descending); safe while floe run and floe silver run");
+  compact->add_option("FILE", config_file, "pipeline YAML file")->required();
+  compact->add_option("--table", maintenance_table,
+                      "only this source table's Bronze and Silver tables (schema.table)");
+  compact
+      ->add_option("--bronze-days", compact_bronze_days,
+                   "Bronze: compact the day(cdc_ts) partitions of this many last days")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  compact->add_option("--target-file-size", compact_target,
+                      "target data file size in bytes (default: the table's "
+                      "write.target-file-size-bytes, or 128 MiB)")
+      ->check(CLI::PositiveNumber);
+  compact->add_flag("--bronze-only", compact_bronze_only, "compact Bronze tables only");
+  compact->add_flag("--silver-only", compact_silver_only, "compact Silver tables only");
+  compact->add_flag("--json-logs", json_logs, "log one JSON object per line");
+
+  std::string expire_older_than = "30d";
+  int expire_retain_last = floe::maintenance::kDefaultRetainLast;
+  CLI::App* expire = app.add_subcommand(
+      "expire",
+      "Expire the snapshots of every Bronze and Silver table older than a retention, "
+      "keeping the newest ones, and delete the files only they reached");
+  expire->add_option("FILE", config_file, "pipeline YAML file")->required();
+  expire->add_option("--table", maintenance_table,
+                     "only this source table's Bronze and Silver tables (schema.table)");
+  expire->add_option("--older-than", expire_older_than,
+                     "expire snapshots at least this old (e.g. 30d, 12h)")
+      ->capture_default_str();
+  expire->add_option("--retain-last", expire_retain_last,
+                     "keep at least this many newest snapshots of each table")
+      ->capture_default_str();
+  expire->add_flag("--json-logs", json_logs, "log one JSON object per line");
+
+  std::string orphans_older_than = "3d";
+  bool orphans_dry_run = false;
+  CLI::App* remove_orphans = app.add_subcommand(
+      "remove-orphans",
+      "Delete files under each Bronze and Silver table's location that no metadata "
+      "references and that are older than a safety age");
+  remove_orphans->add_option("FILE", config_file, "pipeline YAML file")->required();
+  remove_orphans->add_option(
+      "--table", maintenance_table,
+      "only this source table's Bronze and Silver tables (schema.table)");
+  remove_orphans
+      ->add_option("--older-than", orphans_older_than,
+                   "only files last modified at least this long ago (at least 1h; "
+                   "in-flight writes of floe run / floe silver are younger)")
+      ->capture_default_str();
+  remove_orphans->add_flag("--dry-run", orphans_dry_run,
+                           "list the orphans without deleting them");
+  remove_orphans->add_flag("--json-logs", json_logs, "log one JSON object per line");
+
   CLI11_PARSE(app, argc, argv);
+  if (*compact) {
+    return Compact(config_file, maintenance_table, compact_bronze_days, compact_target,
+                   compact_bronze_only, compact_silver_only, json_logs);
+  }
+  if (*expire) {
+    return Expire(config_file, maintenance_table, expire_older_than, expire_retain_last,
+                  json_logs);
+  }
+  if (*remove_orphans) {
+    return RemoveOrphans(config_file, maintenance_table, orphans_older_than,
+                         orphans_dry_run, json_logs);
+  }
   if (*validate) return Validate(config_file, print);
   if (*run) {
     return Run(config_file, duration, resnapshot, json_logs, metrics_listen,

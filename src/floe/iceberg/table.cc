@@ -455,9 +455,18 @@ arrow::Result<std::vector<DataFile>> Table::WriteDataFiles(
 }
 
 arrow::Result<std::unique_ptr<DataFileWriter>> Table::NewDataFileWriter(
-    const PartitionTuple& partition) const {
+    const PartitionTuple& partition, std::optional<int64_t> target_file_bytes) const {
   ARROW_RETURN_NOT_OK(CheckPartitionTuple(partition));
-  ARROW_ASSIGN_OR_RAISE(const int64_t target, TargetFileSizeBytes());
+  if (target_file_bytes && *target_file_bytes <= 0) {
+    return arrow::Status::Invalid("a target file size must be positive, not ",
+                                  *target_file_bytes);
+  }
+  int64_t target = 0;
+  if (target_file_bytes) {
+    target = *target_file_bytes;
+  } else {
+    ARROW_ASSIGN_OR_RAISE(target, TargetFileSizeBytes());
+  }
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema()));
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, WriterOptions());
   return std::unique_ptr<DataFileWriter>(
@@ -628,6 +637,9 @@ struct Table::PendingSnapshot {
   /// it.
   std::optional<int64_t> validate_from;
   std::function<arrow::Status(const ConcurrentChanges&)> validate;
+  /// Summary keys copied from the parent's ancestry unless the caller's summary
+  /// sets them (RewriteFilesRequest::inherit_summary_keys).
+  std::vector<std::string> inherit_summary_keys;
 };
 
 arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
@@ -889,6 +901,16 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
     snapshot.operation = pending.operation;
     auto& sm = snapshot.summary;
     sm = summary;
+    for (const auto& key : pending.inherit_summary_keys) {
+      if (sm.contains(key) || parent_id == std::nullopt) continue;
+      for (const Snapshot* snap : metadata_.SnapshotsAncestryOf(*parent_id)) {
+        auto it = snap->summary.find(key);
+        if (it != snap->summary.end()) {
+          sm[key] = it->second;
+          break;
+        }
+      }
+    }
     sm[kCommitIdSummaryKey] = commit_id;
     auto put = [&](const char* key, int64_t value) {
       if (value != 0) sm[key] = std::to_string(value);
@@ -1059,6 +1081,17 @@ arrow::Result<Snapshot> Table::RewriteFiles(const std::vector<DataFile>& files_t
                                             const std::vector<DataFile>& files_to_add,
                                             const SummaryProperties& summary,
                                             const CommitOptions& options) {
+  RewriteFilesRequest request;
+  request.files_to_delete = files_to_delete;
+  request.files_to_add = files_to_add;
+  return RewriteFiles(request, summary, options);
+}
+
+arrow::Result<Snapshot> Table::RewriteFiles(const RewriteFilesRequest& request,
+                                            const SummaryProperties& summary,
+                                            const CommitOptions& options) {
+  const std::vector<DataFile>& files_to_delete = request.files_to_delete;
+  const std::vector<DataFile>& files_to_add = request.files_to_add;
   if (files_to_delete.empty()) {
     return arrow::Status::Invalid("a rewrite needs at least one file to replace");
   }
@@ -1076,7 +1109,16 @@ arrow::Result<Snapshot> Table::RewriteFiles(const std::vector<DataFile>& files_t
           MakePartitionKey(metadata_.default_spec_id, file.partition));
     }
   }
-  pending.validate_from = metadata_.current_snapshot_id;
+  for (const auto& file : files_to_add) {
+    if (IsDeleteFile(file)) {
+      return arrow::Status::Invalid("rewrite adds data files only; ", file.file_path,
+                                    " is a delete file");
+    }
+  }
+  pending.validate_from = request.validate_from_snapshot_id
+                              ? request.validate_from_snapshot_id
+                              : metadata_.current_snapshot_id;
+  pending.inherit_summary_keys = request.inherit_summary_keys;
   const std::string table_name = id_.ToString();
   pending.validate = [removed_data, removed_data_partitions,
                       table_name](const ConcurrentChanges& changes) -> arrow::Status {

@@ -113,6 +113,24 @@ struct OverwriteRequest {
   bool validate_no_conflicting_data_files = false;
 };
 
+/// Compaction: files replaced by new files holding the same rows (see
+/// Table::RewriteFiles).
+struct RewriteFilesRequest {
+  /// Data and / or delete files to remove; each must still be live.
+  std::vector<DataFile> files_to_delete;
+  /// Data files holding the rows of the removed data files, their deletes applied.
+  std::vector<DataFile> files_to_add;
+  /// The snapshot the rewrite was planned from (read its files at): concurrent
+  /// commits after it are validated. Default: the table's current snapshot when
+  /// RewriteFiles is called.
+  std::optional<int64_t> validate_from_snapshot_id;
+  /// Summary keys copied into the new snapshot from the newest snapshot on its
+  /// parent's ancestry that has them (read again on every attempt, so a retry over a
+  /// concurrent commit copies that commit's value), unless `summary` sets them. For
+  /// positions such as `floe.commit-lsn` that a replace snapshot must not hide.
+  std::vector<std::string> inherit_summary_keys;
+};
+
 class Table;
 
 /// Writes the rows of one partition, batch by batch as they arrive, as data files of
@@ -221,8 +239,10 @@ class Table {
 
   /// A writer of `partition` that takes one batch at a time (see DataFileWriter);
   /// WriteDataFiles in increments.
+  /// `target_file_bytes` overrides the table's target file size when set.
   arrow::Result<std::unique_ptr<DataFileWriter>> NewDataFileWriter(
-      const PartitionTuple& partition = {}) const;
+      const PartitionTuple& partition = {},
+      std::optional<int64_t> target_file_bytes = std::nullopt) const;
 
   /// Commits `files` (written and durable; none is fine: an empty snapshot that
   /// carries `summary`, as Java allows) as one `append` snapshot on `main`,
@@ -262,6 +282,12 @@ class Table {
   /// deletes would be lost).
   arrow::Result<Snapshot> RewriteFiles(const std::vector<DataFile>& files_to_delete,
                                        const std::vector<DataFile>& files_to_add,
+                                       const SummaryProperties& summary = {},
+                                       const CommitOptions& options = {});
+  /// The same with the validation snapshot and inherited summary keys of
+  /// `request`: deletes added by any commit after `validate_from_snapshot_id` that
+  /// may apply to a removed data file fail the rewrite.
+  arrow::Result<Snapshot> RewriteFiles(const RewriteFilesRequest& request,
                                        const SummaryProperties& summary = {},
                                        const CommitOptions& options = {});
 

@@ -60,6 +60,14 @@ std::vector<int64_t> SnapshotsToExpire(const TableMetadata& metadata,
     for (size_t i = 0; i < ancestry.size() && i < retain; ++i) {
       keep.insert(ancestry[i]->snapshot_id);
     }
+    for (const auto& key : options.retain_summary_keys) {
+      for (const Snapshot* snap : ancestry) {
+        if (snap->summary.contains(key)) {
+          keep.insert(snap->snapshot_id);
+          break;
+        }
+      }
+    }
   }
   std::vector<int64_t> expired;
   for (const Snapshot& snap : metadata.snapshots) {
@@ -163,10 +171,20 @@ arrow::Result<std::vector<std::string>> RemoveOrphanFiles(
   referenced.insert(reachable.manifests.begin(), reachable.manifests.end());
   referenced.insert(reachable.all_files.begin(), reachable.all_files.end());
 
+  std::vector<std::string> skip;
+  for (const auto& prefix : options.skip_prefixes) {
+    std::string p = Normalize(prefix);
+    while (!p.empty() && p.back() == '/') p.pop_back();
+    skip.push_back(p + "/");
+  }
   std::vector<std::string> removed;
   for (const FileEntry& file : listing) {
     const std::string path = Normalize(file.location);
     if (referenced.contains(path) || file.modified_ms >= cutoff) continue;
+    if (std::any_of(skip.begin(), skip.end(),
+                    [&](const std::string& p) { return path.starts_with(p); })) {
+      continue;
+    }
     if (path.ends_with("/version-hint.text")) continue;  // Hadoop-table pointer
     if (!options.dry_run) ARROW_RETURN_NOT_OK(io.Delete(file.location));
     removed.push_back(file.location);

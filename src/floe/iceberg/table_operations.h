@@ -20,6 +20,10 @@ struct ExpireSnapshotsOptions {
   /// Of every branch's history, at least this many newest snapshots are kept
   /// whatever their age (at least 1: a branch's head is never expired).
   int32_t retain_last = 1;
+  /// For each of these snapshot-summary keys, the newest snapshot of every branch's
+  /// history that carries it is kept whatever its age (e.g. `floe.commit-lsn`, the
+  /// position a restarted writer resumes from, read from the ancestry).
+  std::vector<std::string> retain_summary_keys;
   /// Delete the files no remaining snapshot reaches.
   bool delete_files = true;
   CommitOptions commit;
@@ -51,6 +55,9 @@ struct RemoveOrphanFilesOptions {
   std::optional<int64_t> older_than_ms;
   /// Report without deleting.
   bool dry_run = false;
+  /// Files under these locations are never removed (other tables whose location
+  /// lies under this table's).
+  std::vector<std::string> skip_prefixes;
 };
 
 /// Lists every file under the table's location and deletes those that are older

@@ -749,5 +749,99 @@ TEST_F(TableOperationsTest, OrphanRemovalHonoursTheCutoffAndKeepsEverythingRefer
   EXPECT_EQ(ValueOrDie(loaded->LiveFiles()).size(), 2u);
 }
 
+TEST_F(TableOperationsTest, RewritePlannedFromAnOlderSnapshotSeesDeletesAddedSinceIt) {
+  // The compactor read its files at `planned`, then refreshed (as a long compaction
+  // that re-reads the table does) before committing: the deletes a merge added in
+  // between must still refuse the rewrite, or they would be lost.
+  auto table = CreateTable();
+  DataFile data = Write(*table, 0, 10);
+  Snapshot planned = ValueOrDie(table->AppendFiles({data}));
+  auto compactor = Load();
+  DataFile compacted = Write(*compactor, 0, 10);
+  RowDeltaRequest delta;
+  delta.add_delete_files = {Deletes(*table, data, {4})};
+  ValueOrDie(table->RowDelta(delta));
+  ASSERT_OK(compactor->Refresh());
+
+  RewriteFilesRequest request;
+  request.files_to_delete = {data};
+  request.files_to_add = {compacted};
+  request.validate_from_snapshot_id = planned.snapshot_id;
+  auto result = compactor->RewriteFiles(request);
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(IsValidationFailure(result.status())) << result.status().ToString();
+  // Without the planning snapshot the same rewrite would have landed: the check is
+  // what protects the deletes.
+  request.validate_from_snapshot_id.reset();
+  request.files_to_add = {Write(*compactor, 0, 10)};
+  EXPECT_TRUE(compactor->RewriteFiles(request).ok());
+}
+
+TEST_F(TableOperationsTest, RewriteInheritsSummaryKeysFromTheParentItLandsOn) {
+  auto table = CreateTable();
+  DataFile a = Write(*table, 0, 3), b = Write(*table, 3, 3);
+  ValueOrDie(table->AppendFiles({a}, {{"floe.commit-lsn", "100"}}));
+  ValueOrDie(table->AppendFiles({b}));  // no key: found further down the ancestry
+  auto compactor = Load();
+  DataFile merged = Write(*compactor, 0, 6);
+  // A concurrent append moves the position after the compactor loaded the table.
+  ValueOrDie(table->AppendFiles({Write(*table, 6, 1)}, {{"floe.commit-lsn", "200"}}));
+
+  RewriteFilesRequest request;
+  request.files_to_delete = {a, b};
+  request.files_to_add = {merged};
+  request.inherit_summary_keys = {"floe.commit-lsn", "floe.absent"};
+  Snapshot snap = ValueOrDie(compactor->RewriteFiles(request));
+  EXPECT_EQ(snap.operation, "replace");
+  EXPECT_EQ(snap.summary.at("floe.commit-lsn"), "200");
+  EXPECT_FALSE(snap.summary.contains("floe.absent"));
+  // The caller's own value wins.
+  DataFile again = Write(*compactor, 0, 6);
+  request.files_to_delete = {merged};
+  request.files_to_add = {again};
+  request.validate_from_snapshot_id.reset();
+  Snapshot own = ValueOrDie(compactor->RewriteFiles(request, {{"floe.commit-lsn", "7"}}));
+  EXPECT_EQ(own.summary.at("floe.commit-lsn"), "7");
+}
+
+TEST_F(TableOperationsTest, ExpiryKeepsTheNewestSnapshotCarryingARetainedSummaryKey) {
+  auto table = CreateTable();
+  Snapshot s1 = ValueOrDie(table->AppendFiles({Write(*table, 0, 1)}));
+  Snapshot s2 = ValueOrDie(table->AppendFiles({Write(*table, 1, 1)}, {{"pos", "2"}}));
+  Snapshot s3 = ValueOrDie(table->AppendFiles({Write(*table, 2, 1)}));
+  Snapshot s4 = ValueOrDie(table->AppendFiles({Write(*table, 3, 1)}));
+  ExpireSnapshotsOptions options;
+  options.older_than_ms = CurrentTimeMs() + 1000;
+  options.retain_last = 1;
+  options.retain_summary_keys = {"pos"};
+  auto result = ValueOrDie(ExpireSnapshots(*table, options));
+  EXPECT_EQ(std::set<int64_t>(result.expired_snapshot_ids.begin(),
+                              result.expired_snapshot_ids.end()),
+            (std::set<int64_t>{s1.snapshot_id, s3.snapshot_id}));
+  auto loaded = Load();
+  EXPECT_NE(loaded->metadata().FindSnapshot(s2.snapshot_id), nullptr);
+  EXPECT_NE(loaded->metadata().FindSnapshot(s4.snapshot_id), nullptr);
+  // Without the key, only the head stays.
+  options.retain_summary_keys.clear();
+  result = ValueOrDie(ExpireSnapshots(*table, options));
+  EXPECT_EQ(result.expired_snapshot_ids, std::vector<int64_t>{s2.snapshot_id});
+}
+
+TEST_F(TableOperationsTest, OrphanRemovalLeavesFilesUnderASkippedPrefix) {
+  auto table = CreateTable();
+  ValueOrDie(table->AppendFiles({Write(*table, 0, 3)}));
+  const std::string nested = Location() + "/nested_table/data/x.parquet";
+  const std::string junk = Location() + "/data/junk.parquet";
+  ASSERT_OK(io_->WriteAtomically(nested, "x", /*exclusive=*/true));
+  ASSERT_OK(io_->WriteAtomically(junk, "x", /*exclusive=*/true));
+  RemoveOrphanFilesOptions options;
+  options.older_than_ms = CurrentTimeMs() + 60 * 1000;
+  options.skip_prefixes = {Location() + "/nested_table/"};
+  auto removed = ValueOrDie(RemoveOrphanFiles(*table, options));
+  EXPECT_EQ(removed, std::vector<std::string>{junk});
+  EXPECT_TRUE(Exists(nested));
+  EXPECT_FALSE(Exists(junk));
+}
+
 }  // namespace
 }  // namespace floe::iceberg
