@@ -317,3 +317,44 @@ def test_backfill_table_on_request_backfills_a_held_table_again_while_streaming(
     run.start("--backfill-table", "public.big")
     assert run.wait_exit(60) == 2
     assert "not a table of publication pub" in run.log_text()
+
+
+def test_a_partial_update_inside_the_window_gets_its_key_selected_again(
+        floe, pg, duckdb_con):
+    """An update that leaves a TOASTed value unchanged (and so does not send it)
+    commits inside a chunk's window, after the chunk's snapshot: it beats the chunk
+    row, and since Bronze has no whole row of that key, the key is selected again
+    with a later chunk. Made deterministic by holding a lock the chunk's SELECT
+    waits for (its snapshot is already taken) while the update commits."""
+    pg.execute(SETUP + """
+        CREATE TABLE docs (id int PRIMARY KEY, body text, n int);
+        INSERT INTO docs SELECT d, (SELECT string_agg(md5(random()::text || i || d), '')
+                                    FROM generate_series(1, 300) i), 0
+          FROM generate_series(1, 3) d;
+    """)
+    run = floe(publication="pub", interval="300ms")
+    run.start().wait_streaming()
+    with pg.connect(autocommit=False) as blocker:
+        pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+        blocker.execute("LOCK TABLE docs IN ACCESS EXCLUSIVE MODE")
+        blocker.execute("UPDATE docs SET n = n + 1 WHERE id = 2")  # body not sent
+        # floe notices the table at its next publication check, emits the low
+        # watermark, takes the chunk's snapshot and waits for the lock.
+        run.wait_until(lambda: pg.execute(
+            "SELECT count(*) FROM pg_locks WHERE relation = 'docs'::regclass "
+            "AND NOT granted")[0][0] > 0, 30, what="the chunk's SELECT waiting")
+        blocker.commit()
+    run.wait_until(lambda: (latest_backfill(run, "public.docs") or {}).get("done"), 60,
+                   what="the backfill of public.docs")
+    records = [rec for _, rec in backfill_records(run, "public.docs")]
+    run.stop()
+    rows = run.rows(duckdb_con, "public.docs")
+    check_order("docs", rows)
+    two = [(r["cdc_op"], r["n"], r["body"] is None, r["cdc_unchanged"])
+           for r in rows if r["id"] == 2]
+    assert two == [("u", 1, True, ["body"]), ("r", 1, False, None)], two
+    # One chunk for the table, one more for the key selected again.
+    assert records[-1]["chunks"] == 2 and records[-1]["rows"] == 3, records
+    cols = ["id", "body", "n"]
+    assert bronze_state(rows, cols) == source_state(pg, "docs", cols)
+    assert sorted(r["id"] for r in rows if r["cdc_op"] == "r") == [1, 2, 3]

@@ -250,7 +250,8 @@ struct PipelineMetrics {
                      {"table"}));
     ARROW_ASSIGN_OR_RAISE(
         m->snapshot_rows,
-        r.AddCounter("floe_snapshot_rows_total", "Rows copied by table snapshots, by table",
+        r.AddCounter("floe_snapshot_rows_total",
+                     "Rows copied by table snapshots or backfills, by table",
                      {"table"}));
     ARROW_ASSIGN_OR_RAISE(
         m->messages,
@@ -312,6 +313,10 @@ struct Backfill {
   std::vector<pg::PgRow> chunk_rows;
   std::vector<SourceColumn> chunk_columns;
   bool chunk_last = false;
+  /// The first `chunk_range_rows` of `chunk_rows` continue the key order; the rest
+  /// are the first `chunk_retried` keys of progress.retry, selected again.
+  size_t chunk_range_rows = 0;
+  size_t chunk_retried = 0;
   /// Transactions of the table delivered since the last chunk was issued: if the
   /// next chunk's snapshot could not see one of them, the chunk is retried (its
   /// changes are already in Bronze but its rows would be older).
@@ -324,6 +329,9 @@ struct Backfill {
   bool truncated = false;
   Clock::time_point started = Clock::now();
 };
+
+// Most keys of BackfillProgress::retry selected again with one chunk.
+constexpr size_t kMaxRetryKeys = 256;
 
 // Below this many rows a change batch waits in BronzeTable::buffered; the buffer is
 // written once it holds kFlushRows.
@@ -784,6 +792,7 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   ARROW_ASSIGN_OR_RAISE(std::string schema_q, sql.QuoteIdentifier(table->source.schema));
   ARROW_ASSIGN_OR_RAISE(std::string table_q, sql.QuoteIdentifier(table->source.table));
   select += " FROM " + schema_q + "." + table_q;
+  const std::string select_from = select;
   std::string key_list;
   for (size_t k = 0; k < backfill->key_columns.size(); ++k) {
     ARROW_ASSIGN_OR_RAISE(std::string q, sql.QuoteIdentifier(backfill->key_columns[k]));
@@ -806,6 +815,28 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   }
   const int64_t limit = config_.source.backfill_chunk_rows;
   select += " ORDER BY " + key_list + " LIMIT " + std::to_string(limit);
+  // Keys whose earlier chunk row lost to a partial update: selected again.
+  const auto& retry = backfill->progress.retry;
+  const size_t retried = std::min(retry.size(), kMaxRetryKeys);
+  std::string reselect;
+  std::vector<std::optional<std::string>> reselect_params;
+  if (retried > 0) {
+    reselect = select_from + " WHERE (" + key_list + ") IN (";
+    for (size_t i = 0; i < retried; ++i) {
+      if (retry[i].size() != backfill->key_columns.size()) {
+        return arrow::Status::Invalid(table_name, ": a retried key has ", retry[i].size(),
+                                      " value(s) for ", backfill->key_columns.size(),
+                                      " key column(s)");
+      }
+      reselect += i == 0 ? "(" : ", (";
+      for (size_t k = 0; k < retry[i].size(); ++k) {
+        reselect_params.push_back(retry[i][k]);
+        reselect += (k == 0 ? "$" : ", $") + std::to_string(reselect_params.size());
+      }
+      reselect += ")";
+    }
+    reselect += ")";
+  }
 
   Watermark mark{table_name, chunk_nonce_ + "." + std::to_string(++chunk_counter_),
                  Watermark::Kind::kLow};
@@ -816,9 +847,15 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   // One snapshot for the xids it cannot see and for the rows.
   ARROW_RETURN_NOT_OK(
       sql.Query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+  size_t range_rows = 0;
   auto chunk = [&]() -> arrow::Result<std::pair<std::string, std::vector<pg::PgRow>>> {
     ARROW_ASSIGN_OR_RAISE(auto snap, sql.Query("SELECT pg_current_snapshot()::text"));
     ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(select, params));
+    range_rows = rows.size();
+    if (!reselect.empty()) {
+      ARROW_ASSIGN_OR_RAISE(auto again, sql.Query(reselect, reselect_params));
+      for (auto& row : again) rows.push_back(std::move(row));
+    }
     ARROW_RETURN_NOT_OK(sql.Query("COMMIT").status());
     return std::make_pair(snap.at(0).at(0).value_or(""), std::move(rows));
   }();
@@ -839,7 +876,9 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   backfill->recent_xids.clear();
   std::vector<pg::PgRow> rows = std::move(chunk->second);
   ARROW_ASSIGN_OR_RAISE(auto keys, ChunkRowKeys(columns, rows, backfill->key_columns));
-  backfill->chunk_last = static_cast<int64_t>(rows.size()) < limit;
+  backfill->chunk_last = static_cast<int64_t>(range_rows) < limit;
+  backfill->chunk_range_rows = range_rows;
+  backfill->chunk_retried = retried;
   backfill->chunk_rows = std::move(rows);
   backfill->chunk_columns = std::move(columns);
   backfill->window.emplace(table_name, mark.chunk, std::move(snapshot), std::move(keys));
@@ -922,6 +961,35 @@ arrow::Status Pipeline::FinishChunk(Backfill* backfill, const pg::CapturedMessag
       }
     }
   }
+  // The text form of row i's key.
+  auto key_text = [&](size_t i) {
+    std::vector<std::string> out;
+    for (const auto& key : backfill->key_columns) {
+      for (size_t c = 0; c < columns.size(); ++c) {
+        if (columns[c].name == key) out.push_back(rows[i].at(c).value_or(""));
+      }
+    }
+    return out;
+  };
+  // A row that lost to a change in the window while Bronze holds no whole row of
+  // its key (the change was an update without its unchanged TOAST values) is
+  // selected again with a later chunk.
+  std::vector<std::vector<std::string>> retry(
+      backfill->progress.retry.begin() +
+          static_cast<std::ptrdiff_t>(backfill->chunk_retried),
+      backfill->progress.retry.end());
+  if (!backfill->truncated) {
+    size_t next = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (next < emit.size() && emit[next] == static_cast<int64_t>(i)) {
+        ++next;
+        continue;
+      }
+      if (!backfill->complete_keys.contains(window.row_keys()[i])) {
+        retry.push_back(key_text(i));
+      }
+    }
+  }
   RowsPosition at;
   at.commit_lsn = high.commit_lsn;
   at.source_lsn = high.lsn;
@@ -956,18 +1024,13 @@ arrow::Status Pipeline::FinishChunk(Backfill* backfill, const pg::CapturedMessag
     pending_quarantine_.emplace_back(std::move(quarantined), at.commit_time_us);
   }
   BackfillProgress& progress = backfill->progress;
-  if (!rows.empty()) {
-    std::vector<std::string> last;
-    for (const auto& key : backfill->key_columns) {
-      for (size_t c = 0; c < columns.size(); ++c) {
-        if (columns[c].name == key) last.push_back(rows.back().at(c).value_or(""));
-      }
-    }
-    progress.after = std::move(last);
+  if (backfill->chunk_range_rows > 0) {
+    progress.after = key_text(backfill->chunk_range_rows - 1);
   }
+  progress.retry = std::move(retry);
   progress.rows += batch->num_rows();
   progress.chunks += 1;
-  progress.done = backfill->chunk_last;
+  progress.done = backfill->chunk_last && progress.retry.empty();
   spdlog::debug("{}: chunk {} at {}: {} row(s), {} emitted, {} key(s) changed in the "
                 "window",
                 SourceName(table->source), window.chunk(), at.commit_lsn.ToString(),

@@ -191,6 +191,7 @@ std::string BackfillProgress::ToJson() const {
   nlohmann::json j;
   j["id"] = id;
   j["after"] = after;
+  if (!retry.empty()) j["retry"] = retry;
   j["done"] = done;
   j["rows"] = rows;
   j["chunks"] = chunks;
@@ -206,6 +207,9 @@ arrow::Result<BackfillProgress> BackfillProgress::FromJson(const std::string& js
     BackfillProgress p;
     p.id = j.at("id").get<std::string>();
     p.after = j.at("after").get<std::vector<std::string>>();
+    if (j.contains("retry")) {
+      p.retry = j.at("retry").get<std::vector<std::vector<std::string>>>();
+    }
     p.done = j.at("done").get<bool>();
     p.rows = j.value("rows", int64_t{0});
     p.chunks = j.value("chunks", int64_t{0});

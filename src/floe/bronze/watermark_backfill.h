@@ -118,6 +118,11 @@ struct BackfillProgress {
   /// The key (text form, one per key column) of the last row done; empty before the
   /// first chunk.
   std::vector<std::string> after;
+  /// Keys (text forms) at or before `after` whose chunk row lost to an update
+  /// inside its window that did not send every column (unchanged TOAST) while
+  /// Bronze held no whole row of the key: they are selected again with a later
+  /// chunk, until a window passes without such an update.
+  std::vector<std::vector<std::string>> retry;
   bool done = false;
   int64_t rows = 0;    // `r` rows emitted so far
   int64_t chunks = 0;  // chunks done so far

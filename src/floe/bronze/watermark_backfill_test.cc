@@ -205,6 +205,7 @@ TEST(BackfillProgress, RoundTripsAndIsFoundOnTheAncestry) {
   BackfillProgress p;
   p.id = "b1";
   p.after = {"42", "x"};
+  p.retry = {{"7", "a"}, {"9", "b"}};
   p.rows = 10;
   p.chunks = 2;
   auto back = BackfillProgress::FromJson(p.ToJson());
