@@ -171,7 +171,7 @@ def test_table_added_while_streaming_is_backfilled_without_stopping_the_stream(
         floe, pg, duckdb_con):
     pg.execute(SETUP)
     run = floe(publication="pub", interval="300ms")
-    with_chunk_rows(run, 100)
+    with_chunk_rows(run, 50)
     run.start().wait_streaming()
     run.wait_until(lambda: run.count("public.other") >= 1000, 60,
                    what="the initial copy of public.other")
@@ -217,7 +217,7 @@ def test_sigkill_during_a_backfill_resumes_after_the_last_committed_chunk(
         floe, pg, duckdb_con):
     pg.execute(SETUP)
     run = floe(publication="pub", interval="300ms")
-    with_chunk_rows(run, 50)
+    with_chunk_rows(run, 25)
     run.start().wait_streaming()
     run.wait_until(lambda: run.count("public.other") >= 1000, 60,
                    what="the initial copy of public.other")
