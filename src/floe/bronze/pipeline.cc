@@ -492,7 +492,8 @@ class Pipeline : public pg::ChangeSink {
   const std::string chunk_nonce_ =
       std::to_string(::getpid()) + "." + std::to_string(NowUnixMicros());
   int64_t chunk_counter_ = 0;
-  /// RunOptions::backfill_tables were started (once per process).
+  /// RunOptions::backfill_tables were started and their progress committed (once
+  /// per process; a reconnect before that starts them again).
   bool backfills_requested_ = false;
 };
 
@@ -1253,6 +1254,8 @@ arrow::Status Pipeline::Checkpoint(bool final) {
         }));
   }
   ARROW_RETURN_NOT_OK(WaitAll(&commits));
+  // Requested backfills are durable once their first progress record committed.
+  backfills_requested_ = true;
   for (auto it = backfills_.begin(); it != backfills_.end();) {
     Backfill& backfill = *it->second;
     backfill.committed = backfill.progress.ToJson();
@@ -1651,10 +1654,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
     }
   }
   ARROW_RETURN_NOT_OK(Discover(/*at_start=*/true));
-  if (!backfills_requested_) {
-    ARROW_RETURN_NOT_OK(BackfillOnRequest(held));
-    backfills_requested_ = true;
-  }
+  if (!backfills_requested_) ARROW_RETURN_NOT_OK(BackfillOnRequest(held));
   if (resnapshot_) {
     resnapshot_ = false;
     spdlog::info("every published table was copied again; --resnapshot is done");
