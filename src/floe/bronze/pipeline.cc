@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "floe/bronze/bronze_schema.h"
 #include "floe/bronze/system_tables.h"
 #include "floe/bronze/table_appender.h"
+#include "floe/bronze/watermark_backfill.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/partition_spec.h"
@@ -67,7 +69,6 @@ arrow::Status Fatal(std::string message) {
 
 
 constexpr char kHeartbeatPrefix[] = "floe.heartbeat";
-constexpr char kSnapshotLsnSummaryKey[] = "floe.snapshot-lsn";
 constexpr char kSourceTableProperty[] = "floe.source.table";
 /// JSON array of the source table's primary key columns (current names); empty when
 /// it has none. Silver's default merge key.
@@ -249,7 +250,8 @@ struct PipelineMetrics {
                      {"table"}));
     ARROW_ASSIGN_OR_RAISE(
         m->snapshot_rows,
-        r.AddCounter("floe_snapshot_rows_total", "Rows copied by table snapshots, by table",
+        r.AddCounter("floe_snapshot_rows_total",
+                     "Rows copied by table snapshots or backfills, by table",
                      {"table"}));
     ARROW_ASSIGN_OR_RAISE(
         m->messages,
@@ -294,6 +296,42 @@ struct BronzeTable {
   std::mutex mutex;  // snapshot workers write concurrently
   int64_t snapshot_seq = 0;
 };
+
+// A watermark backfill of one table (watermark_backfill.h): at most one chunk in
+// flight. `progress` is what the table's appender holds (rows written, maybe not
+// committed); `committed` is what its last commit recorded.
+struct Backfill {
+  BronzeTable* table = nullptr;
+  /// The replica identity key (primary key, or the REPLICA IDENTITY USING INDEX
+  /// columns), in index order: the chunk order.
+  std::vector<std::string> key_columns;
+  BackfillProgress progress;
+  std::string committed;
+  /// The chunk in flight: its window, rows (text forms of `chunk_columns`) and
+  /// whether it is the last one (fewer rows than asked for).
+  std::optional<ChunkWindow> window;
+  std::vector<pg::PgRow> chunk_rows;
+  std::vector<SourceColumn> chunk_columns;
+  bool chunk_last = false;
+  /// The first `chunk_range_rows` of `chunk_rows` continue the key order; the rest
+  /// are the first `chunk_retried` keys of progress.retry, selected again.
+  size_t chunk_range_rows = 0;
+  size_t chunk_retried = 0;
+  /// Transactions of the table delivered since the last chunk was issued: if the
+  /// next chunk's snapshot could not see one of them, the chunk is retried (its
+  /// changes are already in Bronze but its rows would be older).
+  std::unordered_set<pg::TransactionId> recent_xids;
+  /// Keys whose whole row Bronze holds from a change streamed during the backfill
+  /// (an insert, an update that sent every column, a delete: the key's history
+  /// from then on is complete), and whether a truncate was streamed: such rows need
+  /// no `r` row. Forgotten on restart (then they get a redundant `r` row).
+  std::unordered_set<std::string> complete_keys;
+  bool truncated = false;
+  Clock::time_point started = Clock::now();
+};
+
+// Most keys of BackfillProgress::retry selected again with one chunk.
+constexpr size_t kMaxRetryKeys = 256;
 
 // Below this many rows a change batch waits in BronzeTable::buffered; the buffer is
 // written once it holds kFlushRows.
@@ -391,6 +429,21 @@ class Pipeline : public pg::ChangeSink {
   arrow::Result<bool> IsCopied(BronzeTable* table);
   arrow::Status Discover(bool at_start);
   arrow::Status CopyTables(const std::vector<BronzeTable*>& tables);
+  /// Copies `table` later: a watermark backfill when it has a key, else through an
+  /// exported snapshot (CopyTables, at the next safe point).
+  arrow::Status CopyLater(BronzeTable* table);
+  /// --backfill-table: a new watermark backfill of each requested table that Bronze
+  /// held at start-up (`held`).
+  arrow::Status BackfillOnRequest(const std::set<pg::QualifiedName>& held);
+  arrow::Result<std::vector<std::string>> KeyColumnsOf(const pg::QualifiedName& table);
+  arrow::Status StartBackfill(BronzeTable* table, std::vector<std::string> key_columns,
+                              BackfillProgress progress, std::string committed);
+  arrow::Status IssueChunks();
+  arrow::Status IssueChunk(Backfill* backfill);
+  arrow::Status TrackBackfill(Backfill* backfill, const pg::TransactionInfo& tx,
+                              const pg::TableChanges& changes);
+  arrow::Status OnWatermark(const pg::CapturedMessage& message);
+  arrow::Status FinishChunk(Backfill* backfill, const pg::CapturedMessage& high);
   arrow::Status Checkpoint(bool final);
   arrow::Status WriteQuarantine(const pg::QualifiedName& source,
                                 const std::vector<pg::QuarantineCandidate>& issues,
@@ -432,6 +485,16 @@ class Pipeline : public pg::ChangeSink {
   Lsn confirmed_;
   /// --resnapshot, until the copies it asked for committed.
   bool resnapshot_;
+  /// Watermark backfills in progress, and their own SQL session.
+  std::map<pg::QualifiedName, std::unique_ptr<Backfill>> backfills_;
+  std::unique_ptr<pg::PgConnection> backfill_sql_;
+  /// Makes chunk ids unique across runs and reconnects.
+  const std::string chunk_nonce_ =
+      std::to_string(::getpid()) + "." + std::to_string(NowUnixMicros());
+  int64_t chunk_counter_ = 0;
+  /// RunOptions::backfill_tables were started and their progress committed (once
+  /// per process; a reconnect before that starts them again).
+  bool backfills_requested_ = false;
 };
 
 arrow::Result<TableAppender*> Pipeline::SystemTable(std::unique_ptr<TableAppender>* slot,
@@ -572,11 +635,413 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
 }
 
 arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
-  if (copied_.contains(table->source)) return true;
+  if (copied_.contains(table->source) || backfills_.contains(table->source)) return true;
   if (!table->appender || !table->appender->has_snapshot()) return false;
   if (resnapshot_) return false;
+  ARROW_ASSIGN_OR_RAISE(auto progress,
+                        BackfillProgressOf(table->appender->table().metadata()));
+  if (progress && !progress->done) {
+    // A backfill the last run did not finish: carry on after its last chunk.
+    ARROW_ASSIGN_OR_RAISE(auto key, KeyColumnsOf(table->source));
+    if (key.empty()) {
+      return Fatal(SourceName(table->source) +
+                   " was being backfilled but has no primary key or replica identity "
+                   "index any more, so the backfill cannot resume. Give it one, or "
+                   "run floe run --resnapshot <config> to copy every table again");
+    }
+    spdlog::info("{}: resuming its backfill after {} chunk(s), {} row(s)",
+                 SourceName(table->source), progress->chunks, progress->rows);
+    const std::string committed = progress->ToJson();
+    ARROW_RETURN_NOT_OK(
+        StartBackfill(table, std::move(key), std::move(*progress), committed));
+    return true;
+  }
   copied_.insert(table->source);
   return true;
+}
+
+arrow::Result<std::vector<std::string>> Pipeline::KeyColumnsOf(
+    const pg::QualifiedName& table) {
+  ARROW_ASSIGN_OR_RAISE(std::string schema_q, sql_->QuoteIdentifier(table.schema));
+  ARROW_ASSIGN_OR_RAISE(std::string table_q, sql_->QuoteIdentifier(table.table));
+  // The columns every change (deletes included) carries: the replica identity
+  // index's under REPLICA IDENTITY USING INDEX, else the primary key's (DEFAULT or
+  // FULL). NOTHING, or no primary key: none.
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows,
+      sql_->Query(
+          "SELECT a.attname::text FROM pg_class c "
+          "JOIN pg_index i ON i.indrelid = c.oid "
+          "JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) "
+          "ON true "
+          "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum "
+          "WHERE c.oid = to_regclass($1)::oid AND c.relkind = 'r' AND "
+          "((c.relreplident = 'i' AND i.indisreplident) OR "
+          "(c.relreplident IN ('d', 'f') AND i.indisprimary)) "
+          "ORDER BY k.ord",
+          {schema_q + "." + table_q}));
+  std::vector<std::string> out;
+  for (const auto& row : rows) out.push_back(*row[0]);
+  return out;
+}
+
+arrow::Status Pipeline::CopyLater(BronzeTable* table) {
+  ARROW_ASSIGN_OR_RAISE(auto key, KeyColumnsOf(table->source));
+  if (key.empty()) {
+    // Its rows are covered by the copy, taken at a later point than what the
+    // stream delivered so far; until that copy commits they are skipped.
+    spdlog::info("{} has no primary key or replica identity index: copying it "
+                 "through an exported snapshot (the stream waits for the copy)",
+                 SourceName(table->source));
+    table->awaiting_copy = true;
+    to_copy_.push_back(table);
+    return arrow::Status::OK();
+  }
+  if (!table->conformer) {
+    ARROW_ASSIGN_OR_RAISE(auto columns,
+                          SourceColumnsFromCatalog(*sql_, *types_, table->source));
+    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
+  }
+  BackfillProgress progress;
+  progress.id = chunk_nonce_ + "." + std::to_string(++chunk_counter_);
+  spdlog::info("{}: backfilling it in chunks of {} row(s) by ({}) while streaming",
+               SourceName(table->source), config_.source.backfill_chunk_rows,
+               nlohmann::json(key).dump());
+  return StartBackfill(table, std::move(key), std::move(progress), "");
+}
+
+arrow::Status Pipeline::BackfillOnRequest(const std::set<pg::QualifiedName>& held) {
+  if (options_.backfill_tables.empty()) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(auto published,
+                        PublishedTables(*sql_, config_.source.publication));
+  for (const auto& t : options_.backfill_tables) {
+    const pg::QualifiedName name{t.schema, t.table};
+    if (std::find(published.begin(), published.end(), name) == published.end()) {
+      return Fatal("--backfill-table " + SourceName(name) +
+                   ": not a table of publication " + config_.source.publication);
+    }
+    if (!held.contains(name)) {
+      spdlog::info("--backfill-table {}: Bronze did not hold it yet, so it was copied",
+                   SourceName(name));
+      continue;
+    }
+    if (backfills_.contains(name)) {
+      spdlog::info("--backfill-table {}: its unfinished backfill goes on",
+                   SourceName(name));
+      continue;
+    }
+    ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
+    ARROW_ASSIGN_OR_RAISE(auto key, KeyColumnsOf(name));
+    if (key.empty()) {
+      return Fatal("--backfill-table " + SourceName(name) +
+                   ": it has no primary key or replica identity index, so it cannot be "
+                   "backfilled while streaming; floe run --resnapshot copies every "
+                   "table instead");
+    }
+    BackfillProgress progress;
+    progress.id = chunk_nonce_ + "." + std::to_string(++chunk_counter_);
+    spdlog::info("--backfill-table {}: backfilling it in chunks of {} row(s) by ({}) "
+                 "while streaming",
+                 SourceName(name), config_.source.backfill_chunk_rows,
+                 nlohmann::json(key).dump());
+    ARROW_RETURN_NOT_OK(StartBackfill(table, std::move(key), std::move(progress), ""));
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::StartBackfill(BronzeTable* table,
+                                      std::vector<std::string> key_columns,
+                                      BackfillProgress progress, std::string committed) {
+  if (!table->conformer) {
+    ARROW_ASSIGN_OR_RAISE(auto columns,
+                          SourceColumnsFromCatalog(*sql_, *types_, table->source));
+    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
+  }
+  auto backfill = std::make_unique<Backfill>();
+  backfill->table = table;
+  backfill->key_columns = std::move(key_columns);
+  backfill->progress = std::move(progress);
+  backfill->committed = std::move(committed);
+  backfills_[table->source] = std::move(backfill);
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::IssueChunks() {
+  for (auto& [name, backfill] : backfills_) {
+    if (backfill->window || backfill->progress.done) continue;
+    ARROW_RETURN_NOT_OK(IssueChunk(backfill.get()));
+  }
+  return arrow::Status::OK();
+}
+
+// Low watermark, the chunk in a fresh snapshot, high watermark (watermark_backfill.h).
+arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
+  if (!backfill_sql_) {
+    ARROW_ASSIGN_OR_RAISE(backfill_sql_,
+                          pg::PgConnection::Connect(config_.source.conninfo));
+  }
+  pg::PgConnection& sql = *backfill_sql_;
+  BronzeTable* table = backfill->table;
+  const std::string table_name = SourceName(table->source);
+  std::vector<SourceColumn> columns = table->columns;
+
+  std::string select = "SELECT ";
+  for (size_t c = 0; c < columns.size(); ++c) {
+    ARROW_ASSIGN_OR_RAISE(std::string q, sql.QuoteIdentifier(columns[c].name));
+    select += (c == 0 ? "" : ", ") + q;
+  }
+  ARROW_ASSIGN_OR_RAISE(std::string schema_q, sql.QuoteIdentifier(table->source.schema));
+  ARROW_ASSIGN_OR_RAISE(std::string table_q, sql.QuoteIdentifier(table->source.table));
+  select += " FROM " + schema_q + "." + table_q;
+  const std::string select_from = select;
+  std::string key_list;
+  for (size_t k = 0; k < backfill->key_columns.size(); ++k) {
+    ARROW_ASSIGN_OR_RAISE(std::string q, sql.QuoteIdentifier(backfill->key_columns[k]));
+    key_list += (k == 0 ? "" : ", ") + q;
+  }
+  std::vector<std::optional<std::string>> params;
+  const auto& after = backfill->progress.after;
+  if (!after.empty()) {
+    if (after.size() != backfill->key_columns.size()) {
+      return arrow::Status::Invalid(table_name, ": the backfill's last key has ",
+                                    after.size(), " value(s) for ",
+                                    backfill->key_columns.size(), " key column(s)");
+    }
+    std::string placeholders;
+    for (size_t k = 0; k < after.size(); ++k) {
+      placeholders += (k == 0 ? "$" : ", $") + std::to_string(k + 1);
+      params.push_back(after[k]);
+    }
+    select += " WHERE (" + key_list + ") > (" + placeholders + ")";
+  }
+  const int64_t limit = config_.source.backfill_chunk_rows;
+  select += " ORDER BY " + key_list + " LIMIT " + std::to_string(limit);
+  // Keys whose earlier chunk row lost to a partial update: selected again.
+  const auto& retry = backfill->progress.retry;
+  const size_t retried = std::min(retry.size(), kMaxRetryKeys);
+  std::string reselect;
+  std::vector<std::optional<std::string>> reselect_params;
+  if (retried > 0) {
+    reselect = select_from + " WHERE (" + key_list + ") IN (";
+    for (size_t i = 0; i < retried; ++i) {
+      if (retry[i].size() != backfill->key_columns.size()) {
+        return arrow::Status::Invalid(table_name, ": a retried key has ", retry[i].size(),
+                                      " value(s) for ", backfill->key_columns.size(),
+                                      " key column(s)");
+      }
+      reselect += i == 0 ? "(" : ", (";
+      for (size_t k = 0; k < retry[i].size(); ++k) {
+        reselect_params.push_back(retry[i][k]);
+        reselect += (k == 0 ? "$" : ", $") + std::to_string(reselect_params.size());
+      }
+      reselect += ")";
+    }
+    reselect += ")";
+  }
+
+  Watermark mark{table_name, chunk_nonce_ + "." + std::to_string(++chunk_counter_),
+                 Watermark::Kind::kLow};
+  const std::string emit =
+      "SELECT pg_logical_emit_message(true, $1::text, $2::text)::text";
+  ARROW_RETURN_NOT_OK(
+      sql.Query(emit, {std::string(kWatermarkPrefix), mark.ToContent()}).status());
+  // One snapshot for the xids it cannot see and for the rows.
+  ARROW_RETURN_NOT_OK(
+      sql.Query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+  size_t range_rows = 0;
+  auto chunk = [&]() -> arrow::Result<std::pair<std::string, std::vector<pg::PgRow>>> {
+    ARROW_ASSIGN_OR_RAISE(auto snap, sql.Query("SELECT pg_current_snapshot()::text"));
+    ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(select, params));
+    range_rows = rows.size();
+    if (!reselect.empty()) {
+      ARROW_ASSIGN_OR_RAISE(auto again, sql.Query(reselect, reselect_params));
+      for (auto& row : again) rows.push_back(std::move(row));
+    }
+    ARROW_RETURN_NOT_OK(sql.Query("COMMIT").status());
+    return std::make_pair(snap.at(0).at(0).value_or(""), std::move(rows));
+  }();
+  if (!chunk.ok()) {
+    (void)sql.Query("ROLLBACK");
+    return chunk.status();
+  }
+  ARROW_ASSIGN_OR_RAISE(SnapshotXids snapshot, SnapshotXids::Parse(chunk->first));
+  for (pg::TransactionId xid : backfill->recent_xids) {
+    if (snapshot.Invisible(xid)) {
+      // Delivered, yet not visible to the snapshot (its commit was still being
+      // published): try again with a later snapshot.
+      spdlog::debug("{}: chunk {} retried (transaction {} not visible yet)", table_name,
+                    mark.chunk, xid);
+      return arrow::Status::OK();
+    }
+  }
+  backfill->recent_xids.clear();
+  std::vector<pg::PgRow> rows = std::move(chunk->second);
+  ARROW_ASSIGN_OR_RAISE(auto keys, ChunkRowKeys(columns, rows, backfill->key_columns));
+  backfill->chunk_last = static_cast<int64_t>(range_rows) < limit;
+  backfill->chunk_range_rows = range_rows;
+  backfill->chunk_retried = retried;
+  backfill->chunk_rows = std::move(rows);
+  backfill->chunk_columns = std::move(columns);
+  backfill->window.emplace(table_name, mark.chunk, std::move(snapshot), std::move(keys));
+  mark.kind = Watermark::Kind::kHigh;
+  ARROW_RETURN_NOT_OK(
+      sql.Query(emit, {std::string(kWatermarkPrefix), mark.ToContent()}).status());
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionInfo& tx,
+                                      const pg::TableChanges& changes) {
+  backfill->recent_xids.insert(tx.xid);
+  const bool counts = backfill->window && backfill->window->Counts(tx.xid);
+  auto ops = std::dynamic_pointer_cast<arrow::StringArray>(
+      changes.batch->GetColumnByName(pg::kCdcOp));
+  auto unchanged = std::dynamic_pointer_cast<arrow::ListArray>(
+      changes.batch->GetColumnByName(pg::kCdcUnchanged));
+  if (!ops || !unchanged) {
+    return arrow::Status::Invalid("change batch without ", pg::kCdcOp, " or ",
+                                  pg::kCdcUnchanged);
+  }
+  for (int64_t i = 0; i < ops->length(); ++i) {
+    if (ops->GetView(i) == "t") {
+      backfill->truncated = true;
+      if (counts) backfill->window->OnTruncate(tx.xid);
+      return arrow::Status::OK();
+    }
+  }
+  ARROW_ASSIGN_OR_RAISE(auto keys, RowKeys(*changes.batch, backfill->key_columns));
+  for (int64_t i = 0; i < ops->length(); ++i) {
+    const std::string_view op = ops->GetView(i);
+    const bool sent_all = unchanged->IsNull(i) || unchanged->value_length(i) == 0;
+    const bool whole = op == "c" || op == "d" || (op == "u" && sent_all);
+    if (whole) backfill->complete_keys.insert(keys[static_cast<size_t>(i)]);
+  }
+  if (counts) backfill->window->OnChanges(tx.xid, keys);
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::OnWatermark(const pg::CapturedMessage& message) {
+  auto mark = Watermark::Parse(message.content);
+  if (!mark) return arrow::Status::OK();
+  for (auto& [name, backfill] : backfills_) {
+    if (!backfill->window || !backfill->window->OnWatermark(*mark)) continue;
+    if (backfill->window->phase() == ChunkWindow::Phase::kClosed) {
+      return FinishChunk(backfill.get(), message);
+    }
+    return arrow::Status::OK();
+  }
+  // Another chunk's, another run's or another pipeline's: nothing to do.
+  return arrow::Status::OK();
+}
+
+// The high watermark of the chunk in flight: its rows whose keys did not change in
+// the window become `r` changes in the high watermark's transaction.
+arrow::Status Pipeline::FinishChunk(Backfill* backfill, const pg::CapturedMessage& high) {
+  BronzeTable* table = backfill->table;
+  ChunkWindow window = std::move(*backfill->window);
+  backfill->window.reset();
+  std::vector<pg::PgRow> rows = std::move(backfill->chunk_rows);
+  std::vector<SourceColumn> columns = std::move(backfill->chunk_columns);
+  backfill->chunk_rows.clear();
+  backfill->chunk_columns.clear();
+  bool same_shape = columns.size() == table->columns.size();
+  for (size_t c = 0; same_shape && c < columns.size(); ++c) {
+    same_shape = columns[c].name == table->columns[c].name &&
+                 columns[c].mapping.type->Equals(*table->columns[c].mapping.type);
+  }
+  if (!same_shape) {
+    // The table changed shape while the chunk was out: select it again.
+    spdlog::info("{}: chunk {} selected again (the table's columns changed)",
+                 SourceName(table->source), window.chunk());
+    return arrow::Status::OK();
+  }
+  std::vector<int64_t> emit;
+  if (!backfill->truncated) {
+    for (int64_t i : window.RowsToEmit()) {
+      if (!backfill->complete_keys.contains(window.row_keys()[static_cast<size_t>(i)])) {
+        emit.push_back(i);
+      }
+    }
+  }
+  // The text form of row i's key.
+  auto key_text = [&](size_t i) {
+    std::vector<std::string> out;
+    for (const auto& key : backfill->key_columns) {
+      for (size_t c = 0; c < columns.size(); ++c) {
+        if (columns[c].name == key) out.push_back(rows[i].at(c).value_or(""));
+      }
+    }
+    return out;
+  };
+  // A row that lost to a change in the window while Bronze holds no whole row of
+  // its key (the change was an update without its unchanged TOAST values) is
+  // selected again with a later chunk.
+  std::vector<std::vector<std::string>> retry(
+      backfill->progress.retry.begin() +
+          static_cast<std::ptrdiff_t>(backfill->chunk_retried),
+      backfill->progress.retry.end());
+  if (!backfill->truncated) {
+    size_t next = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (next < emit.size() && emit[next] == static_cast<int64_t>(i)) {
+        ++next;
+        continue;
+      }
+      if (!backfill->complete_keys.contains(window.row_keys()[i])) {
+        retry.push_back(key_text(i));
+      }
+    }
+  }
+  RowsPosition at;
+  at.commit_lsn = high.commit_lsn;
+  at.source_lsn = high.lsn;
+  at.xid = high.xid.value_or(0);
+  at.commit_time_us = pg::PgTimestampToUnixMicros(high.commit_time);
+  std::vector<pg::ConversionIssue> issues;
+  std::vector<int64_t> issue_rows;
+  ARROW_ASSIGN_OR_RAISE(auto batch,
+                        ChunkRowsBatch(columns, rows, emit, at, &issues, &issue_rows));
+  if (batch->num_rows() > 0) {
+    ARROW_ASSIGN_OR_RAISE(auto conformed,
+                          table->conformer->Conform(*batch, NowUnixMicros()));
+    ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
+    metrics_->snapshot_rows.Inc({SourceName(table->source)},
+                                static_cast<double>(batch->num_rows()));
+    metrics_->events.Inc({SourceName(table->source), "r"},
+                         static_cast<double>(batch->num_rows()));
+  }
+  if (!issues.empty()) {
+    std::vector<pg::QuarantineCandidate> quarantined;
+    for (size_t i = 0; i < issues.size(); ++i) {
+      pg::QuarantineCandidate q;
+      q.schema_name = table->source.schema;
+      q.table_name = table->source.table;
+      q.source_lsn = at.source_lsn;
+      q.commit_lsn = at.commit_lsn;
+      q.xid = at.xid;
+      q.seq = static_cast<int32_t>(issue_rows[i]);
+      q.issue = std::move(issues[i]);
+      quarantined.push_back(std::move(q));
+    }
+    pending_quarantine_.emplace_back(std::move(quarantined), at.commit_time_us);
+  }
+  BackfillProgress& progress = backfill->progress;
+  if (backfill->chunk_range_rows > 0) {
+    progress.after = key_text(backfill->chunk_range_rows - 1);
+  }
+  progress.retry = std::move(retry);
+  progress.rows += batch->num_rows();
+  progress.chunks += 1;
+  progress.done = backfill->chunk_last && progress.retry.empty();
+  spdlog::debug("{}: chunk {} at {}: {} row(s), {} emitted, {} key(s) changed in the "
+                "window",
+                SourceName(table->source), window.chunk(), at.commit_lsn.ToString(),
+                rows.size(), batch->num_rows(), window.changed_keys());
+  if (progress.chunks % 50 == 0 || progress.done) {
+    spdlog::info("{}: backfill {} {} chunk(s), {} row(s){}", SourceName(table->source),
+                 progress.done ? "done:" : "at", progress.chunks, progress.rows,
+                 progress.done ? " (committed with the next checkpoint)" : "");
+  }
+  return arrow::Status::OK();
 }
 
 arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
@@ -587,12 +1052,9 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
     ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
     if (!copied && !table->awaiting_copy) {
-      // Its rows are covered by the copy, taken at a later point than this
-      // transaction; until that copy commits they are skipped.
-      table->awaiting_copy = true;
-      to_copy_.push_back(table);
       spdlog::info("{} appeared in the stream: copying its rows",
                    SourceName(table->source));
+      ARROW_RETURN_NOT_OK(CopyLater(table));
     }
   }
   return arrow::Status::OK();
@@ -607,6 +1069,9 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape)));
   }
   if (table->awaiting_copy) return arrow::Status::OK();
+  if (auto it = backfills_.find(source); it != backfills_.end()) {
+    ARROW_RETURN_NOT_OK(TrackBackfill(it->second.get(), tx, changes));
+  }
   if (tx.commit_lsn <= table->appender->committed_lsn()) return arrow::Status::OK();
   const int64_t cdc_ts = pg::PgTimestampToUnixMicros(tx.commit_time);
   CountEvents(SourceName(source), *changes.batch);
@@ -649,6 +1114,9 @@ void Pipeline::CountEvents(const std::string& table, const arrow::RecordBatch& b
 
 arrow::Status Pipeline::OnMessage(const pg::CapturedMessage& message) {
   if (message.prefix == kHeartbeatPrefix) return arrow::Status::OK();
+  if (message.prefix == kWatermarkPrefix) {
+    return message.transactional ? OnWatermark(message) : arrow::Status::OK();
+  }
   metrics_->messages.Inc({});
   pending_messages_.push_back(message);
   pending_message_times_.push_back(NowUnixMicros());
@@ -750,10 +1218,21 @@ arrow::Status Pipeline::Checkpoint(bool final) {
 
   for (auto& [name, table] : tables_) ARROW_RETURN_NOT_OK(FlushBuffered(table.get()));
   // Every touched table commits in parallel (the catalog serialises only its own
-  // calls); the checkpoint holds only once all of them did.
+  // calls); the checkpoint holds only once all of them did. A table being
+  // backfilled records its progress in the same commit as the rows it covers (and
+  // commits when only the progress moved).
   std::vector<TableAppender*> dirty;
+  std::map<TableAppender*, std::string> progress;
   for (auto& [name, table] : tables_) {
-    if (table->appender && table->appender->pending_rows() > 0) {
+    if (!table->appender) continue;
+    auto backfill = backfills_.find(name);
+    bool moved = false;
+    if (backfill != backfills_.end()) {
+      std::string json = backfill->second->progress.ToJson();
+      moved = json != backfill->second->committed;
+      progress[table->appender.get()] = std::move(json);
+    }
+    if (moved || table->appender->pending_rows() > 0) {
       dirty.push_back(table->appender.get());
     }
   }
@@ -765,10 +1244,34 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   for (TableAppender* appender : dirty) {
     rows += appender->pending_rows();
     const Lsn lsn = appender == messages_.get() ? position_ : last_commit_lsn_;
-    commits.push_back(CommitAsync(appender, TableLabel(appender),
-                                  [appender, lsn] { return appender->Commit(lsn); }));
+    ice::SummaryProperties summary;
+    if (auto it = progress.find(appender); it != progress.end()) {
+      summary[kBackfillSummaryKey] = it->second;
+    }
+    commits.push_back(
+        CommitAsync(appender, TableLabel(appender), [appender, lsn, summary] {
+          return appender->Commit(lsn, summary, /*force=*/!summary.empty());
+        }));
   }
   ARROW_RETURN_NOT_OK(WaitAll(&commits));
+  // Requested backfills are durable once their first progress record committed.
+  backfills_requested_ = true;
+  for (auto it = backfills_.begin(); it != backfills_.end();) {
+    Backfill& backfill = *it->second;
+    backfill.committed = backfill.progress.ToJson();
+    if (backfill.progress.done) {
+      spdlog::info("backfilled {}: {} row(s) in {} chunk(s), {} s",
+                   SourceName(it->first), backfill.progress.rows,
+                   backfill.progress.chunks,
+                   std::chrono::duration_cast<std::chrono::seconds>(Clock::now() -
+                                                                    backfill.started)
+                       .count());
+      copied_.insert(it->first);
+      it = backfills_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   if (!dirty.empty()) {
     spdlog::info("checkpoint: {} table(s), {} row(s) committed up to commit LSN {} in "
                  "{} ms",
@@ -1042,11 +1545,13 @@ arrow::Status Pipeline::Discover(bool at_start) {
       ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
       ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
       if (copied || table->awaiting_copy) continue;
-      table->awaiting_copy = true;
-      to_copy_.push_back(table);
-      if (!at_start) {
+      if (at_start) {
+        table->awaiting_copy = true;
+        to_copy_.push_back(table);
+      } else {
         spdlog::info("{} joined publication {}: copying its rows", SourceName(name),
                      config_.source.publication);
+        ARROW_RETURN_NOT_OK(CopyLater(table));
       }
     }
   }
@@ -1165,6 +1670,8 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
 
 arrow::Status Pipeline::RunOnce(bool* streamed) {
   *streamed = false;
+  backfills_.clear();
+  backfill_sql_.reset();
   tables_.clear();
   copied_.clear();
   to_copy_.clear();
@@ -1199,7 +1706,16 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
 
   ARROW_RETURN_NOT_OK(CheckSlot(*repl_, who));
   WarnIfUnprotected(*sql_);
+  // Requested backfills of tables Bronze holds (the others are copied below).
+  std::set<pg::QualifiedName> held;
+  if (!backfills_requested_) {
+    for (const auto& t : options_.backfill_tables) {
+      ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor({t.schema, t.table}));
+      if (table->appender && table->appender->has_snapshot()) held.insert(table->source);
+    }
+  }
   ARROW_RETURN_NOT_OK(Discover(/*at_start=*/true));
+  if (!backfills_requested_) ARROW_RETURN_NOT_OK(BackfillOnRequest(held));
   if (resnapshot_) {
     resnapshot_ = false;
     spdlog::info("every published table was copied again; --resnapshot is done");
@@ -1255,6 +1771,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
       if (!to_copy_.empty()) ARROW_RETURN_NOT_OK(Checkpoint(false));
       ARROW_RETURN_NOT_OK(Discover(/*at_start=*/false));
     }
+    ARROW_RETURN_NOT_OK(IssueChunks());
     if (now - last_checkpoint >= config_.checkpoint.interval ||
         pending_bytes >= config_.checkpoint.max_bytes) {
       ARROW_RETURN_NOT_OK(Checkpoint(false));

@@ -5,7 +5,9 @@
 // slot's consistent point), then streams the replication slot: every committed
 // transaction's rows go to `bronze.<service>.<schema>.<table>` through
 // TableAppenders, logical messages to `bronze.<service>.pg_logical_messages`, values
-// that could not be represented to `bronze.<service>.quarantine`.
+// that could not be represented to `bronze.<service>.quarantine`. A table found while
+// streaming is backfilled without stopping the stream (watermark_backfill.h), unless
+// it has no key (then it is copied like the others).
 //
 // Exactly once. A checkpoint (every checkpoint.interval, or when checkpoint.max_bytes
 // are pending) commits every touched table with `floe.commit-lsn` = the commit LSN
@@ -26,6 +28,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <arrow/status.h>
 
@@ -49,6 +52,11 @@ struct RunOptions {
   const std::atomic<bool>* stop = nullptr;
   /// Copy every published table again (after a lost or recreated slot).
   bool resnapshot = false;
+  /// Published tables (schema.table) to backfill again while streaming, on
+  /// request: a watermark backfill of the whole table at start-up (resumed, not
+  /// restarted, when one is still unfinished). Tables not in Bronze yet are
+  /// copied as usual instead.
+  std::vector<config::QualifiedName> backfill_tables;
   /// Snapshot worker connections per copy.
   int snapshot_workers = 2;
   /// How often the publication is checked for tables to copy.

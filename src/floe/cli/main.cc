@@ -96,7 +96,8 @@ void SetUpLogging(bool json) {
 
 // `floe run FILE`: the Bronze changelog, until SIGTERM / SIGINT or --duration.
 int Run(const std::string& file, const std::string& duration, bool resnapshot,
-        bool json_logs, const std::string& metrics_listen, bool metrics_listen_given) {
+        bool json_logs, const std::string& metrics_listen, bool metrics_listen_given,
+        const std::vector<std::string>& backfill) {
   floe::config::ParseResult result = floe::config::LoadPipelineConfig(file);
   if (!result.errors.empty()) {
     for (const auto& error : result.errors) std::cerr << error.Format(file) << "\n";
@@ -117,6 +118,15 @@ int Run(const std::string& file, const std::string& duration, bool resnapshot,
     options.duration = *parsed;
   }
   options.resnapshot = resnapshot;
+  for (const auto& name : backfill) {
+    auto table = floe::config::ParseQualifiedName(name);
+    if (!table) {
+      std::cerr << "floe run: --backfill-table " << name
+                << " is not a schema.table name\n";
+      return 1;
+    }
+    options.backfill_tables.push_back(*table);
+  }
   options.metrics_listen =
       metrics_listen_given ? metrics_listen : result.config->metrics.listen;
   options.stop = &g_stop;
@@ -469,6 +479,10 @@ int main(int argc, char** argv) {
                 "copy every published table again; needed once after the slot was lost "
                 "or recreated (floe refuses to start and says so)");
   run->add_flag("--json-logs", json_logs, "log one JSON object per line");
+  std::vector<std::string> backfill;
+  run->add_option("--backfill-table", backfill,
+                  "backfill this published table (schema.table) again while streaming, "
+                  "in key order between watermarks (repeatable; see docs/running.md)");
   std::string metrics_listen;
   CLI::Option* metrics_listen_option = run->add_option(
       "--metrics-listen", metrics_listen,
@@ -617,7 +631,7 @@ int main(int argc, char** argv) {
   if (*validate) return Validate(config_file, print);
   if (*run) {
     return Run(config_file, duration, resnapshot, json_logs, metrics_listen,
-               metrics_listen_option->count() > 0);
+               metrics_listen_option->count() > 0, backfill);
   }
   if (*silver_verify) {
     return SilverVerify(config_file, silver_table, silver_no_source, json_logs);

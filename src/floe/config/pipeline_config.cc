@@ -265,7 +265,8 @@ bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,
 
 void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
   if (!r.CheckKeys(node, "source",
-                   {"conninfo", "conninfo_file", "slot", "publication", "snapshot"})) {
+                   {"conninfo", "conninfo_file", "slot", "publication", "snapshot",
+                    "backfill_chunk_rows"})) {
     return;
   }
   if (auto conninfo = r.Secret(node, "conninfo", "source", /*required=*/true)) {
@@ -344,6 +345,16 @@ void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
     } else if (s) {
       r.Error(snap, "`snapshot` must be initial or never",
               "initial: copy existing rows first (the default); never: changes only");
+    }
+  }
+  if (const YAML::Node chunk = node["backfill_chunk_rows"]) {
+    int64_t rows = 0;
+    if (chunk.IsScalar() && YAML::convert<int64_t>::decode(chunk, rows) && rows > 0 &&
+        rows <= 1'000'000) {
+      cfg->source.backfill_chunk_rows = rows;
+    } else {
+      r.Error(chunk, "`backfill_chunk_rows` must be a whole number from 1 to 1000000",
+              "rows selected per chunk of a backfill, e.g. backfill_chunk_rows: 4096");
     }
   }
 }
@@ -790,6 +801,7 @@ std::string PipelineConfig::ToRedactedYaml() const {
   out << YAML::EndMap;
   out << YAML::Key << "snapshot" << YAML::Value
       << (source.snapshot == SnapshotPolicy::kInitial ? "initial" : "never");
+  out << YAML::Key << "backfill_chunk_rows" << YAML::Value << source.backfill_chunk_rows;
   out << YAML::EndMap;
   out << YAML::Key << "catalog" << YAML::Value << YAML::BeginMap;
   if (catalog.type == CatalogType::kSqlite) {

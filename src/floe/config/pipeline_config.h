@@ -63,6 +63,9 @@ struct SourceConfig {
   PublicationMode publication_mode = PublicationMode::kExisting;
   std::vector<QualifiedName> publication_tables;
   SnapshotPolicy snapshot = SnapshotPolicy::kInitial;
+  /// Rows per chunk of a watermark backfill (a table that joins the publication
+  /// while floe runs; docs/running.md).
+  int64_t backfill_chunk_rows = 4096;
 };
 
 struct CatalogConfig {

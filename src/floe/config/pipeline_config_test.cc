@@ -40,6 +40,7 @@ TEST(PipelineConfig, MinimalFileGetsTheDocumentedDefaults) {
   EXPECT_EQ(c.source.publication, "floe_shop");
   EXPECT_EQ(c.source.publication_mode, PublicationMode::kExisting);
   EXPECT_EQ(c.source.snapshot, SnapshotPolicy::kInitial);
+  EXPECT_EQ(c.source.backfill_chunk_rows, 4096);
   EXPECT_EQ(c.catalog.type, CatalogType::kSqlite);
   EXPECT_EQ(c.catalog.uri, "/var/lib/floe/wh/catalog.db");
   EXPECT_EQ(c.catalog.name, "floe");
@@ -326,6 +327,27 @@ TEST(PipelineConfig, SilverSectionErrorsHaveLineColumnAndHint) {
   // `public.b: id` is a scalar, not a list.
   EXPECT_NE(all.find("p.yaml:11:15: error: the key of `public.b`"), std::string::npos)
       << all;
+}
+
+TEST(PipelineConfig, BackfillChunkRows) {
+  auto ok = Parse(
+      "source:\n"
+      "  conninfo: host=db dbname=shop\n"
+      "  backfill_chunk_rows: 250\n"
+      "warehouse: /wh\n");
+  ASSERT_TRUE(ok.config) << AllErrors(ok);
+  EXPECT_EQ(ok.config->source.backfill_chunk_rows, 250);
+  EXPECT_NE(ok.config->ToRedactedYaml().find("backfill_chunk_rows: 250"),
+            std::string::npos);
+  for (const char* bad : {"0", "-5", "many", "2000000"}) {
+    auto r = Parse(std::string("source:\n"
+                               "  conninfo: host=db dbname=shop\n"
+                               "  backfill_chunk_rows: ") +
+                   bad + "\nwarehouse: /wh\n");
+    EXPECT_FALSE(r.config) << bad;
+    EXPECT_NE(AllErrors(r).find("p.yaml:3:"), std::string::npos) << AllErrors(r);
+    EXPECT_NE(AllErrors(r).find("backfill_chunk_rows"), std::string::npos);
+  }
 }
 
 TEST(ParseQualifiedName, HandlesQuotesAndRejectsMalformedNames) {
