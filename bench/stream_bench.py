@@ -24,13 +24,18 @@ stream to a file (pgoutput bytes per change); Bronze's Parquet bytes are the dat
 files of the last floe run.
 
 Snapshot (issue 4): `COPY (SELECT * FROM t) TO STDOUT` through psql to /dev/null
-(the limit: one COPY stream) against tests/tools/snapshot_tool with 1, 2 and 4
-workers (floe's SnapshotReader over an exported snapshot).
+(the limit: one COPY stream; the same with `(FORMAT binary)` for reference) against
+tests/tools/snapshot_tool with 1, 2 and 4 workers (floe's SnapshotReader over an
+exported snapshot, decoding into Arrow arrays of the type mapping, no checksum), in
+each of BENCH_SNAPSHOT_MODES: `arrow-binary` (binary COPY), `arrow-text` (text COPY
+through the text converters), `text` (text values only, what `floe run`'s sink is
+handed today).
 
 Environment: FLOE_BUILD_DIR (default build/release), BENCH_STREAM_ROWS (2000000),
 BENCH_STREAM_TX_ROWS (2000), BENCH_STREAM_MIXED_TX (200000), BENCH_STREAM_RUNS (3),
 BENCH_SNAPSHOT_ROWS (2000000), BENCH_SNAPSHOT_RUNS (BENCH_STREAM_RUNS),
-BENCH_SNAPSHOT_WORKERS (1,2,4).
+BENCH_SNAPSHOT_WORKERS (1,2,4), BENCH_SNAPSHOT_MODES (arrow-binary,arrow-text,text),
+BENCH_PARTS (bulk,mixed,snapshot,sustained: which parts run).
 """
 
 from __future__ import annotations
@@ -67,6 +72,14 @@ SNAP_ROWS = int(os.environ.get("BENCH_SNAPSHOT_ROWS", "2000000"))
 SNAP_RUNS = int(os.environ.get("BENCH_SNAPSHOT_RUNS", str(RUNS)))
 SNAP_WORKERS = [int(w) for w in
                 os.environ.get("BENCH_SNAPSHOT_WORKERS", "1,2,4").split(",")]
+SNAP_MODES = os.environ.get("BENCH_SNAPSHOT_MODES", "arrow-binary,arrow-text,text").split(",")
+PARTS = os.environ.get("BENCH_PARTS", "bulk,mixed,snapshot,sustained").split(",")
+# snapshot_tool arguments of each mode.
+SNAP_MODE_ARGS = {
+    "arrow-binary": ["--output", "arrow", "--copy-format", "binary"],
+    "arrow-text": ["--output", "arrow", "--copy-format", "text"],
+    "text": ["--output", "text"],
+}
 
 # The server is the same for every consumer; these only keep checkpoints out of the
 # way of the backlog generation.
@@ -183,27 +196,31 @@ class Bench:
 
     # -- consumers ----------------------------------------------------------------
 
-    def recvlogical_args(self, slot: str, pub: str, proto: int, end: str, out: str):
+    def recvlogical_args(self, slot: str, pub: str, proto: int, end: str, out: str,
+                         binary: bool = False):
         return [str(self.bindir / "pg_recvlogical"), "-h", "127.0.0.1",
                 "-p", str(self.pg.port), "-U", "postgres", "-d", "postgres",
                 "--slot", slot, "--start", "--no-loop",
                 "-o", f"proto_version={proto}", "-o", f"publication_names={pub}",
                 "-o", "messages=true", "-o", "streaming=on",
+                *(["-o", "binary=true"] if binary else []),
                 "--endpos", end, "-f", out]
 
-    def pg_recvlogical(self, slot, pub, proto, end, out="/dev/null"):
-        seconds, usage, _ = run_timed(self.recvlogical_args(slot, pub, proto, end, out))
+    def pg_recvlogical(self, slot, pub, proto, end, out="/dev/null", binary=False):
+        seconds, usage, _ = run_timed(
+            self.recvlogical_args(slot, pub, proto, end, out, binary))
         return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime,
                 "peak_rss_kb": usage.ru_maxrss}
 
-    def stream_tool_args(self, slot, pub, transactions):
+    def stream_tool_args(self, slot, pub, transactions, binary=False):
         return [str(STREAM_TOOL), "--dsn", self.pg.dsn(), "--slot", slot,
                 "--publication", pub, "--summary", "--ack", "--quiet",
-                "--max-transactions", str(transactions), "--seconds", "3600"]
+                "--max-transactions", str(transactions), "--seconds", "3600",
+                *(["--binary"] if binary else [])]
 
-    def floe_decode(self, slot, pub, transactions, changes):
-        seconds, usage, text = run_timed(self.stream_tool_args(slot, pub, transactions),
-                                         stdout=subprocess.PIPE)
+    def floe_decode(self, slot, pub, transactions, changes, binary=False):
+        seconds, usage, text = run_timed(
+            self.stream_tool_args(slot, pub, transactions, binary), stdout=subprocess.PIPE)
         lines = [json.loads(line) for line in text.splitlines() if line.strip()]
         start, end = lines[0], lines[-1]
         if end.get("type") != "END" or end["reason"] != "max_transactions" or \
@@ -376,9 +393,10 @@ def generate_mixed(b: Bench) -> None:
 def stream_workload(b: Bench, name: str, title: str, table: str, pub: str,
                     changes: int, transactions: int, setup, generate) -> dict:
     log(f"{name}: setting up")
+    load_start = list(os.getloadavg())
     setup(b)
     slots = {kind: [f"{name}_{kind}_{r}" for r in range(RUNS)]
-             for kind in ("recv", "decode", "floe")}
+             for kind in ("recv", "recvb", "decode", "decodeb", "floe")}
     slots["bytes"] = [f"{name}_bytes"]
     all_slots = [s for names in slots.values() for s in names]
     b.create_slots(all_slots)
@@ -393,7 +411,8 @@ def stream_workload(b: Bench, name: str, title: str, table: str, pub: str,
     log(f"{name}: generated in {generate_s:.1f}s, {wal_bytes:,} WAL bytes, end {end_lsn}")
     b.checkpoint_and_settle()
 
-    runs = {"pg_recvlogical": [], "floe_decode": [], "floe_run": []}
+    runs = {"pg_recvlogical": [], "floe_decode": [], "floe_run": [],
+            "pg_recvlogical_binary": [], "floe_decode_binary": []}
     proto = None
     target = None
     for r in range(RUNS):
@@ -410,13 +429,20 @@ def stream_workload(b: Bench, name: str, title: str, table: str, pub: str,
             d = b.floe_decode(slots["decode"][r], pub, transactions, changes)
         if lsn_int(d["last_commit_lsn"]) != target:
             raise RuntimeError(f"decode run {r} ended at {d['last_commit_lsn']}")
+        # pgoutput's binary mode: the limit and floe, back to back.
+        rlb = b.pg_recvlogical(slots["recvb"][r], pub, proto, end_lsn, binary=True)
+        db = b.floe_decode(slots["decodeb"][r], pub, transactions, changes, binary=True)
+        runs["pg_recvlogical_binary"].append(rlb)
+        runs["floe_decode_binary"].append(db)
         base = b.work / f"{name}_floe_{r}"
         f = b.floe_run(base, slots["floe"][r], pub, table, target, changes)
         runs["pg_recvlogical"].append(rl)
         runs["floe_decode"].append(d)
         runs["floe_run"].append(f)
         log(f"{name} run {r + 1}/{RUNS}: pg_recvlogical {rl['seconds']:.2f}s, "
-            f"floe decode {d['seconds']:.2f}s, floe run {f['seconds']:.2f}s "
+            f"floe decode {d['seconds']:.2f}s, binary: pg_recvlogical "
+            f"{rlb['seconds']:.2f}s, floe decode {db['seconds']:.2f}s, "
+            f"floe run {f['seconds']:.2f}s "
             f"(cpu {f['cpu_s']:.1f}s, peak {f['peak_rss_kb'] / 1024:.0f} MB)")
         if r < RUNS - 1:
             shutil.rmtree(base, ignore_errors=True)
@@ -439,6 +465,7 @@ def stream_workload(b: Bench, name: str, title: str, table: str, pub: str,
                 "peak_rss_mb": max(x["peak_rss_kb"] for x in rs) / 1024}
 
     result = {"name": name, "title": title, "table": table, "publication": pub,
+              "load_start": load_start,
               "changes": changes, "transactions": transactions,
               "wal_bytes": wal_bytes, "generate_s": generate_s,
               "proto_version": proto, "end_lsn": end_lsn,
@@ -451,6 +478,13 @@ def stream_workload(b: Bench, name: str, title: str, table: str, pub: str,
         s = summarize(kind)
         s["ratio"] = s["rows_per_s"] / limit["rows_per_s"]
         result[kind] = s
+    limit_b = summarize("pg_recvlogical_binary")
+    result["pg_recvlogical_binary"] = limit_b
+    s = summarize("floe_decode_binary")
+    s["ratio"] = s["rows_per_s"] / limit_b["rows_per_s"]
+    s["ratio_to_text_limit"] = s["rows_per_s"] / limit["rows_per_s"]
+    result["floe_decode_binary"] = s
+    result["load_end"] = list(os.getloadavg())
     last = runs["floe_run"][-1]
     result["floe_run"]["parquet_bytes"] = last["parquet_bytes"]
     result["floe_run"]["data_files"] = last["data_files"]
@@ -467,6 +501,7 @@ def stream_workload(b: Bench, name: str, title: str, table: str, pub: str,
 
 def snapshot_bench(b: Bench) -> dict:
     log(f"snapshot: loading {SNAP_ROWS:,} rows")
+    load_start = list(os.getloadavg())
     b.sql(f"CREATE TABLE snap_orders {ORDERS_COLUMNS}")
     b.sql(f"INSERT INTO snap_orders SELECT {ORDERS_ROW} "
           f"FROM generate_series(1, {int(SNAP_ROWS)}) g")
@@ -487,11 +522,18 @@ def snapshot_bench(b: Bench) -> dict:
             seconds, usage, _ = run_timed(psql, stdout=devnull)
         return {"seconds": seconds}
 
-    def floe_once(workers: int, run: int):
-        slot = f"snap_w{workers}_{run}"
+    binary_psql = psql[:-1] + [copy_sql + " (FORMAT binary)"]
+
+    def copy_binary_once():
+        with open(os.devnull, "wb") as devnull:
+            seconds, usage, _ = run_timed(binary_psql, stdout=devnull)
+        return {"seconds": seconds}
+
+    def floe_once(mode: str, workers: int, run: int):
+        slot = f"snap_{mode.replace('-', '_')}_w{workers}_{run}"
         args = [str(SNAPSHOT_TOOL), "--dsn", b.pg.dsn(), "--slot", slot,
                 "--tables-json", '[["public", "snap_orders"]]',
-                "--workers", str(workers)]
+                "--workers", str(workers), "--no-checksum", *SNAP_MODE_ARGS[mode]]
         try:
             seconds, usage, text = run_timed(args, stdout=subprocess.PIPE)
         finally:
@@ -504,32 +546,46 @@ def snapshot_bench(b: Bench) -> dict:
                 "cpu_s": usage.ru_utime + usage.ru_stime,
                 "peak_rss_kb": usage.ru_maxrss}
 
-    copies, floe = [], {w: [] for w in SNAP_WORKERS}
+    copies, binary_copies = [], []
+    floe = {(m, w): [] for m in SNAP_MODES for w in SNAP_WORKERS}
     for r in range(SNAP_RUNS):
         copies.append(copy_once())
-        for w in SNAP_WORKERS:
-            floe[w].append(floe_once(w, r))
+        binary_copies.append(copy_binary_once())
+        for m in SNAP_MODES:
+            for w in SNAP_WORKERS:
+                floe[(m, w)].append(floe_once(m, w, r))
         log(f"snapshot run {r + 1}/{SNAP_RUNS}: COPY {copies[-1]['seconds']:.2f}s, "
-            + ", ".join(f"{w} worker(s) {floe[w][-1]['seconds']:.2f}s"
-                        for w in SNAP_WORKERS))
+            f"binary {binary_copies[-1]['seconds']:.2f}s, "
+            + ", ".join(f"{m} {w}w {floe[(m, w)][-1]['seconds']:.2f}s"
+                        for m in SNAP_MODES for w in SNAP_WORKERS))
     copy_s = statistics.median(x["seconds"] for x in copies)
+    binary_s = statistics.median(x["seconds"] for x in binary_copies)
     result = {"rows": SNAP_ROWS, "runs": SNAP_RUNS, "table_bytes": table_bytes,
               "copy_command": " ".join(["psql", "-X", "-q", "-c", f'"{copy_sql}"',
                                         ">/dev/null"]),
               "copy": {"seconds_runs": [round(x["seconds"], 3) for x in copies],
                        "seconds": copy_s, "rows_per_s": SNAP_ROWS / copy_s},
+              "copy_binary": {
+                  "seconds_runs": [round(x["seconds"], 3) for x in binary_copies],
+                  "seconds": binary_s, "rows_per_s": SNAP_ROWS / binary_s},
+              "modes": SNAP_MODES,
+              "load_start": load_start, "load_end": list(os.getloadavg()),
+              "mode_args": {m: " ".join(SNAP_MODE_ARGS[m]) for m in SNAP_MODES},
               "floe": []}
-    for w in SNAP_WORKERS:
-        secs = statistics.median(x["seconds"] for x in floe[w])
-        result["floe"].append({
-            "workers": w,
-            "seconds_runs": [round(x["seconds"], 3) for x in floe[w]],
-            "seconds": secs,
-            "reader_seconds": statistics.median(x["reader_seconds"] for x in floe[w]),
-            "rows_per_s": SNAP_ROWS / secs,
-            "ratio": copy_s / secs,
-            "cpu_s": statistics.median(x["cpu_s"] for x in floe[w]),
-            "peak_rss_mb": max(x["peak_rss_kb"] for x in floe[w]) / 1024})
+    for m in SNAP_MODES:
+        for w in SNAP_WORKERS:
+            xs = floe[(m, w)]
+            secs = statistics.median(x["seconds"] for x in xs)
+            result["floe"].append({
+                "mode": m,
+                "workers": w,
+                "seconds_runs": [round(x["seconds"], 3) for x in xs],
+                "seconds": secs,
+                "reader_seconds": statistics.median(x["reader_seconds"] for x in xs),
+                "rows_per_s": SNAP_ROWS / secs,
+                "ratio": copy_s / secs,
+                "cpu_s": statistics.median(x["cpu_s"] for x in xs),
+                "peak_rss_mb": max(x["peak_rss_kb"] for x in xs) / 1024})
     b.sql("DROP TABLE snap_orders")
     return result
 
@@ -632,21 +688,22 @@ def main() -> int:
                 [str(b.bindir / "pg_recvlogical"), "--version"], capture_output=True,
                 text=True, check=True).stdout.strip()
             mixed_changes = MIXED_TX
-            workloads = [
-                stream_workload(
+            workloads = []
+            if "bulk" in PARTS:
+                workloads.append(stream_workload(
                     b, "bulk",
                     f"{ROWS:,} inserts in {TX_ROWS:,}-row transactions",
                     "bulk_orders", "pub_bulk", ROWS, -(-ROWS // TX_ROWS),
-                    setup_bulk, generate_bulk),
-                stream_workload(
+                    setup_bulk, generate_bulk))
+            if "mixed" in PARTS:
+                workloads.append(stream_workload(
                     b, "mixed",
                     f"{MIXED_TX:,} single-row transactions, 50% insert / 35% update "
                     "/ 15% delete",
                     "mixed_orders", "pub_mixed", mixed_changes, MIXED_TX,
-                    setup_mixed, generate_mixed),
-            ]
-            snapshot = snapshot_bench(b)
-            sustained = sustained_bench(b)
+                    setup_mixed, generate_mixed))
+            snapshot = snapshot_bench(b) if "snapshot" in PARTS else None
+            sustained = sustained_bench(b) if "sustained" in PARTS else None
             b.conn.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -655,7 +712,9 @@ def main() -> int:
         "settings": {"BENCH_STREAM_ROWS": ROWS, "BENCH_STREAM_TX_ROWS": TX_ROWS,
                      "BENCH_STREAM_MIXED_TX": MIXED_TX, "BENCH_STREAM_RUNS": RUNS,
                      "BENCH_SNAPSHOT_ROWS": SNAP_ROWS, "BENCH_SNAPSHOT_RUNS": SNAP_RUNS,
-                     "BENCH_SNAPSHOT_WORKERS": ",".join(map(str, SNAP_WORKERS))},
+                     "BENCH_SNAPSHOT_WORKERS": ",".join(map(str, SNAP_WORKERS)),
+                     "BENCH_SNAPSHOT_MODES": ",".join(SNAP_MODES),
+                     "BENCH_PARTS": ",".join(PARTS)},
         "runs": RUNS, "server_conf": {"shared_buffers": "128MB", "fsync": "off",
                                       "full_page_writes": "off", **SERVER_CONF},
         "commands": {
@@ -665,11 +724,12 @@ def main() -> int:
                               "-f /dev/null",
             "floe_decode": "stream_tool --slot SLOT --publication PUB --summary --ack "
                            "--quiet --max-transactions T",
+            "binary": "pg_recvlogical ... -o binary=true; stream_tool ... --binary",
             "floe_run": "floe run pipeline.yaml  (snapshot: never, "
                         "checkpoint.interval: 1s; stopped with SIGTERM once Bronze's "
                         "floe.commit-lsn reaches the last commit LSN)",
             "snapshot": "snapshot_tool --tables-json '[[\"public\", \"snap_orders\"]]' "
-                        "--workers N",
+                        "--workers N --no-checksum MODE_ARGS",
             "sustained": "floe run pipeline.yaml (snapshot: never, checkpoint.interval: "
                          "10s) while CALL gen_sustained(RATE, SECONDS) commits",
         },

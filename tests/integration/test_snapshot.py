@@ -99,8 +99,12 @@ def test_snapshot_with_one_and_two_workers_matches_postgres(tool, pg):
                           "--progress-interval-ms", "100")
         for _, t in tables:
             assert_matches_postgres(res, pg, "public", t)
-        assert res["tables"][("public", "big")]["chunks"] == 8  # key ranges
-        assert res["tables"][("public", "nopk")]["chunks"] > 1  # ctid page ranges
+        if workers == 1:
+            # One worker reads every table whole: nobody could take a next chunk.
+            assert all(t["chunks"] == 1 for t in res["tables"].values())
+        else:
+            assert res["tables"][("public", "big")]["chunks"] == 8  # key ranges
+            assert res["tables"][("public", "nopk")]["chunks"] > 1  # ctid page ranges
         assert res["tables"][("public", "empty_t")]["rows"] == 0
         assert res["tables"][("public", "one_row")]["rows"] == 1
         # The snapshot stands for the slot's consistent point.

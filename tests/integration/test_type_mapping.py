@@ -216,7 +216,9 @@ def insert(conn, columns, row_id: int, values: dict[str, str]):
                  f"({row_id}, {', '.join(values.values())})")
 
 
-def test_every_mapped_type_decodes_to_what_postgres_renders(tool, pg):
+def create_all_types(pg):
+    """The all_types table (rows 1-3 ordinary values, 4-5 special values, 6 all
+    nulls); returns Postgres' rendering of every value and its raw text, by id."""
     with pg.connect() as conn:
         conn.execute("SET TimeZone = 'UTC'")
         conn.execute(TYPES)
@@ -235,17 +237,12 @@ def test_every_mapped_type_decodes_to_what_postgres_renders(tool, pg):
             row[0]: row[1:] for row in conn.execute(
                 f"SELECT id, {', '.join(name + '::text' for name, *_ in COLUMNS)} "
                 f"FROM all_types ORDER BY id").fetchall()}
+    return expected_rows, raw_text
 
-    doc = run_tool(tool, pg, "all_types")
-    by_name = {c["name"]: c for c in doc["columns"]}
-    for col, arrow_type in EXPECTED_ARROW.items():
-        assert by_name[col]["arrow_type"] == arrow_type, col
-    assert by_name["c_domain"]["kind"] == "domain"
-    assert by_name["c_enum"]["kind"] == "enum"
-    assert by_name["c_composite"]["kind"] == "composite"
-    assert by_name["c_int4range"]["kind"] == "range"
-    assert by_name["c_int4_arr"]["kind"] == "array"
 
+def check_rows_and_issues(doc: dict, expected_rows, raw_text) -> None:
+    """doc: {"rows": [...] in id order, "issues": [{"row": index, "column", "raw",
+    "reason"}]} (type_tool's form)."""
     rows = doc["rows"]
     assert [r["id"] for r in rows] == [1, 2, 3, 4, 5, 6]
     special = {4: SPECIAL, 5: SPECIAL_2}
@@ -260,12 +257,52 @@ def test_every_mapped_type_decodes_to_what_postgres_renders(tool, pg):
     # Each unrepresentable value: one issue, the documented reason, the raw text as
     # Postgres printed it; nothing else is reported.
     got = {(doc["rows"][i["row"]]["id"], i["column"]): i for i in doc["issues"]}
+    assert len(got) == len(doc["issues"])
     want_keys = {(rid, col) for rid, cols in special.items() for col in cols}
     assert set(got) == want_keys
     col_index = {name: k for k, (name, *_) in enumerate(COLUMNS)}
     for (rid, col), issue in got.items():
         assert issue["reason"] == special[rid][col][1], issue
         assert issue["raw"] == raw_text[rid][col_index[col]], issue
+
+
+def test_every_mapped_type_decodes_to_what_postgres_renders(tool, pg):
+    expected_rows, raw_text = create_all_types(pg)
+    doc = run_tool(tool, pg, "all_types")
+    by_name = {c["name"]: c for c in doc["columns"]}
+    for col, arrow_type in EXPECTED_ARROW.items():
+        assert by_name[col]["arrow_type"] == arrow_type, col
+    assert by_name["c_domain"]["kind"] == "domain"
+    assert by_name["c_enum"]["kind"] == "enum"
+    assert by_name["c_composite"]["kind"] == "composite"
+    assert by_name["c_int4range"]["kind"] == "range"
+    assert by_name["c_int4_arr"]["kind"] == "array"
+    check_rows_and_issues(doc, expected_rows, raw_text)
+
+
+@pytest.mark.parametrize("copy_format", ["binary", "text"])
+def test_every_mapped_type_through_the_snapshot_equals_what_postgres_renders(
+        tool, pg, tmp_path, copy_format):
+    """The snapshot reader's Arrow output: binary COPY (send formats decoded by floe,
+    every other type through its output function) and text COPY give the same values
+    and the same issues as the text converters."""
+    expected_rows, raw_text = create_all_types(pg)
+    out = tmp_path / "rows.jsonl"
+    slot = f"types_{copy_format}"
+    proc = subprocess.run(
+        [str(tool("snapshot_tool")), "--dsn", pg.dsn, "--slot", slot,
+         "--tables-json", '[["public", "all_types"]]', "--workers", "1",
+         "--output", "arrow", "--copy-format", copy_format, "--jsonl", str(out)],
+        capture_output=True, text=True, timeout=120)
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    finally:
+        pg.execute(f"SELECT pg_drop_replication_slot('{slot}')")
+    lines = sorted((json.loads(line) for line in out.read_text().splitlines()),
+                   key=lambda l: l["row"]["id"])
+    doc = {"rows": [l["row"] for l in lines],
+           "issues": [dict(i, row=k) for k, l in enumerate(lines) for i in l["issues"]]}
+    check_rows_and_issues(doc, expected_rows, raw_text)
 
 
 def test_citext_maps_to_text(tool, pg):

@@ -4,6 +4,13 @@
 // point, then per table the row count and an order-independent checksum, then a final
 // {"complete": true, ...}. Optionally writes every row as a JSON line to a file.
 //
+// --output arrow reads the rows into Arrow arrays of floe's type mapping instead of
+// text (--copy-format binary, the default, or text COPY); --jsonl then holds the
+// Arrow values in type_tool's JSON form (decimals as strings, binary as hex, ISO
+// dates and timestamps, ...) with each row's conversion issues, and no checksum is
+// computed. --no-checksum leaves the text checksum out too (for timing: the tool
+// then measures the reader, not MD5).
+//
 // Checksum: the sum modulo 2^64 over rows of the first 8 bytes (big-endian) of the MD5
 // of the row's encoding, which is, column after column, `N` for NULL or else the
 // value's byte length in decimal, `:`, and the value. Postgres computes the same with
@@ -15,6 +22,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -23,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include <arrow/api.h>
+#include <arrow/util/decimal.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -61,6 +72,119 @@ uint64_t RowHash(const SnapshotBatch& batch, size_t row, std::string& scratch) {
   return h;
 }
 
+// The JSON form of Arrow values: the same as tests/tools/type_tool.cc prints, so the
+// integration tests compare both paths with one set of expectations.
+std::string Hex(std::string_view bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  *d = doy - (153 * mp + 2) / 5 + 1;
+  *m = mp < 10 ? mp + 3 : mp - 9;
+  *y = yoe + era * 400 + (*m <= 2 ? 1 : 0);
+}
+
+std::string IsoDate(int64_t days) {
+  int64_t y = 0, m = 0, d = 0;
+  CivilFromDays(days, &y, &m, &d);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s%04" PRId64 "-%02" PRId64 "-%02" PRId64,
+                y < 0 ? "-" : "", y < 0 ? -y : y, m, d);
+  return buf;
+}
+
+std::string IsoTime(int64_t micros) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%02" PRId64 ":%02" PRId64 ":%02" PRId64 ".%06" PRId64,
+                micros / 3'600'000'000, micros / 60'000'000 % 60, micros / 1'000'000 % 60,
+                micros % 1'000'000);
+  return buf;
+}
+
+std::string IsoTimestamp(int64_t micros, bool utc) {
+  const int64_t day = 86'400'000'000;
+  const int64_t days = FloorDiv(micros, day);
+  return IsoDate(days) + "T" + IsoTime(micros - days * day) + (utc ? "Z" : "");
+}
+
+Json FloatJson(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  return v;
+}
+
+Json ValueJson(const arrow::Array& a, int64_t i) {
+  if (a.IsNull(i)) return nullptr;
+  switch (a.type_id()) {
+    case arrow::Type::BOOL:
+      return static_cast<const arrow::BooleanArray&>(a).Value(i);
+    case arrow::Type::INT16:
+      return static_cast<const arrow::Int16Array&>(a).Value(i);
+    case arrow::Type::INT32:
+      return static_cast<const arrow::Int32Array&>(a).Value(i);
+    case arrow::Type::INT64:
+      return static_cast<const arrow::Int64Array&>(a).Value(i);
+    case arrow::Type::FLOAT:
+      return FloatJson(static_cast<const arrow::FloatArray&>(a).Value(i));
+    case arrow::Type::DOUBLE:
+      return FloatJson(static_cast<const arrow::DoubleArray&>(a).Value(i));
+    case arrow::Type::DECIMAL128: {
+      const auto& t = static_cast<const arrow::Decimal128Type&>(*a.type());
+      return arrow::Decimal128(static_cast<const arrow::Decimal128Array&>(a).GetValue(i))
+          .ToString(t.scale());
+    }
+    case arrow::Type::STRING:
+      return std::string(static_cast<const arrow::StringArray&>(a).GetView(i));
+    case arrow::Type::BINARY:
+      return Hex(static_cast<const arrow::BinaryArray&>(a).GetView(i));
+    case arrow::Type::FIXED_SIZE_BINARY:
+      return Hex(static_cast<const arrow::FixedSizeBinaryArray&>(a).GetView(i));
+    case arrow::Type::DATE32:
+      return IsoDate(static_cast<const arrow::Date32Array&>(a).Value(i));
+    case arrow::Type::TIME64:
+      return IsoTime(static_cast<const arrow::Time64Array&>(a).Value(i));
+    case arrow::Type::TIMESTAMP: {
+      const auto& t = static_cast<const arrow::TimestampType&>(*a.type());
+      return IsoTimestamp(static_cast<const arrow::TimestampArray&>(a).Value(i),
+                          !t.timezone().empty());
+    }
+    case arrow::Type::LIST: {
+      const auto& l = static_cast<const arrow::ListArray&>(a);
+      Json out = Json::array();
+      for (int64_t j = l.value_offset(i); j < l.value_offset(i + 1); ++j) {
+        out.push_back(ValueJson(*l.values(), j));
+      }
+      return out;
+    }
+    case arrow::Type::STRUCT: {
+      const auto& s = static_cast<const arrow::StructArray&>(a);
+      Json out = Json::object();
+      for (int f = 0; f < s.num_fields(); ++f) {
+        out[s.type()->field(f)->name()] = ValueJson(*s.field(f), i);
+      }
+      return out;
+    }
+    default:
+      return "<unsupported " + a.type()->ToString() + ">";
+  }
+}
+
 struct TableSums {
   std::atomic<int64_t> rows{0};
   std::atomic<uint64_t> checksum{0};
@@ -81,6 +205,9 @@ struct Args {
   int progress_interval_ms = 10'000;
   int64_t sink_fail_after = -1;
   int cancel_after_ms = -1;
+  std::string output = "text";
+  std::string copy_format = "binary";
+  bool no_checksum = false;
 };
 
 int Run(const Args& args) {
@@ -116,6 +243,10 @@ int Run(const Args& args) {
 
   SnapshotOptions options;
   options.workers = args.workers;
+  options.output =
+      args.output == "arrow" ? SnapshotOutput::kArrow : SnapshotOutput::kText;
+  options.copy_format = args.copy_format == "text" ? SnapshotCopyFormat::kText
+                                                   : SnapshotCopyFormat::kBinary;
   options.chunking.target_rows = args.target_rows;
   options.chunking.target_pages = args.target_pages;
   options.batch_rows = args.batch_rows;
@@ -134,14 +265,46 @@ int Run(const Args& args) {
   if (!args.jsonl.empty()) out.open(args.jsonl);
 
   std::atomic<int64_t> batches{0};
+  std::atomic<int64_t> issues{0};
+  const bool arrow_output = options.output == SnapshotOutput::kArrow;
   SnapshotSink sink = [&](const SnapshotBatch& batch) -> arrow::Status {
     thread_local std::string scratch;
     TableSums& s = *sums[batch.table_index];
-    uint64_t sum = 0;
-    for (size_t r = 0; r < batch.num_rows(); ++r) sum += RowHash(batch, r, scratch);
-    s.checksum += sum;
+    if (!args.no_checksum && !arrow_output) {
+      uint64_t sum = 0;
+      for (size_t r = 0; r < batch.num_rows(); ++r) sum += RowHash(batch, r, scratch);
+      s.checksum += sum;
+    }
     s.rows += static_cast<int64_t>(batch.num_rows());
-    if (out.is_open()) {
+    issues += static_cast<int64_t>(batch.issues().size());
+    if (arrow_output && out.is_open()) {
+      const arrow::RecordBatch& rb = *batch.arrow_batch();
+      ARROW_RETURN_NOT_OK(rb.ValidateFull());
+      std::lock_guard<std::mutex> lock(out_mu);
+      size_t next_issue = 0;
+      for (int64_t r = 0; r < rb.num_rows(); ++r) {
+        Json row = Json::object();
+        for (int c = 0; c < rb.num_columns(); ++c) {
+          row[rb.schema()->field(c)->name()] = ValueJson(*rb.column(c), r);
+        }
+        Json row_issues = Json::array();
+        for (; next_issue < batch.issues().size() &&
+               batch.issues()[next_issue].row == static_cast<size_t>(r);
+             ++next_issue) {
+          const ConversionIssue& issue = batch.issues()[next_issue].issue;
+          row_issues.push_back(
+              Json{{"column", issue.column},
+                   {"raw", issue.raw_text},
+                   {"reason", std::string(IssueReasonName(issue.reason))},
+                   {"detail", issue.detail}});
+        }
+        out << Json{{"table", Json{batch.table->schema, batch.table->name}},
+                    {"row", row},
+                    {"issues", row_issues}}
+                   .dump(-1, ' ', false, Json::error_handler_t::replace)
+            << "\n";
+      }
+    } else if (out.is_open()) {
       std::lock_guard<std::mutex> lock(out_mu);
       for (size_t r = 0; r < batch.num_rows(); ++r) {
         Json row = Json::object();
@@ -177,13 +340,16 @@ int Run(const Args& args) {
   for (size_t i = 0; i < tables.size(); ++i) {
     Print(Json{{"table", Json{tables[i].schema, tables[i].name}},
                {"rows", sums[i]->rows.load()},
-               {"checksum", std::to_string(sums[i]->checksum.load())},
+               {"checksum", args.no_checksum || arrow_output
+                                ? Json()
+                                : Json(std::to_string(sums[i]->checksum.load()))},
                {"chunks", result->tables[i].chunks}});
   }
   Print(Json{{"complete", true},
              {"consistent_point", result->consistent_point.ToString()},
              {"rows", result->rows},
              {"bytes", result->bytes},
+             {"issues", issues.load()},
              {"seconds", std::chrono::duration<double>(result->elapsed).count()}});
   return 0;
 }
@@ -211,6 +377,13 @@ int main(int argc, char** argv) {
   app.add_option("--sink-fail-after", args.sink_fail_after,
                  "the sink fails every batch after this many");
   app.add_option("--cancel-after-ms", args.cancel_after_ms, "Cancel() after this long");
+  app.add_option("--output", args.output, "text (values as text) or arrow (Arrow arrays)")
+      ->check(CLI::IsMember({"text", "arrow"}));
+  app.add_option("--copy-format", args.copy_format,
+                 "with --output arrow: binary (default) or text COPY")
+      ->check(CLI::IsMember({"binary", "text"}));
+  app.add_flag("--no-checksum", args.no_checksum,
+               "skip the per-row MD5 checksum (for timing)");
   CLI11_PARSE(app, argc, argv);
   return Run(args);
 }

@@ -73,6 +73,7 @@ struct Args {
   std::string spill_dir;
   std::string streaming = "on";
   int64_t max_batch_rows = 65'536;
+  bool binary = false;
 };
 
 class PrintingSink : public ChangeSink {
@@ -237,6 +238,7 @@ arrow::Status Stream(const std::string& dsn, const Args& args) {
 
   StartReplicationOptions options;
   options.publication_names = args.publications;
+  options.binary = args.binary;
   if (args.streaming == "off") {
     options.streaming = StreamingMode::kOff;
   } else if (args.streaming != "on") {
@@ -330,6 +332,9 @@ int main(int argc, char** argv) {
   app.add_option("--spill-dir", args.spill_dir);
   app.add_option("--streaming", args.streaming, "on | off");
   app.add_option("--max-batch-rows", args.max_batch_rows);
+  app.add_flag("--binary", args.binary,
+               "pgoutput option binary: values in their types' send format (every "
+               "published column's type needs a binary decoder)");
   CLI11_PARSE(app, argc, argv);
   arrow::Status st = Stream(dsn, args);
   if (!st.ok()) return Fail(st);

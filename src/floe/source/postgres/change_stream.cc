@@ -19,6 +19,11 @@ namespace floe::postgres {
 namespace {
 
 constexpr std::chrono::milliseconds kRunSlice{200};
+// Most committed transactions held back to share batches. Each one's batch is a
+// slice whose buffers are the shared batch's, so a consumer that sizes batches by
+// their buffers (arrow::util::TotalBufferSize) over-counts by up to this factor;
+// 64 keeps that bounded and costs no measurable CPU against 256.
+constexpr size_t kMaxDeferredTransactions = 64;
 
 // The xid a data message came with; set only inside a stream block.
 std::optional<TransactionId> DataXid(const PgOutputMessage& message) {
@@ -73,6 +78,21 @@ CapturedMessage Capture(const LogicalMessage& m) {
   return out;
 }
 
+// A no-null array of `type` whose one buffer holds exactly `values` (which is
+// emptied).
+template <typename T>
+arrow::Result<std::shared_ptr<arrow::Array>> ExactArray(
+    const std::shared_ptr<arrow::DataType>& type, std::vector<T>* values) {
+  const int64_t n = static_cast<int64_t>(values->size());
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> buffer,
+                        arrow::AllocateBuffer(n * static_cast<int64_t>(sizeof(T))));
+  if (n > 0)
+    std::memcpy(buffer->mutable_data(), values->data(), values->size() * sizeof(T));
+  values->clear();
+  return arrow::MakeArray(
+      arrow::ArrayData::Make(type, n, {nullptr, std::move(buffer)}, 0));
+}
+
 }  // namespace
 
 arrow::FieldVector CdcMetadataFields() {
@@ -114,6 +134,29 @@ void ReplicationMessageSource::ReportDurable(Lsn lsn) { connection_->ReportDurab
 // ---------------------------------------------------------------------------
 // Internal state
 
+struct ChangeStream::TableBuilder {
+  std::shared_ptr<const TableShape> shape;
+  std::vector<std::unique_ptr<arrow::ArrayBuilder>> columns;
+  // The CDC columns never hold nulls (cdc_unchanged aside): plain vectors, turned
+  // into exactly sized buffers by FinishBuilder (one allocation per column instead
+  // of a builder's value + validity buffers, each grown and then shrunk).
+  std::string op;
+  std::vector<int64_t> ts;
+  std::vector<int64_t> source_lsn;
+  std::vector<int64_t> xid;
+  std::vector<int64_t> commit_lsn;
+  std::vector<int32_t> seq;
+  std::shared_ptr<arrow::StringBuilder> unchanged_names =
+      std::make_shared<arrow::StringBuilder>();
+  arrow::ListBuilder unchanged{arrow::default_memory_pool(), unchanged_names,
+                               arrow::list(arrow::utf8())};
+  int64_t rows = 0;
+  std::vector<QuarantineCandidate> issues;
+  /// The builder row of each issue.
+  std::vector<int64_t> issue_rows;
+  std::vector<ConversionIssue> found;
+};
+
 struct ChangeStream::TableState {
   std::shared_ptr<const TableShape> shape;
   std::vector<ColumnConverter> converters;
@@ -121,26 +164,23 @@ struct ChangeStream::TableState {
   std::vector<int> key_columns;
   /// The shape the sink was last given.
   std::shared_ptr<const TableShape> delivered;
+  /// Per column: how a binary-mode (pgoutput `binary`) value is decoded; kNone:
+  /// it cannot be, and such a value is an error.
+  std::vector<BinaryFormat> binary_formats;
+  std::vector<std::string> type_names;
+  /// A finished, empty builder of `shape`, kept for the next batch.
+  std::unique_ptr<TableBuilder> spare;
 };
 
-struct ChangeStream::TableBuilder {
-  std::shared_ptr<const TableShape> shape;
-  const TableState* state = nullptr;
-  std::vector<std::unique_ptr<arrow::ArrayBuilder>> columns;
-  arrow::StringBuilder op;
-  arrow::TimestampBuilder ts{arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
-                             arrow::default_memory_pool()};
-  arrow::Int64Builder source_lsn;
-  arrow::Int64Builder xid;
-  arrow::Int64Builder commit_lsn;
-  arrow::Int32Builder seq;
-  std::shared_ptr<arrow::StringBuilder> unchanged_names =
-      std::make_shared<arrow::StringBuilder>();
-  arrow::ListBuilder unchanged{arrow::default_memory_pool(), unchanged_names,
-                               arrow::list(arrow::utf8())};
+/// The rows one transaction appended to one table's open builder: [start, start +
+/// rows). Sealing the builder turns it into a TableChanges (a slice of the batch).
+struct ChangeStream::Segment {
+  Oid relation_id = 0;
+  TableBuilder* builder = nullptr;
+  int64_t start = 0;
   int64_t rows = 0;
-  std::vector<QuarantineCandidate> issues;
-  std::vector<ConversionIssue> found;
+  /// Deferred transactions: the sealed rows, delivered with the transaction.
+  std::optional<TableChanges> done;
 };
 
 struct ChangeStream::Transaction {
@@ -152,9 +192,8 @@ struct ChangeStream::Transaction {
   bool deliver_now = false;
   bool begun = false;
   int32_t next_seq = 0;
-  std::unordered_map<Oid, std::unique_ptr<TableBuilder>> builders;
-  /// Tables with an open builder, in the order the builders were opened.
-  std::vector<Oid> builder_order;
+  /// Rows in open builders, in the order the transaction first touched each table.
+  std::vector<Segment> segments;
   std::vector<std::variant<TableChanges, CapturedMessage>> pending;
 };
 
@@ -238,6 +277,17 @@ void ChangeStream::ReportDurable(Lsn end_lsn) { source_->ReportDurable(end_lsn);
 // The read loop
 
 arrow::Result<bool> ChangeStream::Poll(std::chrono::milliseconds timeout) {
+  if (!deferred_.empty() && !current_) {
+    // Deferred transactions go out as soon as the stream has nothing more at hand.
+    ARROW_ASSIGN_OR_RAISE(std::optional<SourceMessage> next,
+                          source_->Read(std::chrono::milliseconds(0)));
+    if (!next) {
+      ARROW_RETURN_NOT_OK(FlushDeferred());
+      return false;
+    }
+    ARROW_RETURN_NOT_OK(Process(next->wal_start, next->payload));
+    return true;
+  }
   ARROW_ASSIGN_OR_RAISE(std::optional<SourceMessage> message, source_->Read(timeout));
   if (!message) return false;
   ARROW_RETURN_NOT_OK(Process(message->wal_start, message->payload));
@@ -256,6 +306,7 @@ arrow::Status ChangeStream::Run(std::chrono::steady_clock::time_point deadline,
     ARROW_RETURN_NOT_OK(
         Poll(std::chrono::duration_cast<std::chrono::milliseconds>(wait)).status());
   }
+  if (!current_) ARROW_RETURN_NOT_OK(FlushDeferred());
   return arrow::Status::OK();
 }
 
@@ -284,8 +335,18 @@ arrow::Status ChangeStream::Process(Lsn wal_start, std::string_view payload) {
       current_->info.commit_lsn = m.commit_lsn;
       current_->info.end_lsn = m.end_lsn;
       current_->info.commit_time = m.commit_time;
-      std::unique_ptr<Transaction> tx = std::move(current_);
-      return CommitTransaction(tx.get());
+      if (Deferrable(*current_)) {
+        for (const Segment& seg : current_->segments) deferred_rows_ += seg.rows;
+        deferred_.push_back(std::move(current_));
+        if (deferred_rows_ >= options_.max_batch_rows ||
+            deferred_.size() >= kMaxDeferredTransactions) {
+          return FlushDeferred();
+        }
+        return arrow::Status::OK();
+      }
+      arrow::Status st = CommitTransaction(current_.get());
+      current_.reset();
+      return st;
     }
     case MessageType::kStreamStart: {
       const auto& m = std::get<StreamStartMessage>(message);
@@ -396,7 +457,14 @@ arrow::Status ChangeStream::OnStreamAbort(const StreamAbortMessage& message) {
 }
 
 arrow::Status ChangeStream::OnStreamCommit(const StreamCommitMessage& message) {
+  // Transactions committed before this one are delivered before it.
+  ARROW_RETURN_NOT_OK(FlushDeferred());
   Transaction tx;
+  replaying_ = &tx;
+  struct Reset {
+    Transaction** p;
+    ~Reset() { *p = nullptr; }
+  } reset{&replaying_};
   tx.info.xid = message.xid;
   tx.info.commit_lsn = message.commit_lsn;
   tx.info.end_lsn = message.end_lsn;
@@ -518,9 +586,7 @@ arrow::Status ChangeStream::ApplyRelation(Transaction* tx,
     return arrow::Status::OK();
   }
   // Rows of the old shape are finished before the new shape's first row.
-  if (tx != nullptr && tx->builders.contains(message.relation_id)) {
-    ARROW_RETURN_NOT_OK(FinishBuilder(tx, message.relation_id));
-  }
+  ARROW_RETURN_NOT_OK(Seal(message.relation_id));
   auto next = std::make_unique<TableState>();
   auto shape = std::make_shared<TableShape>();
   shape->relation_id = message.relation_id;
@@ -533,6 +599,8 @@ arrow::Status ChangeStream::ApplyRelation(Transaction* tx,
     ColumnMapping mapping = MapType(type);
     fields.push_back(arrow::field(column.name, mapping.type));
     shape->mappings.push_back(mapping);
+    next->binary_formats.push_back(BinaryFormatFor(type, mapping));
+    next->type_names.push_back(type.name);
     next->converters.emplace_back(column.name, std::move(mapping));
   }
   for (auto& f : CdcMetadataFields()) fields.push_back(std::move(f));
@@ -569,26 +637,30 @@ bool ChangeStream::SkipTable(const TableShape& shape, Lsn commit_lsn) const {
   return it != options_.table_start_after.end() && commit_lsn <= it->second;
 }
 
-arrow::Result<ChangeStream::TableBuilder*> ChangeStream::BuilderFor(Transaction* tx,
-                                                                    Oid relation_id) {
-  auto& slot = tx->builders[relation_id];
-  if (slot) return slot.get();
-  auto state = tables_.find(relation_id);
-  if (state == tables_.end() || !state->second) {
-    tx->builders.erase(relation_id);
-    return arrow::Status::Invalid("pgoutput change of relation ", relation_id,
-                                  " before its Relation message");
+arrow::Result<ChangeStream::Segment*> ChangeStream::SegmentFor(Transaction* tx,
+                                                               TableState* state,
+                                                               Oid relation_id) {
+  for (Segment& seg : tx->segments) {
+    if (seg.relation_id == relation_id) return &seg;
   }
-  auto builder = std::make_unique<TableBuilder>();
-  builder->shape = state->second->shape;
-  builder->state = state->second.get();
-  for (const ColumnConverter& converter : state->second->converters) {
-    ARROW_ASSIGN_OR_RAISE(auto column, converter.MakeBuilder());
-    builder->columns.push_back(std::move(column));
+  auto& slot = open_builders_[relation_id];
+  if (slot == nullptr) {
+    slot = std::move(state->spare);
+    if (slot == nullptr) {
+      slot = std::make_unique<TableBuilder>();
+      slot->shape = state->shape;
+      for (const ColumnConverter& converter : state->converters) {
+        ARROW_ASSIGN_OR_RAISE(auto column, converter.MakeBuilder());
+        slot->columns.push_back(std::move(column));
+      }
+    }
   }
-  slot = std::move(builder);
-  tx->builder_order.push_back(relation_id);
-  return slot.get();
+  Segment seg;
+  seg.relation_id = relation_id;
+  seg.builder = slot.get();
+  seg.start = slot->rows;
+  tx->segments.push_back(std::move(seg));
+  return &tx->segments.back();
 }
 
 arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
@@ -602,10 +674,17 @@ arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
     }
     return arrow::Status::OK();
   }
-  ARROW_ASSIGN_OR_RAISE(TableBuilder * b, BuilderFor(tx, relation_id));
-  const TableShape& shape = *b->shape;
+  auto state = tables_.find(relation_id);
+  if (state == tables_.end() || !state->second) {
+    return arrow::Status::Invalid("pgoutput change of relation ", relation_id,
+                                  " before its Relation message");
+  }
+  const TableShape& shape = *state->second->shape;
   if (SkipTable(shape, tx->info.commit_lsn)) return arrow::Status::OK();
-  const auto& converters = b->state->converters;
+  ARROW_ASSIGN_OR_RAISE(Segment * segment,
+                        SegmentFor(tx, state->second.get(), relation_id));
+  TableBuilder* b = segment->builder;
+  const auto& converters = state->second->converters;
   if (op != 't' && tuple.size() != converters.size()) {
     return arrow::Status::Invalid("pgoutput tuple of ", shape.relation.namespace_name,
                                   ".", shape.relation.relation_name, " has ",
@@ -630,9 +709,24 @@ arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
         any_unchanged = true;
         ARROW_RETURN_NOT_OK(b->unchanged_names->Append(converters[i].column_name()));
         break;
-      case TupleValueKind::kText: {
+      case TupleValueKind::kText:
+      case TupleValueKind::kBinary: {
         b->found.clear();
-        ARROW_RETURN_NOT_OK(converters[i].Append(v.bytes, column, &b->found));
+        if (v.kind == TupleValueKind::kText) {
+          ARROW_RETURN_NOT_OK(converters[i].Append(v.bytes, column, &b->found));
+        } else {
+          const BinaryFormat format = state->second->binary_formats[i];
+          if (format == BinaryFormat::kNone) {
+            return arrow::Status::NotImplemented(
+                "column ", converters[i].column_name(), " of ",
+                shape.relation.namespace_name, ".", shape.relation.relation_name,
+                ": floe has no decoder for the binary form of type ",
+                state->second->type_names[i],
+                "; stream without the pgoutput option binary");
+          }
+          ARROW_RETURN_NOT_OK(
+              AppendBinaryValue(converters[i], format, v.bytes, column, &b->found));
+        }
         for (ConversionIssue& issue : b->found) {
           QuarantineCandidate q;
           q.relation_id = relation_id;
@@ -644,53 +738,130 @@ arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
           q.seq = seq;
           q.issue = std::move(issue);
           b->issues.push_back(std::move(q));
+          b->issue_rows.push_back(b->rows);
           ++stats_.conversion_issues;
         }
         break;
       }
-      case TupleValueKind::kBinary:
-        return arrow::Status::NotImplemented(
-            "binary tuple values (pgoutput option binary) are not supported by the "
-            "change stream");
     }
   }
   if (!any_unchanged) ARROW_RETURN_NOT_OK(b->unchanged.AppendNull());
-  const char op_text[1] = {op};
-  ARROW_RETURN_NOT_OK(b->op.Append(std::string_view(op_text, 1)));
-  ARROW_RETURN_NOT_OK(b->ts.Append(PgTimestampToUnixMicros(tx->info.commit_time)));
-  ARROW_RETURN_NOT_OK(b->source_lsn.Append(static_cast<int64_t>(wal_start.value())));
-  ARROW_RETURN_NOT_OK(b->xid.Append(static_cast<int64_t>(tx->info.xid)));
-  ARROW_RETURN_NOT_OK(
-      b->commit_lsn.Append(static_cast<int64_t>(tx->info.commit_lsn.value())));
-  ARROW_RETURN_NOT_OK(b->seq.Append(seq));
+  b->op.push_back(op);
+  b->ts.push_back(PgTimestampToUnixMicros(tx->info.commit_time));
+  b->source_lsn.push_back(static_cast<int64_t>(wal_start.value()));
+  b->xid.push_back(static_cast<int64_t>(tx->info.xid));
+  b->commit_lsn.push_back(static_cast<int64_t>(tx->info.commit_lsn.value()));
+  b->seq.push_back(seq);
   ++b->rows;
-  if (b->rows >= options_.max_batch_rows) return FinishBuilder(tx, relation_id);
+  ++segment->rows;
+  if (b->rows >= options_.max_batch_rows) return Seal(relation_id);
   return arrow::Status::OK();
 }
 
-arrow::Status ChangeStream::FinishBuilder(Transaction* tx, Oid relation_id) {
-  auto it = tx->builders.find(relation_id);
-  if (it == tx->builders.end()) return arrow::Status::OK();
+arrow::Status ChangeStream::Seal(Oid relation_id) {
+  auto it = open_builders_.find(relation_id);
+  if (it == open_builders_.end()) return arrow::Status::OK();
   std::unique_ptr<TableBuilder> b = std::move(it->second);
-  tx->builders.erase(it);
-  std::erase(tx->builder_order, relation_id);
-  if (b->rows == 0) return arrow::Status::OK();
+  open_builders_.erase(it);
+  // Hands the emptied builder back to its table for the next batch, unless the
+  // table changed shape meanwhile.
+  auto recycle = [&] {
+    b->rows = 0;
+    b->issues.clear();
+    b->issue_rows.clear();
+    auto state = tables_.find(relation_id);
+    if (state != tables_.end() && state->second && state->second->shape == b->shape &&
+        state->second->spare == nullptr) {
+      state->second->spare = std::move(b);
+    }
+  };
+  if (b->rows == 0) {
+    for (auto& tx : deferred_) {
+      for (Segment& seg : tx->segments) {
+        if (seg.builder == b.get()) seg.builder = nullptr;
+      }
+    }
+    for (Transaction* tx : {current_.get(), replaying_}) {
+      if (tx != nullptr) {
+        std::erase_if(tx->segments,
+                      [&](const Segment& seg) { return seg.builder == b.get(); });
+      }
+    }
+    recycle();
+    return arrow::Status::OK();
+  }
+  const arrow::Schema& schema = *b->shape->schema;
+  const int first_meta = schema.num_fields() - kCdcColumnCount;
   arrow::ArrayVector arrays;
+  arrays.reserve(static_cast<size_t>(schema.num_fields()));
   for (auto& column : b->columns) {
     ARROW_ASSIGN_OR_RAISE(auto array, column->Finish());
     arrays.push_back(std::move(array));
   }
-  for (arrow::ArrayBuilder* meta : std::initializer_list<arrow::ArrayBuilder*>{
-           &b->op, &b->ts, &b->source_lsn, &b->xid, &b->commit_lsn, &b->seq,
-           &b->unchanged}) {
-    ARROW_ASSIGN_OR_RAISE(auto array, meta->Finish());
-    arrays.push_back(std::move(array));
+  {
+    // cdc_op: utf8 of one character per row.
+    const int64_t n = b->rows;
+    ARROW_ASSIGN_OR_RAISE(
+        std::shared_ptr<arrow::Buffer> offsets,
+        arrow::AllocateBuffer(static_cast<int64_t>(sizeof(int32_t)) * (n + 1)));
+    auto* o = reinterpret_cast<int32_t*>(offsets->mutable_data());
+    for (int64_t i = 0; i <= n; ++i) o[i] = static_cast<int32_t>(i);
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> chars, arrow::AllocateBuffer(n));
+    std::memcpy(chars->mutable_data(), b->op.data(), static_cast<size_t>(n));
+    arrays.push_back(arrow::MakeArray(arrow::ArrayData::Make(
+        schema.field(first_meta)->type(), n, {nullptr, offsets, chars}, 0)));
+    b->op.clear();
   }
-  TableChanges changes;
-  changes.shape = b->shape;
-  changes.batch = arrow::RecordBatch::Make(b->shape->schema, b->rows, std::move(arrays));
-  changes.issues = std::move(b->issues);
-  return Emit(tx, std::move(changes));
+  ARROW_ASSIGN_OR_RAISE(auto ts,
+                        ExactArray(schema.field(first_meta + 1)->type(), &b->ts));
+  arrays.push_back(std::move(ts));
+  for (auto [column, values] : {std::pair{2, &b->source_lsn}, std::pair{3, &b->xid},
+                                std::pair{4, &b->commit_lsn}}) {
+    ARROW_ASSIGN_OR_RAISE(auto a,
+                          ExactArray(schema.field(first_meta + column)->type(), values));
+    arrays.push_back(std::move(a));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto seq,
+                        ExactArray(schema.field(first_meta + 5)->type(), &b->seq));
+  arrays.push_back(std::move(seq));
+  ARROW_ASSIGN_OR_RAISE(auto unchanged, b->unchanged.Finish());
+  arrays.push_back(std::move(unchanged));
+  std::shared_ptr<arrow::RecordBatch> batch =
+      arrow::RecordBatch::Make(b->shape->schema, b->rows, std::move(arrays));
+  // Each transaction's rows: the whole batch, or a zero-copy slice of it.
+  auto cut = [&](const Segment& seg) {
+    TableChanges changes;
+    changes.shape = b->shape;
+    changes.batch =
+        seg.start == 0 && seg.rows == b->rows ? batch : batch->Slice(seg.start, seg.rows);
+    for (size_t i = 0; i < b->issues.size(); ++i) {
+      if (b->issue_rows[i] >= seg.start && b->issue_rows[i] < seg.start + seg.rows) {
+        changes.issues.push_back(std::move(b->issues[i]));
+      }
+    }
+    return changes;
+  };
+  for (auto& tx : deferred_) {
+    for (Segment& seg : tx->segments) {
+      if (seg.builder != b.get()) continue;
+      seg.builder = nullptr;
+      if (seg.rows > 0) seg.done = cut(seg);
+    }
+  }
+  // The open transaction (or the streamed one being replayed) gets its rows now, as
+  // when it outgrows max_batch_rows or its table changes shape.
+  for (Transaction* tx : {current_.get(), replaying_}) {
+    if (tx == nullptr) continue;
+    for (size_t i = 0; i < tx->segments.size(); ++i) {
+      if (tx->segments[i].builder != b.get()) continue;
+      const Segment seg = std::move(tx->segments[i]);
+      tx->segments.erase(tx->segments.begin() + static_cast<std::ptrdiff_t>(i));
+      if (seg.rows > 0) ARROW_RETURN_NOT_OK(Emit(tx, cut(seg)));
+      break;
+    }
+  }
+  recycle();
+  return arrow::Status::OK();
 }
 
 // ---------------------------------------------------------------------------
@@ -707,6 +878,8 @@ arrow::Status ChangeStream::EmitMessage(Transaction* tx, CapturedMessage message
     if (message.lsn.is_valid() && message.lsn <= options_.start_after) {
       return arrow::Status::OK();
     }
+    // After the transactions that committed before it.
+    ARROW_RETURN_NOT_OK(FlushDeferred());
     return sink_->OnMessage(message);
   }
   if (tx->skip) return arrow::Status::OK();
@@ -738,14 +911,33 @@ arrow::Status ChangeStream::BeginDelivery(Transaction* tx) {
   return sink_->OnBegin(tx->info);
 }
 
-arrow::Status ChangeStream::CommitTransaction(Transaction* tx) {
-  if (tx->skip) {
-    ++stats_.transactions_skipped;
-    return arrow::Status::OK();
+bool ChangeStream::Deferrable(const Transaction& tx) const {
+  // Only plain row changes: a transaction with messages or batches already emitted
+  // keeps today's path (delivered at its commit).
+  return !tx.skip && !tx.deliver_now && !tx.begun && tx.pending.empty();
+}
+
+arrow::Status ChangeStream::FlushDeferred() {
+  // The open transactions' builders first, in the order they touched them (their
+  // batches follow that order), then the rest.
+  for (Transaction* tx : {current_.get(), replaying_}) {
+    while (tx != nullptr && !tx->segments.empty()) {
+      ARROW_RETURN_NOT_OK(Seal(tx->segments.front().relation_id));
+    }
   }
-  while (!tx->builder_order.empty()) {
-    ARROW_RETURN_NOT_OK(FinishBuilder(tx, tx->builder_order.front()));
+  while (!open_builders_.empty()) {
+    ARROW_RETURN_NOT_OK(Seal(open_builders_.begin()->first));
   }
+  while (!deferred_.empty()) {
+    std::unique_ptr<Transaction> tx = std::move(deferred_.front());
+    deferred_.pop_front();
+    ARROW_RETURN_NOT_OK(Deliver(tx.get()));
+  }
+  deferred_rows_ = 0;
+  return arrow::Status::OK();
+}
+
+arrow::Status ChangeStream::Deliver(Transaction* tx) {
   if (!tx->begun) ARROW_RETURN_NOT_OK(BeginDelivery(tx));
   for (auto& item : tx->pending) {
     if (auto* changes = std::get_if<TableChanges>(&item)) {
@@ -755,8 +947,23 @@ arrow::Status ChangeStream::CommitTransaction(Transaction* tx) {
     }
   }
   tx->pending.clear();
+  for (Segment& seg : tx->segments) {
+    if (seg.done) ARROW_RETURN_NOT_OK(DeliverTable(tx->info, *seg.done));
+  }
+  tx->segments.clear();
   ++stats_.transactions_delivered;
   return sink_->OnCommit(tx->info);
+}
+
+arrow::Status ChangeStream::CommitTransaction(Transaction* tx) {
+  if (tx->skip) {
+    ++stats_.transactions_skipped;
+    return arrow::Status::OK();
+  }
+  // Seals every open builder (this transaction's rows become its batches, in the
+  // order it touched the tables) and delivers the transactions committed before it.
+  ARROW_RETURN_NOT_OK(FlushDeferred());
+  return Deliver(tx);
 }
 
 }  // namespace floe::postgres

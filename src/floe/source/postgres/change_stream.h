@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -184,8 +185,10 @@ struct CapturedMessage {
 /// then its RelationChanges, TableChanges and transactional messages (a relation
 /// change always before the batches of its shape, batches of one table in cdc_seq
 /// order), then OnCommit. Non-transactional messages arrive through OnMessage
-/// outside Begin/Commit, as soon as they are decoded. Everything passed is valid
-/// only during the call (the batches are shared pointers and may be kept). An error
+/// outside Begin/Commit, as soon as they are decoded (after every transaction that
+/// committed before them). Everything passed is valid only during the call (the
+/// batches are shared pointers and may be kept; a batch may be a slice of a larger
+/// one shared with neighbouring transactions). An error
 /// stops the stream and is returned by Poll / Run.
 class ChangeSink {
  public:
@@ -250,13 +253,18 @@ class ChangeStream {
 
   /// Waits up to `timeout` for one message and processes it (which may deliver a
   /// whole transaction to the sink). Returns whether a message was processed.
+  /// Small committed transactions are held back while messages keep arriving and
+  /// are delivered (in order, each on its own) by the first Poll that finds none at
+  /// hand, which then returns false without waiting; see the README.
   /// After an error (protocol, I/O, type resolution, the sink's) the stream is not
   /// usable any more: drop it and the connection, and start again from the durable
   /// position (with `start_after` set to what the consumer has).
   arrow::Result<bool> Poll(std::chrono::milliseconds timeout);
 
-  /// Polls until `deadline`, Stop(), or `max_transactions` more transactions were
-  /// delivered (< 0: no limit). Returns after a whole message, never inside one.
+  /// Polls until `deadline`, Stop(), or at least `max_transactions` more
+  /// transactions were delivered (< 0: no limit; transactions held back together
+  /// are delivered together). Returns after a whole message, never inside one, with
+  /// every committed transaction delivered.
   arrow::Status Run(std::chrono::steady_clock::time_point deadline,
                     int64_t max_transactions = -1);
 
@@ -279,6 +287,7 @@ class ChangeStream {
  private:
   struct TableState;
   struct TableBuilder;
+  struct Segment;
   struct Transaction;
   struct Spill;
 
@@ -297,8 +306,14 @@ class ChangeStream {
   arrow::Status ApplyRelation(Transaction* tx, const RelationMessage& message);
   arrow::Status AppendRow(Transaction* tx, Oid relation_id, char op, Lsn wal_start,
                           TupleData tuple);
-  arrow::Result<TableBuilder*> BuilderFor(Transaction* tx, Oid relation_id);
-  arrow::Status FinishBuilder(Transaction* tx, Oid relation_id);
+  arrow::Result<Segment*> SegmentFor(Transaction* tx, TableState* state, Oid relation_id);
+  // Finishes the table's open builder into one batch and hands each transaction its
+  // rows: deferred ones keep them for delivery, the open one emits them now.
+  arrow::Status Seal(Oid relation_id);
+  bool Deferrable(const Transaction& tx) const;
+  // Seals every open builder and delivers the deferred transactions in order.
+  arrow::Status FlushDeferred();
+  arrow::Status Deliver(Transaction* tx);
   arrow::Status Emit(Transaction* tx, TableChanges changes);
   arrow::Status EmitMessage(Transaction* tx, CapturedMessage message);
   arrow::Status DeliverTable(const TransactionInfo& info, const TableChanges& changes);
@@ -322,6 +337,13 @@ class ChangeStream {
   std::unordered_map<Oid, std::unique_ptr<TableState>> tables_;
   /// The open non-streamed transaction (between Begin and Commit).
   std::unique_ptr<Transaction> current_;
+  /// The streamed transaction being replayed at its Stream Commit, if any.
+  Transaction* replaying_ = nullptr;
+  /// One open builder per table, shared by consecutive transactions.
+  std::unordered_map<Oid, std::unique_ptr<TableBuilder>> open_builders_;
+  /// Committed small transactions not delivered yet (oldest first), and their rows.
+  std::deque<std::unique_ptr<Transaction>> deferred_;
+  int64_t deferred_rows_ = 0;
   std::unordered_map<TransactionId, std::unique_ptr<Spill>> spills_;
   /// The xid of the open Stream Start block, if any.
   std::optional<TransactionId> stream_xid_;

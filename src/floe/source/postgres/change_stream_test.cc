@@ -245,12 +245,15 @@ struct Harness {
     EXPECT_TRUE(made.ok()) << made.status().ToString();
     stream = std::move(made).ValueOrDie();
   }
-  // Processes every queued message.
+  // Processes every queued message, then polls once more: small committed
+  // transactions are delivered once the source has nothing more at hand.
   void Drain() {
     while (source.queued() > 0) {
       auto polled = stream->Poll(std::chrono::milliseconds(0));
       ASSERT_TRUE(polled.ok()) << polled.status().ToString();
     }
+    auto polled = stream->Poll(std::chrono::milliseconds(0));
+    ASSERT_TRUE(polled.ok()) << polled.status().ToString();
   }
 };
 
@@ -659,14 +662,48 @@ TEST(ChangeStream, RunStopsAfterMaxTransactionsOrStop) {
   h.source.Add(0x100, Begin(0x200, 1));
   h.source.Add(0x110, Relation(16384, "items", kItems));
   h.source.Add(0x200, Commit(0x200, 0x210));
-  h.source.Add(0x300, Begin(0x400, 2));
-  h.source.Add(0x400, Commit(0x400, 0x410));
   const auto far = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   ASSERT_TRUE(h.stream->Run(far, 1).ok());
   EXPECT_EQ(h.sink.commits.size(), 1u);
+  h.source.Add(0x300, Begin(0x400, 2));
+  h.source.Add(0x400, Commit(0x400, 0x410));
   h.stream->Stop();
   ASSERT_TRUE(h.stream->Run(far).ok());
   EXPECT_EQ(h.sink.commits.size(), 1u);
+}
+
+TEST(ChangeStream, BackToBackSmallTransactionsShareOneBatchButKeepTheirOwnDelivery) {
+  Harness h;
+  h.source.Add(0x100, Begin(0x200, 1));
+  h.source.Add(0x110, Relation(16384, "items", kItems));
+  h.source.Add(0x120, Insert(16384, {"1", "a", "10"}));
+  h.source.Add(0x200, Commit(0x200, 0x210));
+  h.source.Add(0x300, Begin(0x400, 2));
+  h.source.Add(0x320, Insert(16384, {"2", "b", "20"}));
+  h.source.Add(0x330, Insert(16384, {"3", "c", "30"}));
+  h.source.Add(0x400, Commit(0x400, 0x410));
+  // Nothing is delivered while the source still has messages at hand.
+  for (int i = 0; i < 8; ++i) {
+    auto polled = h.stream->Poll(std::chrono::milliseconds(0));
+    ASSERT_TRUE(polled.ok()) << polled.status().ToString();
+  }
+  EXPECT_TRUE(h.sink.commits.empty());
+  h.Drain();
+  ASSERT_EQ(h.sink.commits.size(), 2u);
+  // Each transaction's batch holds its own rows and metadata (slices of one batch,
+  // validated by the sink).
+  EXPECT_EQ(h.sink.events,
+            (std::vector<std::string>{"begin 1", "relation items v1",
+                                      "table items v1 rows 1", "commit 1", "begin 2",
+                                      "table items v1 rows 2", "commit 2"}));
+  EXPECT_EQ(h.sink.rows[0].at("cdc_commit_lsn"), std::to_string(0x200));
+  EXPECT_EQ(h.sink.rows[1].at("cdc_commit_lsn"), std::to_string(0x400));
+  EXPECT_EQ(h.sink.rows[1].at("cdc_source_tx_id"), "2");
+  EXPECT_EQ(h.sink.rows[1].at("cdc_seq"), "0");
+  EXPECT_EQ(h.sink.rows[2].at("cdc_seq"), "1");
+  EXPECT_EQ(h.sink.rows[2].at("cdc_source_lsn"), std::to_string(0x330));
+  EXPECT_EQ(h.stream->stats().transactions_delivered, 2);
+  EXPECT_EQ(h.stream->stats().rows_delivered, 3);
 }
 
 TEST(ChangeStream, ChangeOfUnknownRelationAndWrongColumnCountAreErrors) {
@@ -688,6 +725,31 @@ TEST(ChangeStream, ChangeOfUnknownRelationAndWrongColumnCountAreErrors) {
     auto st = h.stream->Poll(std::chrono::milliseconds(0));
     EXPECT_TRUE(st.status().IsInvalid()) << st.status().ToString();
   }
+}
+
+TEST(ChangeStream, BinaryValuesDecodeLikeTheirTextForm) {
+  Harness h;
+  h.source.Add(0x100, Begin(0x900, 7));
+  h.source.Add(0x110, Relation(16384, "items", kItems));
+  Bytes text;
+  text.Tag('I').U32(16384).Tag('N');
+  Tuple(text, {"42", "wörd", "-12.50"});
+  h.source.Add(0x120, text.str());
+  // The same row in the types' send formats: int4, text, numeric(10,2) = -12.50
+  // (1 digit group before the point, 1 after, negative, dscale 2).
+  Bytes binary;
+  binary.Tag('I').U32(16384).Tag('N').Columns(3);
+  binary.Binary(std::string("\0\0\0\x2a", 4));
+  binary.Binary("wörd");
+  binary.Binary(std::string("\0\x02\0\0\x40\0\0\x02\0\x0c\x13\x88", 12));
+  h.source.Add(0x130, binary.str());
+  h.source.Add(0x900, Commit(0x900, 0x950));
+  h.Drain();
+  ASSERT_EQ(h.sink.rows.size(), 2u);
+  for (const char* column : {"id", "name", "amount"}) {
+    EXPECT_EQ(h.sink.rows[0].at(column), h.sink.rows[1].at(column)) << column;
+  }
+  EXPECT_EQ(h.sink.rows[1].at("amount"), "-12.50");
 }
 
 }  // namespace

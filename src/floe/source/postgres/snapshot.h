@@ -8,8 +8,12 @@
 // snapshot into every worker (`BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET
 // TRANSACTION SNAPSHOT '<name>'`). Tables are split into chunks (primary-key ranges
 // for a single-column integer key, else `ctid` page ranges), all chunks go into one
-// queue, and each worker reads its chunks with `COPY (SELECT ...) TO STDOUT` (text
-// format) and hands the rows, unescaped, to the caller's sink in batches.
+// queue, and each worker reads its chunks with `COPY (SELECT ...) TO STDOUT` and hands
+// the rows to the caller's sink in batches: as text values (SnapshotOutput::kText,
+// text COPY, unescaped), or as Arrow arrays of the type mapping
+// (SnapshotOutput::kArrow, by default from `COPY ... (FORMAT binary)`: the types
+// with a BinaryFormat decoded from their send format, every other column selected
+// through its output function and converted from that text).
 //
 // Interruption rule: a snapshot either finishes completely or is thrown away. The
 // exported snapshot dies with the connections that hold it, so a snapshot cannot be
@@ -33,10 +37,12 @@
 
 #include <arrow/result.h>
 #include <arrow/status.h>
+#include <arrow/type_fwd.h>
 
 #include "floe/common/lsn.h"
 #include "floe/source/postgres/pg_connection.h"
 #include "floe/source/postgres/replication_connection.h"
+#include "floe/source/postgres/type_mapping.h"
 
 namespace floe::postgres {
 
@@ -54,7 +60,76 @@ arrow::Status UnescapeCopyText(std::string_view field, std::string* out);
 inline bool IsCopyNull(std::string_view field) { return field == "\\N"; }
 
 // ---------------------------------------------------------------------------
+// COPY binary format (pure, unit-tested)
+
+/// The 11 bytes a binary COPY starts with.
+inline constexpr std::string_view kCopyBinarySignature{"PGCOPY\n\377\r\n\0", 11};
+
+/// Reads the CopyData messages of `COPY ... TO STDOUT (FORMAT binary)`, strictly:
+/// the header (signature, Int32 flags, Int32 extension length + extension) in front
+/// of the first tuple, then tuples (Int16 field count, per field Int32 length, -1 for
+/// NULL, and that many bytes), then the trailer (Int16 -1). The server sends whole
+/// tuples per message; a tuple split across messages, a field count other than the
+/// table's, a length below -1, a critical flag bit (0-15, or 16: OIDs) and anything
+/// after the trailer are errors naming the byte offset in the message.
+class CopyBinaryReader {
+ public:
+  /// One field of a tuple; valid until the message it points into goes.
+  struct Field {
+    const char* data = nullptr;
+    /// -1: NULL.
+    int32_t length = -1;
+    bool is_null() const { return length < 0; }
+    std::string_view bytes() const {
+      return std::string_view(data, static_cast<size_t>(length));
+    }
+  };
+  using RowCallback = std::function<arrow::Status(const std::vector<Field>&)>;
+
+  explicit CopyBinaryReader(size_t num_columns) : num_columns_(num_columns) {}
+
+  /// Reads one message, calling `on_row` for each tuple in it (a non-OK status from
+  /// it stops the read and is returned).
+  arrow::Status Read(std::string_view message, const RowCallback& on_row);
+  /// Whether the trailer arrived (the COPY is complete).
+  bool finished() const { return finished_; }
+
+ private:
+  size_t num_columns_;
+  bool header_done_ = false;
+  bool finished_ = false;
+  std::vector<Field> fields_;
+};
+
+// ---------------------------------------------------------------------------
 // Batches handed to the sink
+
+/// How the reader hands rows over.
+enum class SnapshotOutput {
+  /// SnapshotBatch::value(): each value's text as Postgres' output function renders
+  /// it (text COPY).
+  kText,
+  /// SnapshotBatch::arrow_batch(): the row columns as Arrow arrays of
+  /// type_mapping's types, with the ConversionIssues of values they cannot hold.
+  kArrow,
+};
+
+/// The COPY format behind SnapshotOutput::kArrow.
+enum class SnapshotCopyFormat {
+  /// `(FORMAT binary)`: BinaryFormat types decoded from their send format, the
+  /// others selected through their output function (`textin(typoutput(c))`) and
+  /// converted from that text.
+  kBinary,
+  /// Text COPY, every value through ColumnConverter::Append.
+  kText,
+};
+
+/// A value of a kArrow batch that its type cannot hold (appended as null).
+struct SnapshotIssue {
+  /// Row inside the batch.
+  size_t row = 0;
+  ConversionIssue issue;
+};
 
 /// Rows of one table: the values of all rows in one buffer with offsets, so a batch
 /// costs a few allocations however many rows it holds (and none once a worker's batch
@@ -68,8 +143,17 @@ class SnapshotBatch {
 
   size_t num_columns() const { return column_names ? column_names->size() : 0; }
   size_t num_rows() const { return num_rows_; }
-  /// The text value of `column` in `row` (as Postgres' output function renders it in
-  /// floe's pinned session), nullopt for SQL NULL. Valid while the batch is.
+  /// SnapshotOutput::kArrow only: the rows, one array per column (in column_names
+  /// order) of the type type_mapping maps it to. Shared: may be kept.
+  const std::shared_ptr<arrow::RecordBatch>& arrow_batch() const { return arrow_; }
+  /// SnapshotOutput::kArrow only: values appended as null because their type cannot
+  /// hold them (quarantine candidates), in row order.
+  const std::vector<SnapshotIssue>& issues() const { return issues_; }
+  /// SnapshotOutput::kArrow only: how each column was mapped.
+  const std::vector<ColumnMapping>* mappings = nullptr;
+  /// SnapshotOutput::kText only: the text value of `column` in `row` (as Postgres'
+  /// output function renders it in floe's pinned session), nullopt for SQL NULL.
+  /// Valid while the batch is.
   std::optional<std::string_view> value(size_t row, size_t column) const {
     const size_t i = row * num_columns() + column;
     if (nulls_[i]) return std::nullopt;
@@ -84,6 +168,9 @@ class SnapshotBatch {
   arrow::Status AppendCopyRow(std::string_view line);
 
  private:
+  friend class SnapshotReader;
+  std::shared_ptr<arrow::RecordBatch> arrow_;
+  std::vector<SnapshotIssue> issues_;
   std::string data_;
   /// Value i spans data_[offsets_[i], offsets_[i + 1]); offsets_ starts with 0.
   std::vector<size_t> offsets_{0};
@@ -113,6 +200,11 @@ struct TableLayout {
   int64_t estimated_rows = -1;
   /// A partitioned parent: no heap of its own, so no ctid ranges.
   bool partitioned = false;
+  /// Per column: pg_attribute.atttypid and atttypmod.
+  std::vector<Oid> type_oids;
+  std::vector<int32_t> typmods;
+  /// Per column: its type's output function, quoted and schema-qualified.
+  std::vector<std::string> output_functions;
 };
 
 enum class ChunkKind {
@@ -222,6 +314,11 @@ struct SnapshotSource {
 
 struct SnapshotOptions {
   int workers = 4;
+  /// Text values (what floe run consumes today) or Arrow arrays.
+  SnapshotOutput output = SnapshotOutput::kText;
+  /// kArrow only: which COPY format to read (binary unless measured otherwise; see
+  /// the README).
+  SnapshotCopyFormat copy_format = SnapshotCopyFormat::kBinary;
   ChunkingOptions chunking;
   /// A batch is handed to the sink at this many rows or value bytes.
   size_t batch_rows = 8192;
@@ -295,8 +392,11 @@ class SnapshotReader {
 
  private:
   struct Worker;
+  struct TablePlan;
   SnapshotReader(SnapshotSource source, SnapshotOptions options);
   arrow::Result<TableLayout> DescribeTable(PgConnection& conn, const QualifiedTable& t);
+  arrow::Status PlanTable(PgConnection& conn, TypeResolver& types,
+                          const TableLayout& layout);
   arrow::Status RunWorker(Worker& worker, const std::vector<TableLayout>& layouts,
                           const std::vector<SnapshotChunk>& chunks,
                           std::atomic<size_t>& next, const SnapshotSink& sink);
@@ -306,6 +406,9 @@ class SnapshotReader {
   SnapshotSource source_;
   SnapshotOptions options_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  /// kArrow: per table, its converters and select list (filled before the workers
+  /// start, read-only afterwards).
+  std::vector<std::unique_ptr<TablePlan>> plans_;
   SnapshotProgress progress_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> failed_{false};

@@ -1,9 +1,12 @@
-// Unit tests of the snapshot's pure parts: COPY text unescaping and row parsing,
-// chunk planning, predicates and progress lines. The reader itself is tested against
+// Unit tests of the snapshot's pure parts: COPY text unescaping and row parsing, the
+// COPY binary framing (built byte by byte), chunk planning, predicates and progress
+// lines. The reader itself is tested against
 // a real server in tests/integration/test_snapshot.py.
 #include "floe/source/postgres/snapshot.h"
 
 #include <gtest/gtest.h>
+
+#include "floe/source/postgres/pgoutput_test_util.h"
 
 namespace floe::postgres {
 namespace {
@@ -319,6 +322,171 @@ TEST(SnapshotStatus, IncompleteIsRecognisedByItsDetail) {
   EXPECT_TRUE(IsSnapshotIncomplete(st));
   EXPECT_FALSE(IsSnapshotIncomplete(arrow::Status::IOError("x")));
   EXPECT_FALSE(IsSnapshotIncomplete(arrow::Status::OK()));
+}
+
+// ---------------------------------------------------------------------------
+// COPY binary framing
+
+// The header of a binary COPY: signature, flags, extension length + extension.
+std::string CopyHeader(uint32_t flags = 0, std::string extension = "") {
+  testing::Bytes b;
+  b.Raw(std::string(kCopyBinarySignature));
+  b.U32(flags);
+  b.U32(static_cast<uint32_t>(extension.size()));
+  b.Raw(extension);
+  return b.str();
+}
+
+// A tuple: field count, then per field its length (-1 = NULL) and bytes.
+std::string CopyTuple(const std::vector<std::optional<std::string>>& fields) {
+  testing::Bytes b;
+  b.U16(static_cast<uint16_t>(fields.size()));
+  for (const auto& f : fields) {
+    if (!f) {
+      b.U32(0xffffffffu);
+      continue;
+    }
+    b.U32(static_cast<uint32_t>(f->size()));
+    b.Raw(*f);
+  }
+  return b.str();
+}
+
+const std::string kCopyTrailer("\xff\xff", 2);
+
+struct ReadRows {
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  arrow::Status status;
+};
+
+ReadRows ReadCopy(CopyBinaryReader& reader, const std::vector<std::string>& messages) {
+  ReadRows out;
+  for (const std::string& m : messages) {
+    out.status = reader.Read(m, [&](const std::vector<CopyBinaryReader::Field>& fields) {
+      std::vector<std::optional<std::string>> row;
+      for (const auto& f : fields) {
+        if (f.is_null()) {
+          row.push_back(std::nullopt);
+        } else {
+          row.push_back(std::string(f.bytes()));
+        }
+      }
+      out.rows.push_back(std::move(row));
+      return arrow::Status::OK();
+    });
+    if (!out.status.ok()) break;
+  }
+  return out;
+}
+
+TEST(CopyBinary, HeaderTuplesAndTrailerAreReadAcrossMessages) {
+  CopyBinaryReader reader(3);
+  const std::string int4_7("\0\0\0\x07", 4);
+  ReadRows r = ReadCopy(
+      reader,
+      {CopyHeader() + CopyTuple({int4_7, std::string("abc"), std::nullopt}),
+       CopyTuple({std::nullopt, std::string(""), std::string("\x01", 1)}), kCopyTrailer});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0][0], int4_7);
+  EXPECT_EQ(r.rows[0][1], "abc");
+  EXPECT_EQ(r.rows[0][2], std::nullopt);
+  EXPECT_EQ(r.rows[1][0], std::nullopt);
+  // A zero-length value is not NULL.
+  EXPECT_EQ(r.rows[1][1], "");
+  EXPECT_EQ(r.rows[1][2], std::string("\x01", 1));
+  EXPECT_TRUE(reader.finished());
+}
+
+TEST(CopyBinary, AnEmptyCopyIsHeaderAndTrailerInOneMessage) {
+  CopyBinaryReader reader(2);
+  ReadRows r = ReadCopy(reader, {CopyHeader() + kCopyTrailer});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_TRUE(r.rows.empty());
+  EXPECT_TRUE(reader.finished());
+}
+
+TEST(CopyBinary, TheHeaderExtensionIsSkippedAndNonCriticalFlagsIgnored) {
+  CopyBinaryReader reader(1);
+  ReadRows r = ReadCopy(reader, {CopyHeader(0x80000000u, "ext!") +
+                                 CopyTuple({std::string("x")}) + kCopyTrailer});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0][0], "x");
+}
+
+TEST(CopyBinary, ABadSignatureOrACriticalFlagIsRejected) {
+  {
+    CopyBinaryReader reader(1);
+    std::string header = CopyHeader();
+    header[0] = 'X';
+    EXPECT_TRUE(ReadCopy(reader, {header + kCopyTrailer}).status.IsInvalid());
+  }
+  for (uint32_t flag : {1u, 0x8000u, 0x10000u /* OIDs */}) {
+    CopyBinaryReader reader(1);
+    ReadRows r = ReadCopy(reader, {CopyHeader(flag) + kCopyTrailer});
+    EXPECT_TRUE(r.status.IsInvalid()) << flag;
+    EXPECT_NE(r.status.message().find("flags at byte 11"), std::string::npos)
+        << r.status.ToString();
+  }
+}
+
+TEST(CopyBinary, EveryTruncationIsAnErrorNeverARow) {
+  const std::string full =
+      CopyHeader() + CopyTuple({std::string("abcd"), std::nullopt}) + kCopyTrailer;
+  const size_t tuple_end = full.size() - kCopyTrailer.size();
+  for (size_t cut = 1; cut < tuple_end; ++cut) {
+    if (cut == CopyHeader().size()) continue;  // the header alone is a whole message
+    CopyBinaryReader reader(2);
+    ReadRows r = ReadCopy(reader, {full.substr(0, cut)});
+    EXPECT_TRUE(r.status.IsInvalid()) << "cut at " << cut;
+    EXPECT_TRUE(r.rows.empty()) << "cut at " << cut;
+  }
+}
+
+TEST(CopyBinary, WrongFieldCountsLengthsAndTrailingBytesAreRejected) {
+  {
+    CopyBinaryReader reader(2);
+    ReadRows r = ReadCopy(reader, {CopyHeader() + CopyTuple({std::string("a")})});
+    EXPECT_TRUE(r.status.IsInvalid());
+    EXPECT_NE(r.status.message().find("tuple of 1 fields, expected 2 at byte 19"),
+              std::string::npos)
+        << r.status.ToString();
+  }
+  {
+    CopyBinaryReader reader(1);
+    testing::Bytes b;
+    b.U16(1);
+    b.U32(0xfffffffeu);  // -2
+    ReadRows r = ReadCopy(reader, {CopyHeader() + b.str()});
+    EXPECT_TRUE(r.status.IsInvalid());
+    EXPECT_NE(r.status.message().find("negative field length"), std::string::npos);
+  }
+  {
+    CopyBinaryReader reader(1);
+    ReadRows r = ReadCopy(reader, {CopyHeader() + kCopyTrailer + "x"});
+    EXPECT_TRUE(r.status.IsInvalid());
+  }
+  {
+    CopyBinaryReader reader(1);
+    ReadRows r =
+        ReadCopy(reader, {CopyHeader() + kCopyTrailer, CopyTuple({std::string("late")})});
+    EXPECT_TRUE(r.status.IsInvalid());
+    EXPECT_TRUE(r.rows.empty());
+  }
+}
+
+TEST(CopyBinary, TheRowCallbacksErrorStopsTheRead) {
+  CopyBinaryReader reader(1);
+  int calls = 0;
+  arrow::Status st = reader.Read(
+      CopyHeader() + CopyTuple({std::string("a")}) + CopyTuple({std::string("b")}),
+      [&](const std::vector<CopyBinaryReader::Field>&) {
+        ++calls;
+        return arrow::Status::IOError("sink full");
+      });
+  EXPECT_TRUE(st.IsIOError());
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace

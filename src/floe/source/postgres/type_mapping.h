@@ -289,6 +289,67 @@ class ColumnConverter {
 };
 
 // ---------------------------------------------------------------------------
+// Binary send formats (COPY ... (FORMAT binary), pgoutput `binary`)
+
+/// A type whose binary send format floe decodes itself, straight into the Arrow
+/// builder of its mapping; every other type is read in its text form (the snapshot
+/// selects it through its output function) and goes through ColumnConverter::Append.
+/// Layouts (big-endian, as the types' `*send` functions write them): bool 1 byte;
+/// int2 / int4 / int8 two's complement; oid uint32; float4 / float8 IEEE 754; date
+/// int32 days since 2000-01-01 (INT32_MIN / INT32_MAX = -infinity / infinity); time
+/// int64 microseconds; timestamp / timestamptz int64 microseconds since 2000-01-01
+/// UTC (INT64_MIN / INT64_MAX = -infinity / infinity); uuid 16 bytes; bytea its
+/// bytes; text, varchar, bpchar, name and enums their characters (the client
+/// encoding, UTF8 in floe's pinned session); numeric Int16 ndigits, Int16 weight,
+/// UInt16 sign (0x0000 +, 0x4000 -, 0xC000 NaN, 0xD000 Infinity, 0xF000 -Infinity),
+/// Int16 dscale, ndigits x Int16 base-10000 digits (rendered as numeric_out's text,
+/// then converted by the text rules, so decimal and text mappings stay exact).
+enum class BinaryFormat : uint8_t {
+  kNone,
+  kBool,
+  kInt16,
+  kInt32,
+  kInt64,
+  kOid,
+  kFloat32,
+  kFloat64,
+  kDate,
+  kTime,
+  kTimestamp,
+  kTimestampTz,
+  kUuid,
+  kBytes,
+  kText,
+  kNumeric,
+};
+
+std::string_view BinaryFormatName(BinaryFormat format);
+
+/// The binary format floe decodes for `type` (domains follow their base type), or
+/// kNone when the value must be read as text. Only types whose binary decoding gives
+/// exactly what `mapping` (MapType(type)) gives for their text form qualify.
+BinaryFormat BinaryFormatFor(const PgTypeInfo& type, const ColumnMapping& mapping);
+
+/// Appends one value in binary format `format` (not kNone) to a builder of
+/// `converter`'s mapping, with ColumnConverter::Append's rules: a value the Arrow type
+/// cannot hold (date / timestamp +-infinity, a timestamp after 294247, time 24:00:00)
+/// is appended as null and reported as a ConversionIssue whose raw_text is what
+/// Postgres' output function prints for it. A value of the wrong length is an error
+/// (the stream is broken), not an issue.
+arrow::Status AppendBinaryValue(const ColumnConverter& converter, BinaryFormat format,
+                                std::string_view bytes, arrow::ArrayBuilder* builder,
+                                std::vector<ConversionIssue>* issues);
+
+/// A timestamp (microseconds since 2000-01-01) as Postgres prints it with
+/// DateStyle=ISO (and TimeZone=UTC when `with_zone`): `2024-01-02 03:04:05.5+00`,
+/// ` BC` for years before 1. For issue texts of values decoded from binary.
+std::string FormatPgTimestamp(int64_t micros, bool with_zone);
+
+/// numeric's binary send format as numeric_out prints it (`-12.50`, `NaN`,
+/// `Infinity`, `-Infinity`), appended to `out`. Invalid on a malformed value.
+arrow::Status NumericBinaryToText(std::string_view bytes, std::string* out);
+
+// ---------------------------------------------------------------------------
 // Text-format literal parsers (exposed for tests and for other text consumers)
 
 /// One element or field of an array / composite / range literal: its unescaped

@@ -1,6 +1,7 @@
 #include "floe/source/postgres/type_mapping.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -798,6 +799,232 @@ TEST(IssueReasonName, NamesAreStableSnakeCase) {
   EXPECT_EQ(IssueReasonName(IssueReason::kMultidimensionalArray),
             "multidimensional_array");
   EXPECT_EQ(IssueReasonName(IssueReason::kMalformed), "malformed");
+}
+
+// ---------------------------------------------------------------------------
+// Binary send formats
+
+std::string BigEndianBytes(uint64_t v, int n) {
+  std::string out(static_cast<size_t>(n), '\0');
+  for (int i = n - 1; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+std::string I16(int16_t v) { return BigEndianBytes(static_cast<uint16_t>(v), 2); }
+std::string I32(int32_t v) { return BigEndianBytes(static_cast<uint32_t>(v), 4); }
+std::string I64(int64_t v) { return BigEndianBytes(static_cast<uint64_t>(v), 8); }
+std::string F32(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return BigEndianBytes(bits, 4);
+}
+std::string F64(double f) {
+  uint64_t bits;
+  std::memcpy(&bits, &f, 8);
+  return BigEndianBytes(bits, 8);
+}
+
+// Decodes `binary` with the binary format of `type` and `text` with its text
+// converter: the two must give equal arrays and identical issues.
+void ExpectBinaryEqualsText(const PgTypeInfo& type, const std::string& binary,
+                            const std::string& text) {
+  ColumnMapping mapping = MapType(type);
+  const BinaryFormat format = BinaryFormatFor(type, mapping);
+  ASSERT_NE(format, BinaryFormat::kNone) << type.name;
+  ColumnConverter converter("col", mapping);
+  auto from_binary = converter.MakeBuilder().ValueOrDie();
+  auto from_text = converter.MakeBuilder().ValueOrDie();
+  std::vector<ConversionIssue> binary_issues, text_issues;
+  ASSERT_TRUE(
+      AppendBinaryValue(converter, format, binary, from_binary.get(), &binary_issues)
+          .ok());
+  ASSERT_TRUE(converter.Append(text, from_text.get(), &text_issues).ok());
+  auto a = from_binary->Finish().ValueOrDie();
+  auto b = from_text->Finish().ValueOrDie();
+  ASSERT_TRUE(a->ValidateFull().ok());
+  EXPECT_TRUE(a->Equals(*b)) << type.name << " " << text << ": " << a->ToString()
+                             << " vs " << b->ToString();
+  ASSERT_EQ(binary_issues.size(), text_issues.size()) << type.name << " " << text;
+  for (size_t i = 0; i < text_issues.size(); ++i) {
+    EXPECT_EQ(binary_issues[i].reason, text_issues[i].reason) << text;
+    EXPECT_EQ(binary_issues[i].raw_text, text_issues[i].raw_text) << text;
+    EXPECT_EQ(binary_issues[i].detail, text_issues[i].detail) << text;
+    EXPECT_EQ(binary_issues[i].column, "col");
+  }
+}
+
+TEST(BinaryFormat, OnlyTypesWhoseSendFormatFloeDecodesQualify) {
+  for (const char* name : {"bool", "int2", "int4", "int8", "oid", "float4", "float8",
+                           "date", "time", "timestamp", "timestamptz", "uuid", "bytea",
+                           "text", "varchar", "bpchar", "name", "numeric"}) {
+    EXPECT_NE(BinaryFormatFor(B(name), MapType(B(name))), BinaryFormat::kNone) << name;
+  }
+  for (const char* name : {"money", "char", "timetz", "interval", "json", "jsonb", "xml",
+                           "inet", "cidr", "macaddr", "point"}) {
+    EXPECT_EQ(BinaryFormatFor(B(name), MapType(B(name))), BinaryFormat::kNone) << name;
+  }
+  // Arrays, and a user type that shares a builtin's name, are read as text.
+  const PgTypeInfo array = PgTypeInfo::ArrayOf(B("int4"));
+  EXPECT_EQ(BinaryFormatFor(array, MapType(array)), BinaryFormat::kNone);
+  PgTypeInfo fake = B("int4");
+  fake.namespace_name = "public";
+  EXPECT_EQ(BinaryFormatFor(fake, MapType(fake)), BinaryFormat::kNone);
+  // A domain is its base type; an enum its label.
+  PgTypeInfo domain;
+  domain.kind = PgTypeKind::kDomain;
+  domain.name = "posint";
+  domain.namespace_name = "public";
+  domain.element = std::make_shared<const PgTypeInfo>(B("int4"));
+  EXPECT_EQ(BinaryFormatFor(domain, MapType(domain)), BinaryFormat::kInt32);
+  PgTypeInfo mood;
+  mood.kind = PgTypeKind::kEnum;
+  mood.name = "mood";
+  mood.namespace_name = "public";
+  EXPECT_EQ(BinaryFormatFor(mood, MapType(mood)), BinaryFormat::kText);
+}
+
+TEST(BinaryFormat, ScalarsDecodeToWhatTheirTextFormGives) {
+  ExpectBinaryEqualsText(B("bool"), std::string("\x01", 1), "t");
+  ExpectBinaryEqualsText(B("bool"), std::string("\x00", 1), "f");
+  ExpectBinaryEqualsText(B("int2"), I16(-32768), "-32768");
+  ExpectBinaryEqualsText(B("int4"), I32(2147483647), "2147483647");
+  ExpectBinaryEqualsText(B("int8"), I64(INT64_MIN), "-9223372036854775808");
+  ExpectBinaryEqualsText(B("oid"), I32(-1), "4294967295");
+  ExpectBinaryEqualsText(B("float4"), F32(3.14f), "3.14");
+  ExpectBinaryEqualsText(B("float4"), F32(-std::numeric_limits<float>::infinity()),
+                         "-Infinity");
+  ExpectBinaryEqualsText(B("float8"), F64(1e-300), "1e-300");
+  ExpectBinaryEqualsText(B("float8"), F64(2.718281828459045), "2.718281828459045");
+  ExpectBinaryEqualsText(
+      B("uuid"), "\xa0\xee\xbc\x99\x9c\x0b\x4e\xf8\xbb\x6d\x6b\xb9\xbd\x38\x0a\x11",
+      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+  ExpectBinaryEqualsText(B("bytea"), std::string("\x00\xff\x10", 3), "\\x00ff10");
+  ExpectBinaryEqualsText(B("bytea"), "", "\\x");
+  ExpectBinaryEqualsText(B("text"), "ünï \"q\"\n", "ünï \"q\"\n");
+  ExpectBinaryEqualsText(B("bpchar"), "ab   ", "ab   ");
+}
+
+TEST(BinaryFormat, DatesTimesAndTimestampsCountFrom2000) {
+  ExpectBinaryEqualsText(B("date"), I32(0), "2000-01-01");
+  ExpectBinaryEqualsText(B("date"), I32(-10957), "1970-01-01");
+  ExpectBinaryEqualsText(B("date"), I32(8825), "2024-02-29");
+  // 44 BC, and Postgres' last date.
+  ExpectBinaryEqualsText(B("date"), I32(-746117), "0044-03-15 BC");
+  ExpectBinaryEqualsText(B("date"), I32(2145031948), "5874897-12-31");
+  ExpectBinaryEqualsText(B("time"),
+                         I64(3 * 3'600'000'000LL + 4 * 60'000'000LL + 5'123'456LL),
+                         "03:04:05.123456");
+  ExpectBinaryEqualsText(B("time"), I64(0), "00:00:00");
+  ExpectBinaryEqualsText(B("timestamp"), I64(0), "2000-01-01 00:00:00");
+  ExpectBinaryEqualsText(B("timestamp"), I64(-1), "1999-12-31 23:59:59.999999");
+  ExpectBinaryEqualsText(B("timestamptz"), I64(-946684800000000LL - 1),
+                         "1969-12-31 23:59:59.999999+00");
+  ExpectBinaryEqualsText(B("timestamp"), I64(-63'486'201'600'000'000LL),
+                         "0013-03-15 00:00:00 BC");
+  // Arrow's last microsecond.
+  ExpectBinaryEqualsText(B("timestamp"), I64(INT64_MAX - kPgEpochUnixMicros),
+                         "294247-01-10 04:00:54.775807");
+}
+
+TEST(BinaryFormat, SpecialValuesFollowTheTextRulesWithPostgresRawText) {
+  ExpectBinaryEqualsText(B("date"), I32(INT32_MAX), "infinity");
+  ExpectBinaryEqualsText(B("date"), I32(INT32_MIN), "-infinity");
+  ExpectBinaryEqualsText(B("timestamp"), I64(INT64_MAX), "infinity");
+  ExpectBinaryEqualsText(B("timestamptz"), I64(INT64_MIN), "-infinity");
+  ExpectBinaryEqualsText(B("time"), I64(kDayMicros), "24:00:00");
+  // After Arrow's last microsecond: out of range, raw text as Postgres prints it.
+  ExpectBinaryEqualsText(B("timestamp"), I64(INT64_MAX - kPgEpochUnixMicros + 1),
+                         "294247-01-10 04:00:54.775808");
+  ExpectBinaryEqualsText(B("timestamp"), I64(9'223'371'331'199'999'999LL),
+                         "294276-12-31 23:59:59.999999");
+  ExpectBinaryEqualsText(B("timestamptz"), I64(9'223'371'331'199'999'999LL),
+                         "294276-12-31 23:59:59.999999+00");
+}
+
+TEST(BinaryFormat, FormatPgTimestampPrintsLikePostgres) {
+  EXPECT_EQ(FormatPgTimestamp(0, false), "2000-01-01 00:00:00");
+  EXPECT_EQ(FormatPgTimestamp(500'000, true), "2000-01-01 00:00:00.5+00");
+  EXPECT_EQ(FormatPgTimestamp(-1, false), "1999-12-31 23:59:59.999999");
+  EXPECT_EQ(FormatPgTimestamp(-63'082'281'600'000'000LL, false), "0001-01-01 00:00:00");
+  EXPECT_EQ(FormatPgTimestamp(-63'082'281'600'000'001LL, false),
+            "0001-12-31 23:59:59.999999 BC");
+}
+
+TEST(BinaryFormat, AValueOfTheWrongLengthIsAnErrorNotAnIssue) {
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"bool", ""},
+      {"bool", std::string("\x02", 1)},
+      {"int2", "abc"},
+      {"int4", "ab"},
+      {"int8", "abcd"},
+      {"oid", "abcdefgh"},
+      {"float4", "abcdefgh"},
+      {"float8", "abcd"},
+      {"date", "ab"},
+      {"time", "abcd"},
+      {"time", I64(-1)},
+      {"timestamp", "abcd"},
+      {"uuid", "0123456789abcde"}};
+  for (const auto& [name, bytes] : cases) {
+    ColumnMapping mapping = MapType(B(name));
+    ColumnConverter converter("col", mapping);
+    auto builder = converter.MakeBuilder().ValueOrDie();
+    std::vector<ConversionIssue> issues;
+    arrow::Status st = AppendBinaryValue(converter, BinaryFormatFor(B(name), mapping),
+                                         bytes, builder.get(), &issues);
+    EXPECT_TRUE(st.IsInvalid()) << name << " " << bytes.size();
+    EXPECT_TRUE(issues.empty());
+    EXPECT_EQ(builder->length(), 0) << name;
+  }
+}
+
+std::string NumericBytes(int16_t weight, uint16_t sign, int16_t dscale,
+                         const std::vector<int16_t>& digits) {
+  std::string out = I16(static_cast<int16_t>(digits.size())) + I16(weight) +
+                    BigEndianBytes(sign, 2) + I16(dscale);
+  for (int16_t d : digits) out += I16(d);
+  return out;
+}
+
+std::string NumericText(const std::string& bytes) {
+  std::string out;
+  arrow::Status st = NumericBinaryToText(bytes, &out);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+TEST(BinaryFormat, NumericIsPrintedAsNumericOutPrintsIt) {
+  EXPECT_EQ(NumericText(NumericBytes(0, 0, 0, {})), "0");
+  EXPECT_EQ(NumericText(NumericBytes(0, 0, 2, {})), "0.00");
+  EXPECT_EQ(NumericText(NumericBytes(0, 0, 2, {12, 5000})), "12.50");
+  EXPECT_EQ(NumericText(NumericBytes(-1, 0x4000, 2, {500})), "-0.05");
+  EXPECT_EQ(NumericText(NumericBytes(-2, 0, 5, {1000})), "0.00001");
+  EXPECT_EQ(NumericText(NumericBytes(1, 0, 0, {1})), "10000");
+  EXPECT_EQ(NumericText(NumericBytes(1, 0x4000, 0, {1, 2})), "-10002");
+  EXPECT_EQ(
+      NumericText(NumericBytes(
+          7, 0, 9, {12, 3456, 7890, 1234, 5678, 9012, 3456, 7890, 1234, 5678, 9000})),
+      "123456789012345678901234567890.123456789");
+  EXPECT_EQ(NumericText(NumericBytes(0, 0xC000, 0, {})), "NaN");
+  EXPECT_EQ(NumericText(NumericBytes(0, 0xD000, 0, {})), "Infinity");
+  EXPECT_EQ(NumericText(NumericBytes(0, 0xF000, 0, {})), "-Infinity");
+  std::string out;
+  EXPECT_TRUE(NumericBinaryToText("abc", &out).IsInvalid());
+  EXPECT_TRUE(NumericBinaryToText(NumericBytes(0, 0x1234, 0, {}), &out).IsInvalid());
+  EXPECT_TRUE(NumericBinaryToText(NumericBytes(0, 0, 0, {10000}), &out).IsInvalid());
+  EXPECT_TRUE(
+      NumericBinaryToText(NumericBytes(0, 0, 0, {1}).substr(0, 9), &out).IsInvalid());
+}
+
+TEST(BinaryFormat, NumericFollowsTheDecimalAndTextRules) {
+  ExpectBinaryEqualsText(Numeric(10, 2), NumericBytes(1, 0, 2, {1234, 5678, 9000}),
+                         "12345678.90");
+  ExpectBinaryEqualsText(Numeric(10, 2), NumericBytes(0, 0xC000, 0, {}), "NaN");
+  ExpectBinaryEqualsText(Numeric(10, 2), NumericBytes(0, 0xF000, 0, {}), "-Infinity");
+  ExpectBinaryEqualsText(Numeric(4, 2), NumericBytes(0, 0, 2, {123, 4500}), "123.45");
+  ExpectBinaryEqualsText(B("numeric"), NumericBytes(-1, 0x4000, 4, {5}), "-0.0005");
 }
 
 }  // namespace
