@@ -21,6 +21,7 @@ The helpers are floerun.py and test_silver.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -122,8 +123,20 @@ def test_compaction_applies_deletes_sorts_and_keeps_every_position(floe, pg, duc
     bronze_files_before = len(live_files(run.load("public.items")))
     assert bronze_files_before >= 4, bronze_files_before
 
+    def status_times() -> tuple[str, str]:
+        proc = subprocess.run([str(run.floe_bin), "status", str(run.config_path), "--json"],
+                              capture_output=True, text=True, timeout=60)
+        table = next(t for t in json.loads(proc.stdout)["tables"]
+                     if t["source_table"] == "public.items")
+        return table["bronze"]["last_commit_at"], table["silver"]["last_commit_at"]
+
+    times_before = status_times()
+    time.sleep(1.1)  # so that a compaction's snapshot would show a later second
     out = maint(run, "compact")
     assert "compact: 2 table(s), 0 failed" in out, out
+    # floe status still dates Bronze's last commit and Silver's freshness from
+    # floe run's and floe silver's own snapshots, not from the compaction's
+    assert status_times() == times_before
     assert "silver.svc.public.items: compacted" in out, out
     assert "bronze.svc.public.items: compacted" in out, out
 

@@ -167,7 +167,13 @@ TableStatus LoadTableStatus(ice::Catalog* catalog, const std::shared_ptr<ice::Fi
   if (source) out.source_table = source->ToString();
   if (const ice::Snapshot* snap = meta.CurrentSnapshot(); snap != nullptr) {
     out.bronze.snapshot_id = snap->snapshot_id;
-    out.bronze.last_commit_ms = snap->timestamp_ms;
+    // The last commit of floe run: a compaction (replace) brings nothing new.
+    const ice::Snapshot* written = snap;
+    while (written != nullptr && written->operation == "replace" &&
+           written->parent_snapshot_id) {
+      written = meta.FindSnapshot(*written->parent_snapshot_id);
+    }
+    out.bronze.last_commit_ms = (written != nullptr ? written : snap)->timestamp_ms;
     out.bronze.rows = TotalRecords(snap);
   } else {
     out.bronze.rows = 0;
@@ -191,8 +197,10 @@ TableStatus LoadTableStatus(ice::Catalog* catalog, const std::shared_ptr<ice::Fi
   out.silver.exists = true;
   const ice::TableMetadata& smeta = (*silver_table)->metadata();
   out.silver.watermark_lsn = silver::SilverWatermark(smeta);
+  if (const ice::Snapshot* merged = silver::LastMergeSnapshot(smeta); merged != nullptr) {
+    out.silver.last_commit_ms = merged->timestamp_ms;  // a compaction is not fresher
+  }
   if (const ice::Snapshot* snap = smeta.CurrentSnapshot(); snap != nullptr) {
-    out.silver.last_commit_ms = snap->timestamp_ms;
     // Merge-on-read: rows removed by position deletes are still in the data files.
     out.silver.rows = TotalRecords(snap);
     if (auto it = snap->summary.find("total-position-deletes");

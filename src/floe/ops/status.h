@@ -60,6 +60,7 @@ struct BronzeTableStatus {
   std::string identifier;
   /// Unset when the table has no snapshot yet.
   std::optional<int64_t> snapshot_id;
+  /// floe run's last commit (a compaction's snapshot does not count).
   std::optional<int64_t> last_commit_ms;
   /// `floe.commit-lsn` of the current snapshot's ancestry (0: none).
   uint64_t commit_lsn = 0;
@@ -70,6 +71,7 @@ struct BronzeTableStatus {
 struct SilverTableStatus {
   std::string identifier;
   bool exists = false;
+  /// The last merge's time (silver::LastMergeSnapshot; a compaction does not count).
   std::optional<int64_t> last_commit_ms;
   /// `floe.bronze-commit-lsn` (0: none).
   uint64_t watermark_lsn = 0;

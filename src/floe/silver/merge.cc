@@ -582,6 +582,20 @@ uint64_t SilverWatermark(const ice::TableMetadata& metadata) {
   return 0;
 }
 
+const ice::Snapshot* LastMergeSnapshot(const ice::TableMetadata& metadata) {
+  const ice::Snapshot* snapshot = metadata.CurrentSnapshot();
+  while (snapshot != nullptr) {
+    // A compaction (replace) carries the watermark forward but merges nothing.
+    if (snapshot->operation != "replace" &&
+        snapshot->summary.contains(kWatermarkSummaryKey)) {
+      return snapshot;
+    }
+    if (!snapshot->parent_snapshot_id) break;
+    snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
+  }
+  return nullptr;
+}
+
 int32_t BucketCount(int64_t estimated_bytes, int64_t target_file_bytes) {
   if (target_file_bytes <= 0) target_file_bytes = kDefaultSilverTargetFileBytes;
   int32_t n = 1;

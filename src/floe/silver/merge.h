@@ -92,6 +92,12 @@ struct MergeStats {
 /// current snapshot's ancestry that has one; 0 when none does.
 uint64_t SilverWatermark(const iceberg::TableMetadata& metadata);
 
+/// The snapshot of the last merge (or backfill) of a Silver table: the newest on the
+/// current snapshot's ancestry that carries the watermark and is not a compaction
+/// (`replace`, which carries the watermark forward but merges nothing); null when
+/// there is none. Its time is how fresh Silver is.
+const iceberg::Snapshot* LastMergeSnapshot(const iceberg::TableMetadata& metadata);
+
 /// The bucket count for a Silver table of about `estimated_bytes`: the smallest
 /// power of two with estimated_bytes / N <= target_file_bytes, from 1 to kMaxBuckets.
 int32_t BucketCount(int64_t estimated_bytes, int64_t target_file_bytes);

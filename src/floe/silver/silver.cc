@@ -195,7 +195,7 @@ struct SilverMetrics {
     if (!silver) return;
     auto loaded = ice::Table::Load(catalog, io, *silver);
     if (!loaded.ok()) return;
-    const ice::Snapshot* snapshot = (*loaded)->metadata().CurrentSnapshot();
+    const ice::Snapshot* snapshot = LastMergeSnapshot((*loaded)->metadata());
     if (snapshot == nullptr) return;
     std::lock_guard lock(mu);
     current_as_of.try_emplace(table, snapshot->timestamp_ms / 1000.0);
