@@ -682,6 +682,36 @@ def test_values_floe_cannot_write_go_to_quarantine_and_the_row_still_lands(
         assert "detail" in qrow
 
 
+def test_values_the_copy_cannot_write_go_to_quarantine_too(floe, pg, duckdb_con):
+    # the same rule for the initial copy (binary COPY decoded into Arrow)
+    pg.execute("CREATE TABLE prices (id int PRIMARY KEY, amount numeric(10,2), "
+               "at timestamp, tags text[], note text)")
+    pg.execute("INSERT INTO prices VALUES (1, 'NaN', '2024-01-01 00:00', '{a,b}', 'nan'), "
+               "(2, 1.50, '-infinity', NULL, 'inf'), "
+               "(3, 2.25, '2024-05-06 07:08:09', '{}', 'ok')")
+    run = floe()
+    run.start().wait_streaming()
+    wait_rows(run, duckdb_con, "public.prices", 3)
+    run.wait_until(lambda: run.count("quarantine") >= 2, 60, what="2 quarantine rows")
+    run.stop()
+    rows = sorted(stopped_rows(run, duckdb_con, "public.prices"), key=lambda r: r["id"])
+    assert [(r["cdc_op"], r["id"], r["amount"], r["at"], r["tags"], r["note"])
+            for r in rows] == [
+        ("r", 1, None, dt.datetime(2024, 1, 1), ["a", "b"], "nan"),
+        ("r", 2, Decimal("1.50"), None, None, "inf"),
+        ("r", 3, Decimal("2.25"), dt.datetime(2024, 5, 6, 7, 8, 9), [], "ok"),
+    ]
+    q = run.rows(duckdb_con, "quarantine")
+    by_col = {r["column_name"]: r for r in q}
+    assert set(by_col) == {"amount", "at"}, q
+    assert (by_col["amount"]["raw_text"], by_col["amount"]["reason"]) == ("NaN", "not_a_number")
+    assert (by_col["at"]["raw_text"], by_col["at"]["reason"]) == ("-infinity", "infinite")
+    # each quarantined value points at its row: same position (the copy's)
+    for col, row in (("amount", rows[0]), ("at", rows[1])):
+        assert by_col[col]["cdc_commit_lsn"] == row["cdc_commit_lsn"]
+        assert by_col[col]["cdc_seq"] == row["cdc_seq"], (by_col[col], row)
+
+
 def test_a_missing_warehouse_directory_is_created(floe, pg, duckdb_con):
     """A first run against a fresh path: floe creates the warehouse directory (and
     the SQLite catalog in it) rather than failing."""

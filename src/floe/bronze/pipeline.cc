@@ -1083,7 +1083,10 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
   } else {
     table->buffered.push_back(changes.batch);
     table->buffered_rows += changes.batch->num_rows();
-    table->buffered_bytes += arrow::util::TotalBufferSize(*changes.batch);
+    // A transaction's batch may be a slice of buffers shared with the ones after it
+    // (ChangeStream): count only the bytes this slice references.
+    ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*changes.batch));
+    table->buffered_bytes += bytes;
     if (table->buffered_rows >= kFlushRows) ARROW_RETURN_NOT_OK(FlushBuffered(table));
   }
   if (!changes.issues.empty()) {
@@ -1364,6 +1367,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
 
   pg::SnapshotOptions snap_options;
   snap_options.workers = options_.snapshot_workers;
+  snap_options.output = pg::SnapshotOutput::kArrow;
   // A bar redrawn on a terminal; otherwise log lines (JSON with --json-logs), not
   // bare lines in between the log's.
   if (options_.progress != nullptr && isatty(fileno(options_.progress))) {
@@ -1449,27 +1453,33 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
         if ((*batch.column_names)[k] == columns[c].name) from[c] = static_cast<int>(k);
       }
     }
+    // The reader decoded the rows into type_mapping's types already (binary COPY).
     const size_t n = batch.num_rows();
+    const std::shared_ptr<arrow::RecordBatch>& read = batch.arrow_batch();
     arrow::ArrayVector arrays;
-    std::vector<pg::ConversionIssue> issues;
-    std::vector<size_t> issue_rows;
     for (size_t c = 0; c < columns.size(); ++c) {
-      pg::ColumnConverter converter(columns[c].name, columns[c].mapping);
-      ARROW_ASSIGN_OR_RAISE(auto builder, converter.MakeBuilder());
-      for (size_t r = 0; r < n; ++r) {
-        std::optional<std::string_view> value;
-        if (from[c] >= 0) value = batch.value(r, from[c]);
-        if (value) {
-          const size_t before = issues.size();
-          ARROW_RETURN_NOT_OK(converter.Append(*value, builder.get(), &issues));
-          if (issues.size() > before) issue_rows.push_back(r);
-        } else {
-          ARROW_RETURN_NOT_OK(converter.AppendNull(builder.get()));
+      std::shared_ptr<arrow::Array> array;
+      if (from[c] < 0) {
+        ARROW_ASSIGN_OR_RAISE(array, arrow::MakeArrayOfNull(columns[c].mapping.type,
+                                                            static_cast<int64_t>(n)));
+      } else {
+        array = read->column(from[c]);
+        if (!array->type()->Equals(*columns[c].mapping.type)) {
+          // The table changed between reading its columns and the copy: this copy
+          // is thrown away and redone with the new columns.
+          return arrow::Status::Invalid(
+              "copying ", SourceName(table->source), ": column ", columns[c].name,
+              " was read as ", array->type()->ToString(), " but the table's columns say ",
+              columns[c].mapping.type->ToString());
         }
       }
-      std::shared_ptr<arrow::Array> array;
-      ARROW_RETURN_NOT_OK(builder->Finish(&array));
       arrays.push_back(std::move(array));
+    }
+    std::vector<pg::ConversionIssue> issues;
+    std::vector<size_t> issue_rows;
+    for (const pg::SnapshotIssue& issue : batch.issues()) {
+      issues.push_back(issue.issue);
+      issue_rows.push_back(issue.row);
     }
     std::lock_guard lock(table->mutex);
     const int64_t first_seq = table->snapshot_seq;

@@ -53,7 +53,8 @@ arrow::Status TableAppender::Write(const arrow::RecordBatch& batch) {
     ARROW_RETURN_NOT_OK(writer->Write(*part.batch));
   }
   pending_rows_ += batch.num_rows();
-  pending_bytes_ += arrow::util::TotalBufferSize(batch);
+  ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(batch));
+  pending_bytes_ += bytes;
   return arrow::Status::OK();
 }
 
