@@ -138,10 +138,15 @@ class FloeRun:
         return self
 
     def wait_streaming(self, timeout: float = 60) -> "FloeRun":
-        """Waits until floe streams from its slot (the slot is active): the initial
-        copy is done, so every change made from now on reaches Bronze as a change
-        (c/u/d/t), not as a snapshot row."""
+        """Waits until this start of floe streams from its slot (its "streaming slot"
+        log line, written once the copies are done, and the slot active): every
+        change made from now on reaches Bronze as a change (c/u/d/t), not as a
+        snapshot row. (The slot alone is active already while floe creates it,
+        before the copy.)"""
         def streaming():
+            this_start = self.log_text().rsplit("===== floe run start", 1)[-1]
+            if f"streaming slot {self.slot} of publication" not in this_start:
+                return False
             rows = self.pg.execute(
                 "SELECT active FROM pg_replication_slots WHERE slot_name = %s",
                 (self.slot,))

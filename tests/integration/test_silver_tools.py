@@ -78,6 +78,11 @@ def test_verify_passes_then_names_a_corrupted_key(floe, pg, duckdb_con):
     assert out.count("Silver vs fold(Bronze <= watermark): OK") == 2, out
     assert out.count("Silver vs source: OK") == 2, out
     assert "verify: 2 consistent, 0 inconsistent" in out, out
+    # `floe verify` is the same check
+    proc = subprocess.run([str(run.floe_bin), "verify", str(run.config_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verify: 2 consistent, 0 inconsistent" in proc.stdout + proc.stderr
 
     # The source moves on and Bronze follows, Silver not yet: expected, exit 0.
     pg.execute("UPDATE items SET qty = 0 WHERE id = 1")

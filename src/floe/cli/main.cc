@@ -524,6 +524,17 @@ int main(int argc, char** argv) {
   silver_verify->add_flag("--no-source", silver_no_source,
                           "do not compare with the live source tables");
   silver_verify->add_flag("--json-logs", json_logs, "log one JSON object per line");
+  // `floe verify FILE`: the same check under the name the operations docs use.
+  CLI::App* verify = app.add_subcommand(
+      "verify",
+      "Same as `floe silver verify`: check each Silver table against the fold of "
+      "Bronze up to its watermark and against the live source table (exit 0: all "
+      "consistent)");
+  verify->add_option("FILE", config_file, "pipeline YAML file")->required();
+  verify->add_option("--table", silver_table, "only this source table (schema.table)");
+  verify->add_flag("--no-source", silver_no_source,
+                   "do not compare with the live source tables");
+  verify->add_flag("--json-logs", json_logs, "log one JSON object per line");
   std::string silver_parquet;
   std::string silver_lsn;
   bool silver_replace = false;
@@ -633,7 +644,7 @@ int main(int argc, char** argv) {
     return Run(config_file, duration, resnapshot, json_logs, metrics_listen,
                metrics_listen_option->count() > 0, backfill);
   }
-  if (*silver_verify) {
+  if (*silver_verify || *verify) {
     return SilverVerify(config_file, silver_table, silver_no_source, json_logs);
   }
   if (*silver_backfill) {
