@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -16,6 +17,8 @@
 #include <arrow/compute/initialize.h>
 #include <arrow/util/checked_cast.h>
 #include <nlohmann/json.hpp>
+
+#include "floe/source/postgres/change_stream.h"
 
 namespace floe::bronze {
 
@@ -949,6 +952,37 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchConformer::Conform(
     }
   }
   return arrow::RecordBatch::Make(output_schema_, rows, std::move(out));
+}
+
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> WithCdcColumns(
+    const std::vector<SourceColumn>& columns, arrow::ArrayVector arrays, int64_t n,
+    const SyntheticPosition& at) {
+  arrow::StringBuilder op;
+  arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
+                             arrow::default_memory_pool());
+  arrow::Int64Builder source_lsn, xid, commit_lsn;
+  arrow::Int32Builder seq;
+  for (int64_t r = 0; r < n; ++r) {
+    ARROW_RETURN_NOT_OK(op.Append(at.op));
+    ARROW_RETURN_NOT_OK(ts.Append(at.ts_us));
+    ARROW_RETURN_NOT_OK(source_lsn.Append(static_cast<int64_t>(at.source_lsn.value())));
+    ARROW_RETURN_NOT_OK(at.xid ? xid.Append(*at.xid) : xid.AppendNull());
+    ARROW_RETURN_NOT_OK(commit_lsn.Append(static_cast<int64_t>(at.commit_lsn.value())));
+    ARROW_RETURN_NOT_OK(seq.Append(
+        static_cast<int32_t>(std::min<int64_t>(at.first_seq + r, INT32_MAX))));
+  }
+  std::shared_ptr<arrow::Array> a;
+  for (arrow::ArrayBuilder* b : std::initializer_list<arrow::ArrayBuilder*>{
+           &op, &ts, &source_lsn, &xid, &commit_lsn, &seq}) {
+    ARROW_RETURN_NOT_OK(b->Finish(&a));
+    arrays.push_back(a);
+  }
+  ARROW_ASSIGN_OR_RAISE(a, arrow::MakeArrayOfNull(arrow::list(arrow::utf8()), n));
+  arrays.push_back(a);
+  arrow::FieldVector fields;
+  for (const auto& c : columns) fields.push_back(arrow::field(c.name, c.mapping.type));
+  for (auto& f : postgres::CdcMetadataFields()) fields.push_back(f);
+  return arrow::RecordBatch::Make(arrow::schema(fields), n, std::move(arrays));
 }
 
 }  // namespace floe::bronze

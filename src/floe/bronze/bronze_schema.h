@@ -181,4 +181,24 @@ class BatchConformer {
   int input_columns_ = 0;
 };
 
+/// Where rows that are not changes of a streamed transaction stand in Bronze: a
+/// copy's rows (and the `t` row that starts a copy again), a watermark backfill's
+/// chunk rows. Every row gets the same op, time and LSNs; cdc_seq counts from
+/// first_seq.
+struct SyntheticPosition {
+  std::string op;
+  int64_t ts_us = 0;
+  Lsn source_lsn;
+  /// Null when the rows belong to no transaction (a copy).
+  std::optional<int64_t> xid;
+  Lsn commit_lsn;
+  int64_t first_seq = 0;
+};
+
+/// `arrays` (n rows of `columns`, in order) with the change stream's CDC columns
+/// (postgres::CdcMetadataFields(); cdc_unchanged null) appended for `at`.
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> WithCdcColumns(
+    const std::vector<SourceColumn>& columns, arrow::ArrayVector arrays, int64_t n,
+    const SyntheticPosition& at);
+
 }  // namespace floe::bronze

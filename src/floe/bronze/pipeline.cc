@@ -1385,42 +1385,14 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   // the copy's time, the consistent point as both LSNs, seq from first_seq.
   auto append_copy_rows = [&](BronzeTable* table, arrow::ArrayVector arrays, size_t n,
                               const char* op_code, int64_t first_seq) -> arrow::Status {
-    const auto& columns = table->columns;
-    arrow::StringBuilder op;
-    arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
-                               arrow::default_memory_pool());
-    arrow::Int64Builder source_lsn, xid, commit_lsn;
-    arrow::Int32Builder seq;
-    for (size_t r = 0; r < n; ++r) {
-      ARROW_RETURN_NOT_OK(op.Append(op_code));
-      ARROW_RETURN_NOT_OK(ts.Append(copy_ts));
-      ARROW_RETURN_NOT_OK(source_lsn.Append(static_cast<int64_t>(point.value())));
-      ARROW_RETURN_NOT_OK(xid.AppendNull());
-      ARROW_RETURN_NOT_OK(commit_lsn.Append(static_cast<int64_t>(point.value())));
-      ARROW_RETURN_NOT_OK(seq.Append(static_cast<int32_t>(
-          std::min<int64_t>(first_seq + static_cast<int64_t>(r), INT32_MAX))));
-    }
-    std::shared_ptr<arrow::Array> a;
-    ARROW_RETURN_NOT_OK(op.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(ts.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(source_lsn.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(xid.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(commit_lsn.Finish(&a));
-    arrays.push_back(a);
-    ARROW_RETURN_NOT_OK(seq.Finish(&a));
-    arrays.push_back(a);
-    ARROW_ASSIGN_OR_RAISE(a, arrow::MakeArrayOfNull(arrow::list(arrow::utf8()),
-                                                    static_cast<int64_t>(n)));
-    arrays.push_back(a);
-    arrow::FieldVector fields;
-    for (const auto& c : columns) fields.push_back(arrow::field(c.name, c.mapping.type));
-    for (auto& f : pg::CdcMetadataFields()) fields.push_back(f);
-    auto stream_batch =
-        arrow::RecordBatch::Make(arrow::schema(fields), static_cast<int64_t>(n), arrays);
+    SyntheticPosition at;
+    at.op = op_code;
+    at.ts_us = copy_ts;
+    at.source_lsn = at.commit_lsn = point;
+    at.first_seq = first_seq;
+    ARROW_ASSIGN_OR_RAISE(auto stream_batch,
+                          WithCdcColumns(table->columns, std::move(arrays),
+                                         static_cast<int64_t>(n), at));
     ARROW_ASSIGN_OR_RAISE(auto conformed,
                           table->conformer->Conform(*stream_batch, NowUnixMicros()));
     return table->appender->Write(*conformed);

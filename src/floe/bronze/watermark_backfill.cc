@@ -308,38 +308,13 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> ChunkRowsBatch(
         auto array, ConvertColumn(columns[c], c, rows, selected, issues, issue_rows));
     arrays.push_back(std::move(array));
   }
-  arrow::StringBuilder op;
-  arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
-                             arrow::default_memory_pool());
-  arrow::Int64Builder source_lsn, xid, commit_lsn;
-  arrow::Int32Builder seq;
-  for (int64_t r = 0; r < n; ++r) {
-    ARROW_RETURN_NOT_OK(op.Append("r"));
-    ARROW_RETURN_NOT_OK(ts.Append(at.commit_time_us));
-    ARROW_RETURN_NOT_OK(source_lsn.Append(static_cast<int64_t>(at.source_lsn.value())));
-    ARROW_RETURN_NOT_OK(xid.Append(static_cast<int64_t>(at.xid)));
-    ARROW_RETURN_NOT_OK(commit_lsn.Append(static_cast<int64_t>(at.commit_lsn.value())));
-    ARROW_RETURN_NOT_OK(seq.Append(static_cast<int32_t>(r)));
-  }
-  std::shared_ptr<arrow::Array> a;
-  ARROW_RETURN_NOT_OK(op.Finish(&a));
-  arrays.push_back(a);
-  ARROW_RETURN_NOT_OK(ts.Finish(&a));
-  arrays.push_back(a);
-  ARROW_RETURN_NOT_OK(source_lsn.Finish(&a));
-  arrays.push_back(a);
-  ARROW_RETURN_NOT_OK(xid.Finish(&a));
-  arrays.push_back(a);
-  ARROW_RETURN_NOT_OK(commit_lsn.Finish(&a));
-  arrays.push_back(a);
-  ARROW_RETURN_NOT_OK(seq.Finish(&a));
-  arrays.push_back(a);
-  ARROW_ASSIGN_OR_RAISE(a, arrow::MakeArrayOfNull(arrow::list(arrow::utf8()), n));
-  arrays.push_back(a);
-  arrow::FieldVector fields;
-  for (const auto& c : columns) fields.push_back(arrow::field(c.name, c.mapping.type));
-  for (auto& f : pg::CdcMetadataFields()) fields.push_back(f);
-  return arrow::RecordBatch::Make(arrow::schema(fields), n, arrays);
+  SyntheticPosition position;
+  position.op = "r";
+  position.ts_us = at.commit_time_us;
+  position.source_lsn = at.source_lsn;
+  position.xid = static_cast<int64_t>(at.xid);
+  position.commit_lsn = at.commit_lsn;
+  return WithCdcColumns(columns, std::move(arrays), n, position);
 }
 
 }  // namespace floe::bronze
