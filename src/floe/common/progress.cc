@@ -19,18 +19,20 @@ std::string Seconds(double s) {
 
 }  // namespace
 
-std::string FormatProgress(const ProgressSample& s, bool bar) {
+std::string ProgressBar(double fraction) {
   constexpr int kBarWidth = 20;
+  const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kBarWidth);
+  return "[" + std::string(filled, '#') + std::string(kBarWidth - filled, '.') + "]";
+}
+
+std::string FormatProgress(const ProgressSample& s, bool bar) {
   const bool known = s.total > 0;
   const double fraction =
       known ? std::clamp(static_cast<double>(s.done) / static_cast<double>(s.total), 0.0,
                          1.0)
             : 0.0;
   std::string line = s.label + ": ";
-  if (bar && known) {
-    const int filled = s.finished ? kBarWidth : static_cast<int>(fraction * kBarWidth);
-    line += "[" + std::string(filled, '#') + std::string(kBarWidth - filled, '.') + "] ";
-  }
+  if (bar && known) line += ProgressBar(s.finished ? 1.0 : fraction) + " ";
   line += std::to_string(s.done);
   if (known) line += "/" + std::to_string(std::max(s.total, s.done));
   line += " " + s.unit;

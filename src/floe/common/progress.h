@@ -27,6 +27,9 @@ struct ProgressSample {
   bool finished = false;
 };
 
+/// `[#######.............]`: `fraction` (clamped to 0..1) of 20 characters.
+std::string ProgressBar(double fraction);
+
 /// `silver: [#######.............] 3500/10000 rows (35%), 3/12 tables, 700 rows/s,
 /// ETA 9s` (the bar only when `bar`; percentage, bar and ETA only when the total is
 /// known; the percentage stays below 100 until finished; rate once anything is done;

@@ -14,6 +14,8 @@
 #include <arrow/record_batch.h>
 #include <arrow/type.h>
 
+#include "floe/common/progress.h"
+
 namespace floe::postgres {
 namespace {
 
@@ -336,15 +338,19 @@ std::string ChunkPredicate(const SnapshotChunk& chunk, std::string_view quoted_k
 // ---------------------------------------------------------------------------
 // Progress
 
-std::string FormatProgressLine(const SnapshotProgressSample& s) {
+std::string FormatProgressLine(const SnapshotProgressSample& s, bool bar) {
   const bool finished = s.chunks_total > 0 && s.chunks_done >= s.chunks_total;
-  std::string line = "snapshot: " + std::to_string(s.rows);
   double fraction = -1;
   if (s.estimated_rows > 0) {
-    line += "/" + std::to_string(std::max(s.rows, finished ? s.rows : s.estimated_rows));
     fraction = static_cast<double>(s.rows) / static_cast<double>(s.estimated_rows);
   } else if (s.chunks_total > 0) {
     fraction = static_cast<double>(s.chunks_done) / static_cast<double>(s.chunks_total);
+  }
+  std::string line = "snapshot: ";
+  if (bar && fraction >= 0) line += ProgressBar(finished ? 1.0 : fraction) + " ";
+  line += std::to_string(s.rows);
+  if (s.estimated_rows > 0) {
+    line += "/" + std::to_string(std::max(s.rows, finished ? s.rows : s.estimated_rows));
   }
   line += " rows";
   if (fraction >= 0) {
@@ -848,7 +854,7 @@ arrow::Result<SnapshotResult> SnapshotReader::Run(
         const SnapshotProgressSample s = progress_.Sample();
         if (options_.on_progress) options_.on_progress(s);
         if (out != nullptr) {
-          const std::string line = FormatProgressLine(s);
+          const std::string line = FormatProgressLine(s, /*bar=*/tty);
           if (tty) {
             std::fprintf(out, "\r%s\x1b[K%s", line.c_str(), last ? "\n" : "");
           } else {

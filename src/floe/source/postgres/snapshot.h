@@ -262,7 +262,8 @@ struct SnapshotProgressSample {
 /// `snapshot: 120000/1000000 rows (12%), 3/10 chunks, 45000 rows/s, ETA 19s`. The
 /// percentage follows the row estimate (capped at 99% until every chunk is done),
 /// or the chunks when there is no estimate; rate and ETA are omitted until known.
-std::string FormatProgressLine(const SnapshotProgressSample& sample);
+/// With `bar` (on a terminal) a bar follows `snapshot: ` (common/progress.h).
+std::string FormatProgressLine(const SnapshotProgressSample& sample, bool bar = false);
 
 /// Counters updated by the workers and readable from any thread.
 class SnapshotProgress {

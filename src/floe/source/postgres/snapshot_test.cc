@@ -285,6 +285,23 @@ TEST(ProgressLine, ShowsRowsPercentRateAndEta) {
             "snapshot: 120000/1000000 rows (12%), 3/10 chunks, 44994 rows/s, ETA 20s");
 }
 
+TEST(ProgressLine, ABarOnATerminal) {
+  SnapshotProgressSample s;
+  s.rows = 500;
+  s.estimated_rows = 1000;
+  s.chunks_done = 1;
+  s.chunks_total = 4;
+  s.elapsed = std::chrono::seconds(1);
+  EXPECT_EQ(FormatProgressLine(s, /*bar=*/true),
+            "snapshot: [##########..........] 500/1000 rows (50%), 1/4 chunks, 500 rows/s, "
+            "ETA 1s");
+  s.chunks_done = 4;
+  s.rows = 990;
+  EXPECT_EQ(FormatProgressLine(s, /*bar=*/true),
+            "snapshot: [####################] 990/990 rows (100%), 4/4 chunks, 990 rows/s, "
+            "done in 1s");
+}
+
 TEST(ProgressLine, FallsBackToChunksWithoutAnEstimate) {
   SnapshotProgressSample s;
   s.rows = 500;
