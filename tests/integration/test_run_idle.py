@@ -21,5 +21,5 @@ def test_an_idle_source_keeps_retained_wal_small_for_five_minutes():
     assert len(watch.samples) >= idlewatch.WATCH_SECONDS // 2, len(watch.samples)
     worst = max(watch.samples)
     # the other database wrote several times the bound; floe's slot kept a little
-    assert watch.written > 4 * (64 << 20), (watch.written, worst)
+    assert watch.written > 3 * (64 << 20), (watch.written, worst)
     assert worst < 64 << 20, (worst, watch.written)
