@@ -272,18 +272,27 @@ class FloeRun:
     def metadata_path(self, table: str) -> str:
         return self.load(table).metadata_location.removeprefix("file://")
 
+    @staticmethod
+    def _order(names) -> list[str]:
+        """Bronze rows in (cdc_commit_lsn, cdc_seq) order; the audit table's (no
+        cdc_seq) in WAL order of the messages, cdc_source_lsn."""
+        if "cdc_commit_lsn" in names and "cdc_seq" in names:
+            return ["cdc_commit_lsn", "cdc_seq"]
+        if "cdc_source_lsn" in names:
+            return ["cdc_source_lsn"]
+        return []
+
     def arrow_pyiceberg(self, table: str):
         t = self.load(table).scan().to_arrow()
-        if "cdc_commit_lsn" in t.column_names and "cdc_seq" in t.column_names:
-            t = t.sort_by([("cdc_commit_lsn", "ascending"), ("cdc_seq", "ascending")])
+        order = self._order(t.column_names)
+        if order:
+            t = t.sort_by([(c, "ascending") for c in order])
         return t
 
     def arrow_duckdb(self, con, table: str):
-        order = ""
-        names = [f.name for f in self.load(table).schema().fields]
-        if "cdc_commit_lsn" in names and "cdc_seq" in names:
-            order = " ORDER BY cdc_commit_lsn, cdc_seq"
-        return con.execute(f"SELECT * FROM iceberg_scan(?){order}",
+        order = self._order([f.name for f in self.load(table).schema().fields])
+        by = f" ORDER BY {', '.join(order)}" if order else ""
+        return con.execute(f"SELECT * FROM iceberg_scan(?){by}",
                            [self.metadata_path(table)]).fetch_arrow_table()
 
     def rows_pyiceberg(self, table: str) -> list[dict]:
