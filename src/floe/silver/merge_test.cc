@@ -15,6 +15,7 @@
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/silver/bronze_fixture_test_util.h"
 
 namespace floe::silver {
 namespace {
@@ -22,118 +23,9 @@ namespace {
 namespace ice = floe::iceberg;
 namespace fs = std::filesystem;
 
-struct Row {
-  std::string op;
-  int64_t lsn;
-  int32_t seq;
-  int64_t id;
-  std::optional<std::string> name;
-};
+using testing::Row;
 
-class MergeTableTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ =
-        fs::temp_directory_path() /
-        ("floe_merge_test_" +
-         std::to_string(::testing::UnitTest::GetInstance()->current_test_info()->line()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    auto conn = ice::OpenSqlite((dir_ / "catalog.db").string());
-    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
-    auto catalog = ice::SqlCatalog::Open("floe", std::move(*conn));
-    ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
-    catalog_ = std::move(*catalog);
-    io_ = ice::MakeLocalFileIO();
-    warehouse_ = "file://" + (dir_ / "wh").string();
-
-    auto schema = ice::Schema::Make(
-        0, {ice::NestedField::Optional(1, "id", ice::Type::Long()),
-            ice::NestedField::Optional(2, "name", ice::Type::String()),
-            ice::NestedField::Optional(3, "cdc_op", ice::Type::String()),
-            ice::NestedField::Optional(4, "cdc_commit_lsn", ice::Type::Long()),
-            ice::NestedField::Optional(5, "cdc_seq", ice::Type::Int()),
-            ice::NestedField::Optional(6, "cdc_unchanged",
-                                       ice::Type::List(7, ice::Type::String(), false))});
-    ASSERT_TRUE(schema.ok());
-    ASSERT_TRUE(catalog_->EnsureNamespace(bronze_id_.ns).ok());
-    auto table = ice::Table::Create(
-        catalog_.get(), io_, bronze_id_, *schema, ice::PartitionSpec{},
-        ice::SortOrder::Unsorted(), ice::Table::DefaultLocation(warehouse_, bronze_id_),
-        {{kPrimaryKeyProperty, "[\"id\"]"}, {kSourceTableProperty, "public.t"}});
-    ASSERT_TRUE(table.ok()) << table.status().ToString();
-    bronze_ = std::move(*table);
-  }
-
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Appends `rows` to Bronze as one commit with floe.commit-lsn = `commit_lsn`.
-  void Append(const std::vector<Row>& rows, int64_t commit_lsn) {
-    arrow::StringBuilder op, name;
-    arrow::Int64Builder lsn, id;
-    arrow::Int32Builder seq;
-    for (const auto& r : rows) {
-      ASSERT_TRUE(op.Append(r.op).ok());
-      ASSERT_TRUE(lsn.Append(r.lsn).ok());
-      ASSERT_TRUE(seq.Append(r.seq).ok());
-      ASSERT_TRUE(id.Append(r.id).ok());
-      ASSERT_TRUE((r.name ? name.Append(*r.name) : name.AppendNull()).ok());
-    }
-    auto schema = ice::ToArrowSchema(bronze_->schema()).ValueOrDie();
-    auto unchanged = arrow::MakeArrayOfNull(schema->field(5)->type(),
-                                            static_cast<int64_t>(rows.size()))
-                         .ValueOrDie();
-    auto batch = arrow::RecordBatch::Make(
-        schema, static_cast<int64_t>(rows.size()),
-        {id.Finish().ValueOrDie(), name.Finish().ValueOrDie(), op.Finish().ValueOrDie(),
-         lsn.Finish().ValueOrDie(), seq.Finish().ValueOrDie(), unchanged});
-    auto file = bronze_->WriteDataFile({batch});
-    ASSERT_TRUE(file.ok()) << file.status().ToString();
-    auto snap =
-        bronze_->AppendFiles({*file}, {{"floe.commit-lsn", std::to_string(commit_lsn)}});
-    ASSERT_TRUE(snap.ok()) << snap.status().ToString();
-  }
-
-  MergeStats Merge(int64_t target = 2048) {
-    MergeOptions options;
-    options.target_file_bytes = target;
-    auto stats =
-        MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
-    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
-    return stats.ok() ? *stats : MergeStats{};
-  }
-
-  // Silver's rows as id -> name.
-  std::map<int64_t, std::string> SilverRows() {
-    auto table = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
-    ice::ScanOptions scan;
-    scan.columns = std::vector<std::string>{"id", "name"};
-    auto rows = ice::ScanToArrow(*table, scan).ValueOrDie()->CombineChunks().ValueOrDie();
-    std::map<int64_t, std::string> out;
-    if (rows->num_rows() == 0) return out;
-    const auto& ids = static_cast<const arrow::Int64Array&>(*rows->column(0)->chunk(0));
-    const auto& names =
-        static_cast<const arrow::StringArray&>(*rows->column(1)->chunk(0));
-    for (int64_t i = 0; i < rows->num_rows(); ++i) {
-      EXPECT_FALSE(out.contains(ids.Value(i))) << "key " << ids.Value(i) << " twice";
-      out[ids.Value(i)] = names.IsNull(i) ? "null" : std::string(names.GetView(i));
-    }
-    return out;
-  }
-
-  std::map<std::string, std::string> SilverSummary() {
-    auto table = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
-    return table->metadata().CurrentSnapshot()->summary;
-  }
-
-  fs::path dir_;
-  std::unique_ptr<ice::Catalog> catalog_;
-  std::shared_ptr<ice::FileIO> io_;
-  std::string warehouse_;
-  ice::TableIdentifier bronze_id_{{"bronze", "svc", "public"}, "t"};
-  ice::TableIdentifier silver_id_{{"silver", "svc", "public"}, "t"};
-  std::unique_ptr<ice::Table> bronze_;
-};
+class MergeTableTest : public testing::BronzeFixture {};
 
 TEST_F(MergeTableTest, BackfillThenMergeOnReadAcrossBuckets) {
   std::vector<Row> rows;
