@@ -690,13 +690,10 @@ arrow::Result<std::vector<TableReport>> CompactService(const config::PipelineCon
     if (!exists) continue;
     TableReport report;
     report.table = id.ToString();
-    arrow::Result<CompactResult> r = arrow::Status::OK();
     auto table = ice::Table::Load(opened.catalog.get(), opened.io, id);
-    if (table.ok()) {
-      r = CompactBronzeTable(**table, options.table_options);
-    } else {
-      r = table.status();
-    }
+    arrow::Result<CompactResult> r =
+        table.ok() ? CompactBronzeTable(**table, options.table_options)
+                   : arrow::Result<CompactResult>(table.status());
     if (r.ok()) {
       report.text = ReportText(*r);
     } else {
