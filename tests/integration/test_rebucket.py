@@ -173,7 +173,7 @@ def test_rebucketing_while_floe_silver_merges(floe, pg, duckdb_con):
     con = duckdb_con
     pg.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty int, pad text)")
     pg.execute("INSERT INTO items SELECT g, 'item ' || g, 0, repeat(md5(g::text), 2) "
-               "FROM generate_series(1, 6000) g")
+               "FROM generate_series(1, 20000) g")
     run = floe(service=SERVICE, interval="200ms").start().wait_streaming()
     wait_bronze(run, pg, "public.items", ["id"])
     silver(run)
@@ -184,7 +184,7 @@ def test_rebucketing_while_floe_silver_merges(floe, pg, duckdb_con):
 
     def workload():
         rng = random.Random(11)
-        next_id = 6001
+        next_id = 20001
         try:
             while not stop.is_set():
                 with pg.connect() as conn:
@@ -225,7 +225,7 @@ def test_rebucketing_while_floe_silver_merges(floe, pg, duckdb_con):
     compact_commands = [["compact", "--silver-only", "--buckets", "2"],
                         ["compact", "--silver-only", "--buckets", "4"]]
     threads = [threading.Thread(target=workload),
-               threading.Thread(target=loop, args=("silver", [["silver"]], 0.2)),
+               threading.Thread(target=loop, args=("silver", [["silver"]], 0.05)),
                threading.Thread(target=loop, args=("compact", compact_commands, 0.0))]
     for t in threads:
         t.start()
@@ -237,11 +237,19 @@ def test_rebucketing_while_floe_silver_merges(floe, pg, duckdb_con):
                       if s.summary.get("floe.maintenance") == "compact"), len(snaps))
         merges_after = sum(1 for s in snaps[first:]
                            if s.summary.get("floe.maintenance") != "compact")
-        return rebuckets >= 3 and merges_after >= 3 and not errors
+        # Both directions of the race happened: a merge committed while a
+        # re-bucketing was being written (it planned again), and a merge planned on
+        # the old spec lost its compare-and-swap to a re-bucketing (it planned again).
+        log = run.base / "compact-loop.log"
+        compaction_replanned = log.exists() and "changed while compacting" in log.read_text()
+        log = run.base / "silver-loop.log"
+        merge_replanned = log.exists() and "Silver changed while merging" in log.read_text()
+        return (rebuckets >= 3 and merges_after >= 3 and compaction_replanned
+                and merge_replanned and not errors)
 
     try:
         run.wait_until(raced_enough, timeout=300,
-                       what="3 re-bucketing compactions amid merges")
+                       what="3 re-bucketing compactions amid merges, each side re-planning")
     finally:
         stop.set()
         for t in threads:
