@@ -388,8 +388,8 @@ int MaintenanceReport(const std::string& command,
 // `floe compact FILE [--table s.t] [--bronze-days N] [--target-file-size BYTES]
 // [--buckets N] [--bronze-only | --silver-only]` (docs/maintenance.md).
 int Compact(const std::string& file, const std::string& table, int bronze_days,
-            int64_t target_file_size, int32_t buckets, bool bronze_only,
-            bool silver_only, bool json_logs) {
+            int64_t target_file_size, int32_t buckets, bool bronze_only, bool silver_only,
+            bool json_logs) {
   auto config = SilverToolConfig(file);
   if (!config) return 1;
   SetUpLogging(json_logs);
@@ -588,9 +588,10 @@ int main(int argc, char** argv) {
                       "target data file size in bytes (default: the table's "
                       "write.target-file-size-bytes, or 128 MiB)")
       ->check(CLI::PositiveNumber);
-  compact->add_option("--buckets", compact_buckets,
-                      "Silver: re-bucket to bucket(N, key) now (default: only when the "
-                      "live size calls for a count outside the hysteresis band)")
+  compact
+      ->add_option("--buckets", compact_buckets,
+                   "Silver: re-bucket to bucket(N, key) now (default: only when the "
+                   "live size calls for a count outside the hysteresis band)")
       ->check(CLI::Range(1, 4096));
   compact->add_flag("--bronze-only", compact_bronze_only, "compact Bronze tables only");
   compact->add_flag("--silver-only", compact_silver_only, "compact Silver tables only");

@@ -409,7 +409,8 @@ arrow::Result<Table::OpenDataFile> Table::StartDataFile(
     file.location = NewDataFileLocation(partition);
   } else {
     std::string dir = metadata_.location + "/data";
-    if (!spec->is_unpartitioned()) dir += "/" + PartitionPath(*spec, this->schema(), partition);
+    if (!spec->is_unpartitioned())
+      dir += "/" + PartitionPath(*spec, this->schema(), partition);
     file.location = dir + "/" + GenerateUuidV4() + ".parquet";
   }
   ARROW_ASSIGN_OR_RAISE(auto sink, io_->OpenOutput(file.location));
@@ -485,9 +486,8 @@ arrow::Result<std::unique_ptr<DataFileWriter>> Table::NewDataFileWriter(
   }
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema()));
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, WriterOptions());
-  return std::unique_ptr<DataFileWriter>(
-      new DataFileWriter(this, partition, std::move(spec), std::move(arrow_schema),
-                         options, target));
+  return std::unique_ptr<DataFileWriter>(new DataFileWriter(
+      this, partition, std::move(spec), std::move(arrow_schema), options, target));
 }
 
 struct DataFileWriter::OpenFile {
@@ -524,9 +524,9 @@ arrow::Status DataFileWriter::Write(const arrow::RecordBatch& batch) {
     row_group_cap_set_ = true;
   }
   if (!open_) {
-    ARROW_ASSIGN_OR_RAISE(Table::OpenDataFile file,
-                          table_->StartDataFile(partition_, schema_, options_,
-                                                spec_ ? &*spec_ : nullptr));
+    ARROW_ASSIGN_OR_RAISE(
+        Table::OpenDataFile file,
+        table_->StartDataFile(partition_, schema_, options_, spec_ ? &*spec_ : nullptr));
     open_ = std::make_unique<OpenFile>(OpenFile{std::move(file)});
   }
   ARROW_RETURN_NOT_OK(open_->file.writer->Write(batch));
@@ -716,8 +716,7 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
       if (group->empty()) continue;
       const auto content =
           group == &data ? ManifestContent::kData : ManifestContent::kDeletes;
-      auto manifest_options =
-          ManifestOptionsFor(*lookup, spec_id, content, snapshot_id);
+      auto manifest_options = ManifestOptionsFor(*lookup, spec_id, content, snapshot_id);
       if (!manifest_options.ok()) {
         cleanup({});
         return manifest_options.status();

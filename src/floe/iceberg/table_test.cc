@@ -621,7 +621,8 @@ TEST_F(TableTest, AMergedManifestIsReusedOnRetryAndRecomputedOnANewBase) {
 
 TEST_F(TableTest, ARewriteIntoANewSpecAddsTheSpecAndTheSnapshotInOneCommit) {
   auto table = CreateTable();
-  ValueOrDie(table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 0, 10)}))}));
+  ValueOrDie(
+      table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 0, 10)}))}));
   auto old_files = ValueOrDie(table->LiveFiles());
   const size_t log_before = table->metadata().metadata_log.size();
   PartitionSpec spec = ValueOrDie(
@@ -632,7 +633,8 @@ TEST_F(TableTest, ARewriteIntoANewSpecAddsTheSpecAndTheSnapshotInOneCommit) {
   for (const auto& f : old_files) request.files_to_delete.push_back(f.entry.data_file);
   for (const auto& part :
        ValueOrDie(SplitByPartition(spec, table->schema(), *Batch(*table, 0, 10)))) {
-    auto writer = ValueOrDie(table->NewDataFileWriter(part.partition, std::nullopt, spec));
+    auto writer =
+        ValueOrDie(table->NewDataFileWriter(part.partition, std::nullopt, spec));
     ASSERT_TRUE(writer->Write(*part.batch).ok());
     for (auto& f : ValueOrDie(writer->Finish())) {
       EXPECT_NE(f.file_path.find("/data/id_bucket="), std::string::npos) << f.file_path;
@@ -645,15 +647,16 @@ TEST_F(TableTest, ARewriteIntoANewSpecAddsTheSpecAndTheSnapshotInOneCommit) {
 
   // Another writer evolves the specs first: the rewrite must be planned again.
   auto other = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
-  ASSERT_TRUE(other
-                  ->UpdateMetadata([&](const TableMetadata& base, TableMetadataBuilder* b) {
-                    b->AddPartitionSpec(ValueOrDie(
-                        PartitionSpecBuilder(*base.CurrentSchema(), 0, base.last_partition_id)
-                            .Identity("name")
-                            .Build()));
-                    return arrow::Status::OK();
-                  })
-                  .ok());
+  ASSERT_TRUE(
+      other
+          ->UpdateMetadata([&](const TableMetadata& base, TableMetadataBuilder* b) {
+            b->AddPartitionSpec(ValueOrDie(
+                PartitionSpecBuilder(*base.CurrentSchema(), 0, base.last_partition_id)
+                    .Identity("name")
+                    .Build()));
+            return arrow::Status::OK();
+          })
+          .ok());
   auto lost = table->RewriteFiles(request);
   ASSERT_FALSE(lost.ok());
   EXPECT_TRUE(IsValidationFailure(lost.status())) << lost.status().ToString();
@@ -684,7 +687,8 @@ TEST_F(TableTest, ARewriteIntoANewSpecAddsTheSpecAndTheSnapshotInOneCommit) {
 
 TEST_F(TableTest, ARewriteThatMustSeeNoNewFilesFailsAfterAConcurrentAppend) {
   auto table = CreateTable();
-  ValueOrDie(table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 0, 5)}))}));
+  ValueOrDie(
+      table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 0, 5)}))}));
   RewriteFilesRequest request;
   for (const auto& f : ValueOrDie(table->LiveFiles())) {
     request.files_to_delete.push_back(f.entry.data_file);
@@ -693,7 +697,8 @@ TEST_F(TableTest, ARewriteThatMustSeeNoNewFilesFailsAfterAConcurrentAppend) {
   request.validate_from_snapshot_id = table->metadata().current_snapshot_id;
   request.validate_no_new_files = true;
   auto other = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
-  ValueOrDie(other->AppendFiles({ValueOrDie(other->WriteDataFile({Batch(*other, 5, 5)}))}));
+  ValueOrDie(
+      other->AppendFiles({ValueOrDie(other->WriteDataFile({Batch(*other, 5, 5)}))}));
   auto lost = table->RewriteFiles(request);
   ASSERT_FALSE(lost.ok());
   EXPECT_TRUE(IsValidationFailure(lost.status())) << lost.status().ToString();

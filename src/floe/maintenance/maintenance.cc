@@ -120,7 +120,8 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadLiveRows(
 
 // `rows` sorted by `sort_keys`, as one batch.
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> SortRows(
-    const std::shared_ptr<arrow::Table>& rows, const std::vector<cp::SortKey>& sort_keys) {
+    const std::shared_ptr<arrow::Table>& rows,
+    const std::vector<cp::SortKey>& sort_keys) {
   ARROW_ASSIGN_OR_RAISE(auto indices,
                         cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
   ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
@@ -159,8 +160,8 @@ arrow::Result<std::pair<std::vector<ice::DataFile>, int64_t>> RewritePartition(
   out.second = rows->num_rows();
   if (rows->num_rows() == 0) return out;
   ARROW_ASSIGN_OR_RAISE(auto sorted, SortRows(rows, sort_keys));
-  ARROW_ASSIGN_OR_RAISE(out.first, WriteRows(table, partition, std::nullopt, *sorted,
-                                             target));
+  ARROW_ASSIGN_OR_RAISE(out.first,
+                        WriteRows(table, partition, std::nullopt, *sorted, target));
   return out;
 }
 
@@ -346,11 +347,11 @@ arrow::Result<CompactResult> Compact(ice::Table& table, bool silver,
     if (committed.ok()) {
       attempt_result.snapshot_id = committed->snapshot_id;
       if (planned.new_spec) {
-        spdlog::info("{}: re-bucketed from {} to {} buckets (partition spec {}), "
-                     "snapshot {}",
-                     result.table, attempt_result.buckets_from,
-                     attempt_result.buckets_to, table.metadata().default_spec_id,
-                     committed->snapshot_id);
+        spdlog::info(
+            "{}: re-bucketed from {} to {} buckets (partition spec {}), "
+            "snapshot {}",
+            result.table, attempt_result.buckets_from, attempt_result.buckets_to,
+            table.metadata().default_spec_id, committed->snapshot_id);
       }
       return attempt_result;
     }
@@ -385,8 +386,8 @@ std::string ReportText(const CompactResult& r) {
     head = "re-bucketed from " + std::to_string(r.buckets_from) + " to " +
            std::to_string(r.buckets_to) + " buckets, ";
   }
-  return head + std::to_string(r.partitions) + " partition(s): " +
-         std::to_string(r.data_files_removed) + " data and " +
+  return head + std::to_string(r.partitions) +
+         " partition(s): " + std::to_string(r.data_files_removed) + " data and " +
          std::to_string(r.delete_files_removed) + " delete files -> " +
          std::to_string(r.data_files_added) + " data files, " + std::to_string(r.rows) +
          " rows, snapshot " + std::to_string(r.snapshot_id.value_or(0)) +
@@ -519,7 +520,8 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
                                                 const std::vector<std::string>& key,
                                                 const CompactTableOptions& options) {
   if (key.empty()) return arrow::Status::Invalid("a Silver compaction needs the key");
-  if (options.buckets && (*options.buckets < 1 || *options.buckets > silver::kMaxBuckets)) {
+  if (options.buckets &&
+      (*options.buckets < 1 || *options.buckets > silver::kMaxBuckets)) {
     return arrow::Status::Invalid("--buckets must be between 1 and ", silver::kMaxBuckets,
                                   ", not ", *options.buckets);
   }
@@ -533,9 +535,10 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
     if (live.empty()) return out;
     const ice::PartitionSpec& spec = t.spec();
     const ice::NestedField* key_field = t.schema().FindField(key[0]);
-    const bool bucketed = key_field != nullptr && spec.fields.size() == 1 &&
-                          spec.fields[0].transform.kind() == ice::TransformKind::kBucket &&
-                          spec.fields[0].source_id == key_field->id;
+    const bool bucketed =
+        key_field != nullptr && spec.fields.size() == 1 &&
+        spec.fields[0].transform.kind() == ice::TransformKind::kBucket &&
+        spec.fields[0].source_id == key_field->id;
     if (bucketed) {
       const int32_t current = spec.fields[0].transform.param();
       const LiveSize size = EstimateLiveSize(live);
@@ -546,18 +549,21 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
         want = RebucketTarget(current, size.bytes, target);
       }
       if (want != current) {
-        spdlog::info("{}: re-bucketing from {} to {} buckets ({}; about {} live bytes "
-                     "in {} rows, target {} bytes per file)",
-                     name, current, want, options.buckets ? "--buckets" : "by size",
-                     size.bytes, size.rows, target);
+        spdlog::info(
+            "{}: re-bucketing from {} to {} buckets ({}; about {} live bytes "
+            "in {} rows, target {} bytes per file)",
+            name, current, want, options.buckets ? "--buckets" : "by size", size.bytes,
+            size.rows, target);
         ARROW_ASSIGN_OR_RAISE(out.whole, RebucketSpec(t.metadata(), key[0], want));
         out.new_spec = true;
         return out;
       }
       for (const auto& f : live) {
         if (f.spec_id != spec.spec_id) {
-          spdlog::info("{}: files of an older partition spec: rewriting the table into "
-                       "spec {}", name, spec.spec_id);
+          spdlog::info(
+              "{}: files of an older partition spec: rewriting the table into "
+              "spec {}",
+              name, spec.spec_id);
           out.whole = spec;
           return out;
         }
@@ -667,22 +673,23 @@ arrow::Result<std::vector<ServiceTable>> ListServiceTables(
 arrow::Result<std::vector<TableReport>> CompactService(const config::PipelineConfig& config,
                                                        const CompactOptions& options) {
   ARROW_ASSIGN_OR_RAISE(Opened opened, OpenService(config, options.table));
-  auto reports = ForEachTable(opened, [&](ice::Table& table,
-                                          bool is_silver) -> arrow::Result<std::string> {
-    if (is_silver) {
-      if (!options.silver) return std::string("skipped (--bronze-only)");
-      ARROW_ASSIGN_OR_RAISE(auto key, SilverKeyOf(table.metadata()));
-      ARROW_ASSIGN_OR_RAISE(auto r,
-                            CompactSilverTable(table, key, options.table_options));
-      return ReportText(r);
-    }
-    if (!options.bronze) return std::string("skipped (--silver-only)");
-    ARROW_ASSIGN_OR_RAISE(auto r, CompactBronzeTable(table, options.table_options));
-    return ReportText(r);
-  });
+  auto reports = ForEachTable(
+      opened, [&](ice::Table& table, bool is_silver) -> arrow::Result<std::string> {
+        if (is_silver) {
+          if (!options.silver) return std::string("skipped (--bronze-only)");
+          ARROW_ASSIGN_OR_RAISE(auto key, SilverKeyOf(table.metadata()));
+          ARROW_ASSIGN_OR_RAISE(auto r,
+                                CompactSilverTable(table, key, options.table_options));
+          return ReportText(r);
+        }
+        if (!options.bronze) return std::string("skipped (--silver-only)");
+        ARROW_ASSIGN_OR_RAISE(auto r, CompactBronzeTable(table, options.table_options));
+        return ReportText(r);
+      });
   if (options.table || !options.bronze) return reports;
   // The service's audit and quarantine tables, when floe run has made them.
-  for (const char* name : {bronze::kLogicalMessagesTableName, bronze::kQuarantineTableName}) {
+  for (const char* name :
+       {bronze::kLogicalMessagesTableName, bronze::kQuarantineTableName}) {
     ice::TableIdentifier id;
     id.ns = {config.naming.bronze_namespace, config.service};
     id.name = name;

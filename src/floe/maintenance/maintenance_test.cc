@@ -311,8 +311,8 @@ TEST_F(MaintenanceTest, BronzeCompactionMergesSmallFilesOfRecentDaysSortedByTime
 TEST(Rebucket, TargetMovesOnlyOutsideTheHysteresisBand) {
   constexpr int64_t kT = 100;  // target bytes per file
   // Within the band (ideal between N/2 and N): stays.
-  EXPECT_EQ(RebucketTarget(8, 8 * kT, kT), 8);   // ideal 8
-  EXPECT_EQ(RebucketTarget(8, 3 * kT, kT), 8);   // ideal 4
+  EXPECT_EQ(RebucketTarget(8, 8 * kT, kT), 8);      // ideal 8
+  EXPECT_EQ(RebucketTarget(8, 3 * kT, kT), 8);      // ideal 4
   EXPECT_EQ(RebucketTarget(8, 2 * kT + 1, kT), 8);  // ideal 4
   // Outgrown (ideal >= 2N): grows to the ideal count.
   EXPECT_EQ(RebucketTarget(8, 8 * kT + 1, kT), 16);
@@ -372,8 +372,9 @@ TEST_F(MaintenanceTest, RebucketingRewritesEveryFileIntoANewSpecInOneCommit) {
     std::vector<int64_t> ids;
     for (int64_t i = 0; i < 60; ++i) ids.push_back(round * 1000 + (i * 37) % 60);
     expected.insert(ids.begin(), ids.end());
-    ValueOrDie(table->AppendFiles(WriteSilver(*table, ids),
-                                  {{"floe.bronze-commit-lsn", std::to_string(10 + round)}}));
+    ValueOrDie(
+        table->AppendFiles(WriteSilver(*table, ids),
+                           {{"floe.bronze-commit-lsn", std::to_string(10 + round)}}));
   }
   for (int64_t gone : {int64_t{5}, int64_t{1007}}) {
     DeleteId(*table, gone);
@@ -415,15 +416,15 @@ TEST_F(MaintenanceTest, RebucketingRewritesEveryFileIntoANewSpecInOneCommit) {
     EXPECT_GE(bucket, 0);
     EXPECT_LT(bucket, 8);
     buckets.insert(bucket);
-    EXPECT_NE(f.entry.data_file.file_path.find("/id_bucket_8=" + std::to_string(bucket) +
-                                               "/"),
-              std::string::npos)
+    EXPECT_NE(
+        f.entry.data_file.file_path.find("/id_bucket_8=" + std::to_string(bucket) + "/"),
+        std::string::npos)
         << f.entry.data_file.file_path;
     auto ids = FileIds(*table, f.entry.data_file);
     EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
     for (int64_t id : ids) {
-      auto b = ValueOrDie(ice::Transform::Bucket(8).Apply(*id_field->type,
-                                                          ice::Literal(id)));
+      auto b =
+          ValueOrDie(ice::Transform::Bucket(8).Apply(*id_field->type, ice::Literal(id)));
       EXPECT_EQ(*b, ice::Literal(bucket)) << id;
     }
   }
@@ -461,7 +462,8 @@ TEST_F(MaintenanceTest, RebucketingFollowsTheLiveSize) {
   auto table = CreateSilver();
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 2000; ++i) ids.push_back(i);
-  ValueOrDie(table->AppendFiles(WriteSilver(*table, ids), {{"floe.bronze-commit-lsn", "1"}}));
+  ValueOrDie(
+      table->AppendFiles(WriteSilver(*table, ids), {{"floe.bronze-commit-lsn", "1"}}));
   const LiveSize size = EstimateLiveSize(ValueOrDie(table->LiveFiles()));
   ASSERT_GT(size.bytes, 0);
 
@@ -496,7 +498,8 @@ TEST_F(MaintenanceTest, RebucketingRacedByAMergePlansAgainOnTheNewState) {
   auto table = CreateSilver();
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 50; ++i) ids.push_back(i);
-  ValueOrDie(table->AppendFiles(WriteSilver(*table, ids), {{"floe.bronze-commit-lsn", "1"}}));
+  ValueOrDie(
+      table->AppendFiles(WriteSilver(*table, ids), {{"floe.bronze-commit-lsn", "1"}}));
   auto merger = ValueOrDie(ice::Table::Load(catalog_.get(), io_, table->identifier()));
   CompactTableOptions options;
   options.buckets = 2;
@@ -558,7 +561,8 @@ TEST_F(MaintenanceTest, QuarantineLikeTableIsCompactedByItsDayColumnDescending) 
   auto schema = ValueOrDie(ice::Schema::Make(
       0, {ice::NestedField::Required(1, "id", ice::Type::Long()),
           ice::NestedField::Required(2, "cdc_processed_at", ice::Type::TimestampTz())}));
-  auto spec = ValueOrDie(ice::PartitionSpecBuilder(schema).Day("cdc_processed_at").Build());
+  auto spec =
+      ValueOrDie(ice::PartitionSpecBuilder(schema).Day("cdc_processed_at").Build());
   auto table = ValueOrDie(ice::Table::Create(catalog_.get(), io_, {{"db"}, "quarantine"},
                                              schema, spec, ice::SortOrder::Unsorted(),
                                              "file://" + (dir_ / "wh" / "q").string()));
@@ -573,9 +577,10 @@ TEST_F(MaintenanceTest, QuarantineLikeTableIsCompactedByItsDayColumnDescending) 
     }
     auto batch = arrow::RecordBatch::Make(
         arrow_schema, 5, {ValueOrDie(idb.Finish()), ValueOrDie(tsb.Finish())});
-    auto parts = ValueOrDie(ice::SplitByPartition(table->spec(), table->schema(), *batch));
-    ValueOrDie(table->AppendFiles({ValueOrDie(table->WriteDataFile(
-        {parts[0].batch}, parts[0].partition))}));
+    auto parts =
+        ValueOrDie(ice::SplitByPartition(table->spec(), table->schema(), *batch));
+    ValueOrDie(table->AppendFiles(
+        {ValueOrDie(table->WriteDataFile({parts[0].batch}, parts[0].partition))}));
   }
   CompactTableOptions options;
   options.now_ms = int64_t{20000} * 86400 * 1000;
