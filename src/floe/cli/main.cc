@@ -386,9 +386,9 @@ int MaintenanceReport(const std::string& command,
 }
 
 // `floe compact FILE [--table s.t] [--bronze-days N] [--target-file-size BYTES]
-// [--bronze-only | --silver-only]` (docs/maintenance.md).
+// [--buckets N] [--bronze-only | --silver-only]` (docs/maintenance.md).
 int Compact(const std::string& file, const std::string& table, int bronze_days,
-            int64_t target_file_size, bool bronze_only, bool silver_only,
+            int64_t target_file_size, int32_t buckets, bool bronze_only, bool silver_only,
             bool json_logs) {
   auto config = SilverToolConfig(file);
   if (!config) return 1;
@@ -403,6 +403,7 @@ int Compact(const std::string& file, const std::string& table, int bronze_days,
   options.silver = !bronze_only;
   options.table_options.bronze_days = bronze_days;
   if (target_file_size > 0) options.table_options.target_file_bytes = target_file_size;
+  if (buckets > 0) options.table_options.buckets = buckets;
   return MaintenanceReport("compact", *config,
                            floe::maintenance::CompactService(*config, options));
 }
@@ -568,6 +569,7 @@ int main(int argc, char** argv) {
   std::string maintenance_table;
   int compact_bronze_days = floe::maintenance::kDefaultBronzeDays;
   int64_t compact_target = 0;
+  int32_t compact_buckets = 0;
   bool compact_bronze_only = false, compact_silver_only = false;
   CLI::App* compact = app.add_subcommand(
       "compact",
@@ -586,6 +588,11 @@ int main(int argc, char** argv) {
                       "target data file size in bytes (default: the table's "
                       "write.target-file-size-bytes, or 128 MiB)")
       ->check(CLI::PositiveNumber);
+  compact
+      ->add_option("--buckets", compact_buckets,
+                   "Silver: re-bucket to bucket(N, key) now (default: only when the "
+                   "live size calls for a count outside the hysteresis band)")
+      ->check(CLI::Range(1, 4096));
   compact->add_flag("--bronze-only", compact_bronze_only, "compact Bronze tables only");
   compact->add_flag("--silver-only", compact_silver_only, "compact Silver tables only");
   compact->add_flag("--json-logs", json_logs, "log one JSON object per line");
@@ -629,7 +636,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (*compact) {
     return Compact(config_file, maintenance_table, compact_bronze_days, compact_target,
-                   compact_bronze_only, compact_silver_only, json_logs);
+                   compact_buckets, compact_bronze_only, compact_silver_only, json_logs);
   }
   if (*expire) {
     return Expire(config_file, maintenance_table, expire_older_than, expire_retain_last,

@@ -403,9 +403,16 @@ arrow::Status Table::CheckPartitionTuple(const PartitionTuple& partition) const 
 
 arrow::Result<Table::OpenDataFile> Table::StartDataFile(
     const PartitionTuple& partition, const std::shared_ptr<arrow::Schema>& schema,
-    const ParquetWriterOptions& options) const {
+    const ParquetWriterOptions& options, const PartitionSpec* spec) const {
   OpenDataFile file;
-  file.location = NewDataFileLocation(partition);
+  if (spec == nullptr) {
+    file.location = NewDataFileLocation(partition);
+  } else {
+    std::string dir = metadata_.location + "/data";
+    if (!spec->is_unpartitioned())
+      dir += "/" + PartitionPath(*spec, this->schema(), partition);
+    file.location = dir + "/" + GenerateUuidV4() + ".parquet";
+  }
   ARROW_ASSIGN_OR_RAISE(auto sink, io_->OpenOutput(file.location));
   ARROW_ASSIGN_OR_RAISE(file.writer, ParquetFileWriter::Open(sink, schema, options));
   return file;
@@ -455,8 +462,18 @@ arrow::Result<std::vector<DataFile>> Table::WriteDataFiles(
 }
 
 arrow::Result<std::unique_ptr<DataFileWriter>> Table::NewDataFileWriter(
-    const PartitionTuple& partition, std::optional<int64_t> target_file_bytes) const {
-  ARROW_RETURN_NOT_OK(CheckPartitionTuple(partition));
+    const PartitionTuple& partition, std::optional<int64_t> target_file_bytes,
+    std::optional<PartitionSpec> spec) const {
+  if (!spec) {
+    ARROW_RETURN_NOT_OK(CheckPartitionTuple(partition));
+  } else {
+    ARROW_RETURN_NOT_OK(spec->Validate(schema()));
+    if (partition.size() != spec->fields.size()) {
+      return arrow::Status::Invalid("partition tuple has ", partition.size(),
+                                    " values; the spec has ", spec->fields.size(),
+                                    " fields");
+    }
+  }
   if (target_file_bytes && *target_file_bytes <= 0) {
     return arrow::Status::Invalid("a target file size must be positive, not ",
                                   *target_file_bytes);
@@ -469,8 +486,8 @@ arrow::Result<std::unique_ptr<DataFileWriter>> Table::NewDataFileWriter(
   }
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema()));
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, WriterOptions());
-  return std::unique_ptr<DataFileWriter>(
-      new DataFileWriter(this, partition, std::move(arrow_schema), options, target));
+  return std::unique_ptr<DataFileWriter>(new DataFileWriter(
+      this, partition, std::move(spec), std::move(arrow_schema), options, target));
 }
 
 struct DataFileWriter::OpenFile {
@@ -478,10 +495,12 @@ struct DataFileWriter::OpenFile {
 };
 
 DataFileWriter::DataFileWriter(const Table* table, PartitionTuple partition,
+                               std::optional<PartitionSpec> spec,
                                std::shared_ptr<arrow::Schema> schema,
                                ParquetWriterOptions options, int64_t target_size)
     : table_(table),
       partition_(std::move(partition)),
+      spec_(std::move(spec)),
       schema_(std::move(schema)),
       options_(std::move(options)),
       target_size_(target_size) {}
@@ -505,8 +524,9 @@ arrow::Status DataFileWriter::Write(const arrow::RecordBatch& batch) {
     row_group_cap_set_ = true;
   }
   if (!open_) {
-    ARROW_ASSIGN_OR_RAISE(Table::OpenDataFile file,
-                          table_->StartDataFile(partition_, schema_, options_));
+    ARROW_ASSIGN_OR_RAISE(
+        Table::OpenDataFile file,
+        table_->StartDataFile(partition_, schema_, options_, spec_ ? &*spec_ : nullptr));
     open_ = std::make_unique<OpenFile>(OpenFile{std::move(file)});
   }
   ARROW_RETURN_NOT_OK(open_->file.writer->Write(batch));
@@ -640,6 +660,8 @@ struct Table::PendingSnapshot {
   /// Summary keys copied from the parent's ancestry unless the caller's summary
   /// sets them (RewriteFilesRequest::inherit_summary_keys).
   std::vector<std::string> inherit_summary_keys;
+  /// A spec added and made the default by the same commit; `add_files` are of it.
+  std::optional<PartitionSpec> new_spec;
 };
 
 arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
@@ -648,7 +670,21 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
   const std::string commit_id = GenerateUuidV4();
   const std::string meta_dir = MetadataDirectory();
   const int64_t snapshot_id = NewSnapshotId(metadata_);
-  const int32_t spec_id = metadata_.default_spec_id;
+  // The table's metadata as the new files' spec is looked up in: metadata_ itself, or
+  // with the re-partitioning spec added and made the default (rebuilt on every
+  // attempt; the spec id must come out the same, as the new manifests carry it).
+  TableMetadata staged;
+  const TableMetadata* lookup = &metadata_;
+  auto stage_new_spec = [&]() -> arrow::Status {
+    if (!pending.new_spec) return arrow::Status::OK();
+    TableMetadataBuilder builder = TableMetadataBuilder::From(metadata_);
+    builder.AddPartitionSpec(*pending.new_spec).SetDefaultSpec(kLastAdded);
+    ARROW_ASSIGN_OR_RAISE(staged, builder.Build(metadata_location_));
+    lookup = &staged;
+    return arrow::Status::OK();
+  };
+  ARROW_RETURN_NOT_OK(stage_new_spec());
+  const int32_t spec_id = lookup->default_spec_id;
   int manifest_counter = 0;
   auto next_manifest_location = [&] {
     return meta_dir + "/" + commit_id + "-m" + std::to_string(manifest_counter++) +
@@ -680,8 +716,7 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
       if (group->empty()) continue;
       const auto content =
           group == &data ? ManifestContent::kData : ManifestContent::kDeletes;
-      auto manifest_options =
-          ManifestOptionsFor(metadata_, spec_id, content, snapshot_id);
+      auto manifest_options = ManifestOptionsFor(*lookup, spec_id, content, snapshot_id);
       if (!manifest_options.ok()) {
         cleanup({});
         return manifest_options.status();
@@ -718,7 +753,7 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
     if (auto it = merged.find(key); it != merged.end()) return it->second;
     const ManifestFile& first = *bin.front();
     ARROW_ASSIGN_OR_RAISE(TypePtr type,
-                          PartitionTypeOf(metadata_, first.partition_spec_id));
+                          PartitionTypeOf(*lookup, first.partition_spec_id));
     std::vector<ManifestEntry> entries;
     for (const ManifestFile* manifest : bin) {
       std::vector<ManifestEntry> read;
@@ -744,7 +779,7 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
     std::optional<ManifestFile> result;
     if (!entries.empty()) {
       ARROW_ASSIGN_OR_RAISE(auto manifest_options,
-                            ManifestOptionsFor(metadata_, first.partition_spec_id,
+                            ManifestOptionsFor(*lookup, first.partition_spec_id,
                                                first.content, snapshot_id));
       const std::string location = next_manifest_location();
       ARROW_ASSIGN_OR_RAISE(result,
@@ -814,6 +849,13 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
         }
         outcome_unknown = false;
       }
+    }
+    lookup = &metadata_;
+    ARROW_RETURN_NOT_OK(stage_new_spec());
+    if (lookup->default_spec_id != spec_id) {
+      return ValidationFailure(pending.what + " on " + id_.ToString() +
+                               ": the table's partition specs changed concurrently; "
+                               "re-plan the rewrite on the current table");
     }
     const Snapshot* parent = metadata_.CurrentSnapshot();
     std::optional<int64_t> parent_id;
@@ -948,11 +990,12 @@ arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
     ARROW_RETURN_NOT_OK(WriteManifestList(*io_, snapshot.manifest_list, snapshot_id,
                                           snapshot.parent_snapshot_id,
                                           snapshot.sequence_number, manifests));
-    ARROW_ASSIGN_OR_RAISE(TableMetadata next,
-                          TableMetadataBuilder::From(metadata_)
-                              .AddSnapshot(snapshot)
-                              .SetBranchSnapshot(kMainBranch, snapshot_id)
-                              .Build(metadata_location_));
+    TableMetadataBuilder builder = TableMetadataBuilder::From(metadata_);
+    if (pending.new_spec) {
+      builder.AddPartitionSpec(*pending.new_spec).SetDefaultSpec(kLastAdded);
+    }
+    builder.AddSnapshot(snapshot).SetBranchSnapshot(kMainBranch, snapshot_id);
+    ARROW_ASSIGN_OR_RAISE(TableMetadata next, builder.Build(metadata_location_));
     const std::string next_location = NewMetadataFileLocation(next, metadata_location_);
     ARROW_ASSIGN_OR_RAISE(std::string json, TableMetadataToJson(next));
     ARROW_RETURN_NOT_OK(io_->WriteAtomically(next_location, json, /*exclusive=*/true));
@@ -1119,9 +1162,21 @@ arrow::Result<Snapshot> Table::RewriteFiles(const RewriteFilesRequest& request,
                               ? request.validate_from_snapshot_id
                               : metadata_.current_snapshot_id;
   pending.inherit_summary_keys = request.inherit_summary_keys;
+  pending.new_spec = request.new_spec;
   const std::string table_name = id_.ToString();
-  pending.validate = [removed_data, removed_data_partitions,
-                      table_name](const ConcurrentChanges& changes) -> arrow::Status {
+  const bool no_new_files = request.validate_no_new_files;
+  pending.validate = [removed_data, removed_data_partitions, table_name,
+                      no_new_files](const ConcurrentChanges& changes) -> arrow::Status {
+    if (no_new_files && (!changes.added_data.empty() || !changes.added_deletes.empty())) {
+      const LiveFile& added = !changes.added_data.empty() ? changes.added_data.front()
+                                                          : changes.added_deletes.front();
+      return ValidationFailure(
+          "rewrite on " + table_name + ": concurrent snapshot " +
+          std::to_string(added.entry.snapshot_id.value_or(0)) + " added file " +
+          added.entry.data_file.file_path +
+          " after the rewrite of the whole table was planned. Re-plan the rewrite on "
+          "the current table");
+    }
     constexpr int32_t kFilePathId = 2147483546;
     for (const LiveFile& added : changes.added_deletes) {
       const DataFile& file = added.entry.data_file;

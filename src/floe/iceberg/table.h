@@ -129,6 +129,18 @@ struct RewriteFilesRequest {
   /// concurrent commit copies that commit's value), unless `summary` sets them. For
   /// positions such as `floe.commit-lsn` that a replace snapshot must not hide.
   std::vector<std::string> inherit_summary_keys;
+  /// Re-partitioning: `files_to_add` were written for this spec (NewDataFileWriter
+  /// with `spec`), which the same commit adds to the table and makes the default, so
+  /// the new spec and the snapshot land together or not at all. Its field ids must
+  /// be new (above the table's last-partition-id, PartitionSpecBuilder with it) or
+  /// those of an existing spec with the same fields, whose id is then reused; its
+  /// spec id is assigned by the commit. A concurrent commit that changed the specs
+  /// fails the rewrite with a validation failure.
+  std::optional<PartitionSpec> new_spec;
+  /// Also fail (validation failure) if a concurrent commit since the validation
+  /// snapshot added any data or delete file: for a rewrite of the whole table, whose
+  /// result must hold every row (files added meanwhile would stay in an older spec).
+  bool validate_no_new_files = false;
 };
 
 class Table;
@@ -159,11 +171,12 @@ class DataFileWriter {
   friend class Table;
   struct OpenFile;
   DataFileWriter(const Table* table, PartitionTuple partition,
-                 std::shared_ptr<arrow::Schema> schema, ParquetWriterOptions options,
-                 int64_t target_size);
+                 std::optional<PartitionSpec> spec, std::shared_ptr<arrow::Schema> schema,
+                 ParquetWriterOptions options, int64_t target_size);
 
   const Table* table_;
   PartitionTuple partition_;
+  std::optional<PartitionSpec> spec_;
   std::shared_ptr<arrow::Schema> schema_;
   ParquetWriterOptions options_;
   int64_t target_size_;
@@ -239,10 +252,14 @@ class Table {
 
   /// A writer of `partition` that takes one batch at a time (see DataFileWriter);
   /// WriteDataFiles in increments.
-  /// `target_file_bytes` overrides the table's target file size when set.
+  /// `target_file_bytes` overrides the table's target file size when set. `spec`,
+  /// when set, is the spec `partition` belongs to instead of the default (files for
+  /// a RewriteFilesRequest::new_spec, a spec the table does not have yet): it names
+  /// the files' partition directories.
   arrow::Result<std::unique_ptr<DataFileWriter>> NewDataFileWriter(
       const PartitionTuple& partition = {},
-      std::optional<int64_t> target_file_bytes = std::nullopt) const;
+      std::optional<int64_t> target_file_bytes = std::nullopt,
+      std::optional<PartitionSpec> spec = std::nullopt) const;
 
   /// Commits `files` (written and durable; none is fine: an empty snapshot that
   /// carries `summary`, as Java allows) as one `append` snapshot on `main`,
@@ -274,7 +291,8 @@ class Table {
                                    const CommitOptions& options = {});
 
   /// Compaction: removes `files_to_delete` (data and / or delete files) and adds
-  /// `files_to_add` holding the same rows, as one `replace` snapshot. Manifests
+  /// `files_to_add` holding the same rows, as one `replace` snapshot (with
+  /// RewriteFilesRequest::new_spec, in the same commit as a new default spec). Manifests
   /// holding removed files are rewritten (removed entries DELETED, the others
   /// EXISTING); the others are reused. Fails with a validation failure if a file to
   /// remove is no longer live (a concurrent rewrite), or if a concurrent commit since
@@ -331,7 +349,8 @@ class Table {
   };
   arrow::Result<OpenDataFile> StartDataFile(const PartitionTuple& partition,
                                             const std::shared_ptr<arrow::Schema>& schema,
-                                            const ParquetWriterOptions& options) const;
+                                            const ParquetWriterOptions& options,
+                                            const PartitionSpec* spec = nullptr) const;
   // Closes `file`, makes it durable and builds its DataFile.
   arrow::Result<DataFile> FinishDataFile(OpenDataFile file,
                                          const PartitionTuple& partition) const;

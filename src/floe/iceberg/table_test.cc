@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <parquet/arrow/reader.h>
 
+#include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 
@@ -616,6 +617,95 @@ TEST_F(TableTest, AMergedManifestIsReusedOnRetryAndRecomputedOnANewBase) {
     }
   }
   EXPECT_EQ(ScannedIds(*writer_b), (std::set<int64_t>{0, 1, 2, 3}));
+}
+
+TEST_F(TableTest, ARewriteIntoANewSpecAddsTheSpecAndTheSnapshotInOneCommit) {
+  auto table = CreateTable();
+  ValueOrDie(
+      table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 0, 10)}))}));
+  auto old_files = ValueOrDie(table->LiveFiles());
+  const size_t log_before = table->metadata().metadata_log.size();
+  PartitionSpec spec = ValueOrDie(
+      PartitionSpecBuilder(table->schema(), 0, table->metadata().last_partition_id)
+          .Bucket("id", 2)
+          .Build());
+  RewriteFilesRequest request;
+  for (const auto& f : old_files) request.files_to_delete.push_back(f.entry.data_file);
+  for (const auto& part :
+       ValueOrDie(SplitByPartition(spec, table->schema(), *Batch(*table, 0, 10)))) {
+    auto writer =
+        ValueOrDie(table->NewDataFileWriter(part.partition, std::nullopt, spec));
+    ASSERT_TRUE(writer->Write(*part.batch).ok());
+    for (auto& f : ValueOrDie(writer->Finish())) {
+      EXPECT_NE(f.file_path.find("/data/id_bucket="), std::string::npos) << f.file_path;
+      request.files_to_add.push_back(std::move(f));
+    }
+  }
+  ASSERT_EQ(request.files_to_add.size(), 2u);
+  request.new_spec = spec;
+  request.validate_no_new_files = true;
+
+  // Another writer evolves the specs first: the rewrite must be planned again.
+  auto other = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
+  ASSERT_TRUE(
+      other
+          ->UpdateMetadata([&](const TableMetadata& base, TableMetadataBuilder* b) {
+            b->AddPartitionSpec(ValueOrDie(
+                PartitionSpecBuilder(*base.CurrentSchema(), 0, base.last_partition_id)
+                    .Identity("name")
+                    .Build()));
+            return arrow::Status::OK();
+          })
+          .ok());
+  auto lost = table->RewriteFiles(request);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_TRUE(IsValidationFailure(lost.status())) << lost.status().ToString();
+  ASSERT_TRUE(table->Refresh().ok());
+  ASSERT_EQ(table->metadata().partition_specs.size(), 2u);
+  ASSERT_EQ(table->metadata().default_spec_id, 0);
+  EXPECT_EQ(ScannedIds(*table).size(), 10u);
+
+  // On a table nobody else changed it lands: one metadata file with spec 2 (ids
+  // 0 and 1 taken) as the default and the replace snapshot reading its files.
+  request.new_spec = ValueOrDie(
+      PartitionSpecBuilder(table->schema(), 0, table->metadata().last_partition_id)
+          .Bucket("id", 2)
+          .Build());
+  const size_t log_now = table->metadata().metadata_log.size();
+  ASSERT_EQ(log_now, log_before + 1);
+  Snapshot snap = ValueOrDie(table->RewriteFiles(request));
+  EXPECT_EQ(snap.operation, "replace");
+  EXPECT_EQ(table->metadata().metadata_log.size(), log_now + 1);
+  EXPECT_EQ(table->metadata().default_spec_id, 2);
+  EXPECT_EQ(table->spec().fields[0].transform, Transform::Bucket(2));
+  auto reloaded = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
+  EXPECT_EQ(reloaded->metadata().default_spec_id, 2);
+  for (const auto& f : ValueOrDie(reloaded->LiveFiles())) EXPECT_EQ(f.spec_id, 2);
+  EXPECT_EQ(ValueOrDie(reloaded->LiveFiles()).size(), 2u);
+  EXPECT_EQ(ScannedIds(*reloaded).size(), 10u);
+}
+
+TEST_F(TableTest, ARewriteThatMustSeeNoNewFilesFailsAfterAConcurrentAppend) {
+  auto table = CreateTable();
+  ValueOrDie(
+      table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 0, 5)}))}));
+  RewriteFilesRequest request;
+  for (const auto& f : ValueOrDie(table->LiveFiles())) {
+    request.files_to_delete.push_back(f.entry.data_file);
+  }
+  request.files_to_add = {ValueOrDie(table->WriteDataFile({Batch(*table, 0, 5)}))};
+  request.validate_from_snapshot_id = table->metadata().current_snapshot_id;
+  request.validate_no_new_files = true;
+  auto other = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
+  ValueOrDie(
+      other->AppendFiles({ValueOrDie(other->WriteDataFile({Batch(*other, 5, 5)}))}));
+  auto lost = table->RewriteFiles(request);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_TRUE(IsValidationFailure(lost.status())) << lost.status().ToString();
+  // Without the check the same rewrite lands on top of the append.
+  request.validate_no_new_files = false;
+  ValueOrDie(table->RewriteFiles(request));
+  EXPECT_EQ(ScannedIds(*table).size(), 10u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 #include <thread>
@@ -15,9 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "floe/bronze/system_tables.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/literal.h"
+#include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/table_operations.h"
 #include "floe/silver/merge.h"
@@ -83,13 +86,11 @@ bool IsSmall(const ice::LiveFile& f, int64_t target) {
   return f.entry.data_file.file_size_in_bytes < target / 4 * 3;
 }
 
-// Reads `data` (deletes of `deletes` applied, by the spec's rules), sorts the rows by
-// `sort_keys` and writes them as files of partition `partition` of about `target`
-// bytes. Returns the files and the row count.
-arrow::Result<std::pair<std::vector<ice::DataFile>, int64_t>> RewritePartition(
-    ice::Table& table, const ice::PartitionTuple& partition,
-    const std::vector<ice::LiveFile>& data, const std::vector<ice::LiveFile>& deletes,
-    const std::vector<cp::SortKey>& sort_keys, int64_t target) {
+// The rows of `data` with the deletes of `deletes` applied (by the spec's rules), in
+// the table's current schema.
+arrow::Result<std::shared_ptr<arrow::Table>> ReadLiveRows(
+    ice::Table& table, const std::vector<ice::LiveFile>& data,
+    const std::vector<ice::LiveFile>& deletes) {
   std::vector<ice::FileScanTask> tasks;
   for (const auto& f : data) {
     ice::FileScanTask task;
@@ -114,17 +115,28 @@ arrow::Result<std::pair<std::vector<ice::DataFile>, int64_t>> RewritePartition(
       if (b->num_rows() > 0) batches.push_back(std::move(b));
     }
   }
-  std::pair<std::vector<ice::DataFile>, int64_t> out;
-  ARROW_ASSIGN_OR_RAISE(auto rows, arrow::Table::FromRecordBatches(arrow_schema, batches));
-  out.second = rows->num_rows();
-  if (rows->num_rows() == 0) return out;
+  return arrow::Table::FromRecordBatches(arrow_schema, batches);
+}
+
+// `rows` sorted by `sort_keys`, as one batch.
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> SortRows(
+    const std::shared_ptr<arrow::Table>& rows,
+    const std::vector<cp::SortKey>& sort_keys) {
   ARROW_ASSIGN_OR_RAISE(auto indices,
                         cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
   ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
-  ARROW_ASSIGN_OR_RAISE(auto combined, sorted.table()->CombineChunksToBatch());
-  ARROW_ASSIGN_OR_RAISE(auto writer, table.NewDataFileWriter(partition, target));
-  for (int64_t offset = 0; offset < combined->num_rows(); offset += kWriteSliceRows) {
-    arrow::Status st = writer->Write(*combined->Slice(offset, kWriteSliceRows));
+  return sorted.table()->CombineChunksToBatch();
+}
+
+// Writes `rows` as files of partition `partition` (of `spec`, default: the table's
+// default spec) of about `target` bytes.
+arrow::Result<std::vector<ice::DataFile>> WriteRows(
+    ice::Table& table, const ice::PartitionTuple& partition,
+    const std::optional<ice::PartitionSpec>& spec, const arrow::RecordBatch& rows,
+    int64_t target) {
+  ARROW_ASSIGN_OR_RAISE(auto writer, table.NewDataFileWriter(partition, target, spec));
+  for (int64_t offset = 0; offset < rows.num_rows(); offset += kWriteSliceRows) {
+    arrow::Status st = writer->Write(*rows.Slice(offset, kWriteSliceRows));
     if (!st.ok()) {
       auto partial = writer->Finish();
       if (partial.ok()) {
@@ -133,7 +145,23 @@ arrow::Result<std::pair<std::vector<ice::DataFile>, int64_t>> RewritePartition(
       return st;
     }
   }
-  ARROW_ASSIGN_OR_RAISE(out.first, writer->Finish());
+  return writer->Finish();
+}
+
+// Reads `data` (deletes of `deletes` applied), sorts the rows by `sort_keys` and
+// writes them as files of partition `partition` of about `target` bytes. Returns the
+// files and the row count.
+arrow::Result<std::pair<std::vector<ice::DataFile>, int64_t>> RewritePartition(
+    ice::Table& table, const ice::PartitionTuple& partition,
+    const std::vector<ice::LiveFile>& data, const std::vector<ice::LiveFile>& deletes,
+    const std::vector<cp::SortKey>& sort_keys, int64_t target) {
+  std::pair<std::vector<ice::DataFile>, int64_t> out;
+  ARROW_ASSIGN_OR_RAISE(auto rows, ReadLiveRows(table, data, deletes));
+  out.second = rows->num_rows();
+  if (rows->num_rows() == 0) return out;
+  ARROW_ASSIGN_OR_RAISE(auto sorted, SortRows(rows, sort_keys));
+  ARROW_ASSIGN_OR_RAISE(out.first,
+                        WriteRows(table, partition, std::nullopt, *sorted, target));
   return out;
 }
 
@@ -150,15 +178,91 @@ void SleepBeforePlan(int attempt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
 }
 
-// A plan: which files of which partitions to rewrite.
+// A plan: which files of which partitions to rewrite, or the whole table.
 struct Rewrite {
   ice::PartitionTuple partition;
   std::vector<ice::LiveFile> data;
   std::vector<ice::LiveFile> deletes;
 };
 
-using Planner = std::function<std::vector<Rewrite>(
-    const std::map<std::string, PartitionFiles>&, int64_t target)>;
+struct Plan {
+  std::vector<Rewrite> rewrites;
+  /// Every live file rewritten into this spec (Silver: re-bucketing, or files of an
+  /// older spec folded into the default one).
+  std::optional<ice::PartitionSpec> whole;
+  /// `whole` is not the table's default spec yet: the commit adds it.
+  bool new_spec = false;
+};
+
+using Planner = std::function<arrow::Result<Plan>(
+    const ice::Table&, const std::vector<ice::LiveFile>& live, int64_t target)>;
+
+// The bucket of a file whose spec is exactly bucket(M, column `source_id`), and M.
+std::optional<std::pair<int32_t, int32_t>> BucketOf(const ice::TableMetadata& metadata,
+                                                    const ice::LiveFile& file,
+                                                    int32_t source_id) {
+  const ice::PartitionSpec* spec = metadata.FindSpec(file.spec_id);
+  if (spec == nullptr || spec->fields.size() != 1) return std::nullopt;
+  const ice::PartitionField& field = spec->fields[0];
+  if (field.transform.kind() != ice::TransformKind::kBucket ||
+      field.source_id != source_id) {
+    return std::nullopt;
+  }
+  const ice::PartitionTuple& partition = file.entry.data_file.partition;
+  if (partition.size() != 1 || !partition[0]) return std::nullopt;
+  const int32_t* bucket = std::get_if<int32_t>(&*partition[0]);
+  if (bucket == nullptr) return std::nullopt;
+  return std::make_pair(*bucket, field.transform.param());
+}
+
+// Rewrites every file of `live` into spec `into` (bucket(N', key[0])): rows with their
+// deletes applied, split into the buckets of `into`, each sorted by the key and
+// written as files of about `target` bytes (added to *written as they are made).
+// Rows of bucket b of M can only land in the buckets b' of N' with
+// b' = b (mod gcd(M, N')), so the files are read one such class at a time: a
+// doubling reads one old bucket at a time, a halving the two old buckets of one new
+// bucket. Returns the rows written and the buckets written.
+arrow::Result<std::pair<int64_t, int32_t>> RewriteWhole(
+    ice::Table& table, const std::vector<ice::LiveFile>& live,
+    const ice::PartitionSpec& into, bool new_spec,
+    const std::vector<cp::SortKey>& sort_keys, int64_t target,
+    std::vector<ice::DataFile>* written) {
+  const int32_t source_id = into.fields[0].source_id;
+  int32_t classes = into.fields[0].transform.param();
+  for (const auto& f : live) {
+    auto bucket = BucketOf(table.metadata(), f, source_id);
+    classes = bucket ? std::gcd(classes, bucket->second) : 1;
+  }
+  std::map<int32_t, std::pair<std::vector<ice::LiveFile>, std::vector<ice::LiveFile>>>
+      by_class;
+  for (const auto& f : live) {
+    auto bucket = BucketOf(table.metadata(), f, source_id);
+    const int32_t c = bucket ? bucket->first % classes : 0;
+    auto& entry = by_class[c];
+    (f.entry.data_file.content == ice::DataFileContent::kData ? entry.first
+                                                              : entry.second)
+        .push_back(f);
+  }
+  std::pair<int64_t, int32_t> out{0, 0};
+  const std::optional<ice::PartitionSpec> spec =
+      new_spec ? std::optional<ice::PartitionSpec>(into) : std::nullopt;
+  for (const auto& [c, files] : by_class) {
+    if (files.first.empty()) continue;
+    ARROW_ASSIGN_OR_RAISE(auto rows, ReadLiveRows(table, files.first, files.second));
+    if (rows->num_rows() == 0) continue;
+    out.first += rows->num_rows();
+    ARROW_ASSIGN_OR_RAISE(auto sorted, SortRows(rows, sort_keys));
+    ARROW_ASSIGN_OR_RAISE(auto parts,
+                          ice::SplitByPartition(into, table.schema(), *sorted));
+    for (const auto& part : parts) {
+      ARROW_ASSIGN_OR_RAISE(auto files_written,
+                            WriteRows(table, part.partition, spec, *part.batch, target));
+      ++out.second;
+      for (auto& f : files_written) written->push_back(std::move(f));
+    }
+  }
+  return out;
+}
 
 // The loop both compactions share: plan on the current snapshot, rewrite, commit
 // validated against everything since that snapshot; plan again when a concurrent
@@ -180,21 +284,40 @@ arrow::Result<CompactResult> Compact(ice::Table& table, bool silver,
     if (base == nullptr) return result;
     const int64_t base_id = base->snapshot_id;
     ARROW_ASSIGN_OR_RAISE(auto live, table.LiveFiles(base_id));
-    int64_t other_specs = 0;
-    auto groups = GroupByPartition(live, table.metadata().default_spec_id, &other_specs);
-    if (other_specs > 0) {
-      spdlog::info("{}: {} files of an older partition spec are left as they are",
-                   result.table, other_specs);
-    }
-    std::vector<Rewrite> rewrites = plan(groups, target);
-    if (rewrites.empty()) return result;
+    ARROW_ASSIGN_OR_RAISE(Plan planned, plan(table, live, target));
+    if (planned.rewrites.empty() && !planned.whole) return result;
 
     ice::RewriteFilesRequest request;
     request.validate_from_snapshot_id = base_id;
     request.inherit_summary_keys = {inherit_key};
     CompactResult attempt_result = result;
     arrow::Status failed;
-    for (const auto& rewrite : rewrites) {
+    if (planned.whole) {
+      // Every live file goes; a file committed meanwhile would be left behind (in an
+      // older spec), so any concurrent addition makes the rewrite plan again.
+      request.validate_no_new_files = true;
+      if (planned.new_spec) request.new_spec = *planned.whole;
+      attempt_result.buckets_from =
+          table.spec().fields.empty() ? 0 : table.spec().fields[0].transform.param();
+      attempt_result.buckets_to = planned.whole->fields[0].transform.param();
+      for (const auto& f : live) {
+        request.files_to_delete.push_back(f.entry.data_file);
+        ++(f.entry.data_file.content == ice::DataFileContent::kData
+               ? attempt_result.data_files_removed
+               : attempt_result.delete_files_removed);
+      }
+      auto written = RewriteWhole(table, live, *planned.whole, planned.new_spec,
+                                  sort_keys, target, &request.files_to_add);
+      if (written.ok()) {
+        attempt_result.rows = written->first;
+        attempt_result.partitions = written->second;
+        attempt_result.data_files_added =
+            static_cast<int64_t>(request.files_to_add.size());
+      } else {
+        failed = written.status();
+      }
+    }
+    for (const auto& rewrite : planned.rewrites) {
       auto written = RewritePartition(table, rewrite.partition, rewrite.data,
                                       rewrite.deletes, sort_keys, target);
       if (!written.ok()) {
@@ -223,6 +346,13 @@ arrow::Result<CompactResult> Compact(ice::Table& table, bool silver,
         table.RewriteFiles(request, {{kMaintenanceSummaryKey, "compact"}});
     if (committed.ok()) {
       attempt_result.snapshot_id = committed->snapshot_id;
+      if (planned.new_spec) {
+        spdlog::info(
+            "{}: re-bucketed from {} to {} buckets (partition spec {}), "
+            "snapshot {}",
+            result.table, attempt_result.buckets_from, attempt_result.buckets_to,
+            table.metadata().default_spec_id, committed->snapshot_id);
+      }
       return attempt_result;
     }
     if (ice::GetCatalogErrorKind(committed.status()) !=
@@ -250,9 +380,14 @@ std::optional<size_t> DayFieldOf(const ice::PartitionSpec& spec) {
 }
 
 std::string ReportText(const CompactResult& r) {
-  if (r.partitions == 0) return "nothing to compact";
-  return "compacted " + std::to_string(r.partitions) + " partition(s): " +
-         std::to_string(r.data_files_removed) + " data and " +
+  if (r.partitions == 0 && r.data_files_removed == 0) return "nothing to compact";
+  std::string head = "compacted ";
+  if (r.buckets_from != r.buckets_to) {
+    head = "re-bucketed from " + std::to_string(r.buckets_from) + " to " +
+           std::to_string(r.buckets_to) + " buckets, ";
+  }
+  return head + std::to_string(r.partitions) +
+         " partition(s): " + std::to_string(r.data_files_removed) + " data and " +
          std::to_string(r.delete_files_removed) + " delete files -> " +
          std::to_string(r.data_files_added) + " data files, " + std::to_string(r.rows) +
          " rows, snapshot " + std::to_string(r.snapshot_id.value_or(0)) +
@@ -327,19 +462,124 @@ arrow::Result<std::vector<std::string>> SilverKeyOf(const ice::TableMetadata& si
   return key;
 }
 
+LiveSize EstimateLiveSize(const std::vector<ice::LiveFile>& live) {
+  int64_t data_rows = 0, data_bytes = 0, deleted = 0;
+  for (const auto& f : live) {
+    const ice::DataFile& file = f.entry.data_file;
+    if (file.content == ice::DataFileContent::kData) {
+      data_rows += file.record_count;
+      data_bytes += file.file_size_in_bytes;
+    } else if (file.content == ice::DataFileContent::kPositionDeletes) {
+      deleted += file.record_count;
+    }
+  }
+  LiveSize size;
+  size.rows = std::max<int64_t>(0, data_rows - deleted);
+  if (data_rows > 0) {
+    size.bytes = static_cast<int64_t>(static_cast<double>(data_bytes) /
+                                      static_cast<double>(data_rows) *
+                                      static_cast<double>(size.rows));
+  }
+  return size;
+}
+
+int32_t RebucketTarget(int32_t current, int64_t live_bytes, int64_t target_file_bytes) {
+  const int32_t ideal = silver::BucketCount(live_bytes, target_file_bytes);
+  if (current <= 0) return ideal;
+  if (ideal >= int64_t{2} * current || int64_t{4} * ideal <= current) return ideal;
+  return current;
+}
+
+arrow::Result<iceberg::PartitionSpec> RebucketSpec(const iceberg::TableMetadata& metadata,
+                                                   const std::string& column,
+                                                   int32_t buckets) {
+  const ice::Schema* schema = metadata.CurrentSchema();
+  const ice::NestedField* field = schema->FindField(column);
+  if (field == nullptr) {
+    return arrow::Status::Invalid("the key column ", column, " is not in the table");
+  }
+  const ice::Transform transform = ice::Transform::Bucket(buckets);
+  // A field an older spec had (same column, same bucket count) keeps its id and name,
+  // as Java's UpdatePartitionSpec does; otherwise a new id and `<column>_bucket_<N>`.
+  std::string name = column + "_bucket_" + std::to_string(buckets);
+  std::optional<int32_t> field_id;
+  for (const ice::PartitionSpec& spec : metadata.partition_specs) {
+    for (const ice::PartitionField& f : spec.fields) {
+      if (f.source_id == field->id && f.transform == transform) {
+        name = f.name;
+        field_id = f.field_id;
+      }
+    }
+  }
+  return ice::PartitionSpecBuilder(*schema, 0, metadata.last_partition_id)
+      .Add(column, transform, name, field_id)
+      .Build();
+}
+
 arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
                                                 const std::vector<std::string>& key,
                                                 const CompactTableOptions& options) {
   if (key.empty()) return arrow::Status::Invalid("a Silver compaction needs the key");
+  if (options.buckets &&
+      (*options.buckets < 1 || *options.buckets > silver::kMaxBuckets)) {
+    return arrow::Status::Invalid("--buckets must be between 1 and ", silver::kMaxBuckets,
+                                  ", not ", *options.buckets);
+  }
   std::vector<cp::SortKey> sort_keys;
   for (const auto& k : key) sort_keys.emplace_back(k, cp::SortOrder::Ascending);
-  Planner plan = [](const std::map<std::string, PartitionFiles>& groups, int64_t target) {
-    std::vector<Rewrite> out;
+  const std::string name = table.identifier().ToString();
+  Planner plan = [&key, &options, name](const ice::Table& t,
+                                        const std::vector<ice::LiveFile>& live,
+                                        int64_t target) -> arrow::Result<Plan> {
+    Plan out;
+    if (live.empty()) return out;
+    const ice::PartitionSpec& spec = t.spec();
+    const ice::NestedField* key_field = t.schema().FindField(key[0]);
+    const bool bucketed =
+        key_field != nullptr && spec.fields.size() == 1 &&
+        spec.fields[0].transform.kind() == ice::TransformKind::kBucket &&
+        spec.fields[0].source_id == key_field->id;
+    if (bucketed) {
+      const int32_t current = spec.fields[0].transform.param();
+      const LiveSize size = EstimateLiveSize(live);
+      int32_t want = current;
+      if (options.buckets) {
+        want = *options.buckets;
+      } else if (size.rows > 0) {
+        want = RebucketTarget(current, size.bytes, target);
+      }
+      if (want != current) {
+        spdlog::info(
+            "{}: re-bucketing from {} to {} buckets ({}; about {} live bytes "
+            "in {} rows, target {} bytes per file)",
+            name, current, want, options.buckets ? "--buckets" : "by size", size.bytes,
+            size.rows, target);
+        ARROW_ASSIGN_OR_RAISE(out.whole, RebucketSpec(t.metadata(), key[0], want));
+        out.new_spec = true;
+        return out;
+      }
+      for (const auto& f : live) {
+        if (f.spec_id != spec.spec_id) {
+          spdlog::info(
+              "{}: files of an older partition spec: rewriting the table into "
+              "spec {}",
+              name, spec.spec_id);
+          out.whole = spec;
+          return out;
+        }
+      }
+    }
+    int64_t other_specs = 0;
+    auto groups = GroupByPartition(live, spec.spec_id, &other_specs);
+    if (other_specs > 0) {
+      spdlog::info("{}: {} files of an older partition spec are left as they are", name,
+                   other_specs);
+    }
     for (const auto& [k, g] : groups) {
       const auto small = std::count_if(g.data.begin(), g.data.end(),
                                        [&](const auto& f) { return IsSmall(f, target); });
       if (!g.deletes.empty() || (g.data.size() > 1 && small >= 2)) {
-        out.push_back(Rewrite{g.partition, g.data, g.deletes});
+        out.rewrites.push_back(Rewrite{g.partition, g.data, g.deletes});
       }
     }
     return out;
@@ -350,19 +590,35 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
 
 arrow::Result<CompactResult> CompactBronzeTable(ice::Table& table,
                                                 const CompactTableOptions& options) {
-  if (table.schema().FindField("cdc_ts") == nullptr) {
-    return arrow::Status::Invalid(table.identifier().ToString(),
-                                  " has no cdc_ts column: not a Bronze changelog");
+  // The time column: the source of the spec's day field (cdc_ts for the changelogs
+  // and the audit table, cdc_processed_at for the quarantine table), else cdc_ts.
+  const std::optional<size_t> day_field = DayFieldOf(table.spec());
+  std::string time_column = "cdc_ts";
+  if (day_field) {
+    const ice::NestedField* source =
+        table.schema().FindField(table.spec().fields[*day_field].source_id);
+    if (source != nullptr) time_column = source->name;
+  }
+  if (table.schema().FindField(time_column) == nullptr) {
+    return arrow::Status::Invalid(table.identifier().ToString(), " has no ", time_column,
+                                  " column: not a Bronze changelog");
   }
   std::vector<cp::SortKey> sort_keys;
-  sort_keys.emplace_back("cdc_ts", cp::SortOrder::Descending);
-  const std::optional<size_t> day_field = DayFieldOf(table.spec());
+  sort_keys.emplace_back(time_column, cp::SortOrder::Descending);
   const int64_t now = options.now_ms.value_or(ice::CurrentTimeMs());
   const int64_t first_day =
       (now >= 0 ? now / kDayMs : (now - kDayMs + 1) / kDayMs) - options.bronze_days;
-  Planner plan = [day_field, first_day](
-                     const std::map<std::string, PartitionFiles>& groups, int64_t target) {
-    std::vector<Rewrite> out;
+  const std::string name = table.identifier().ToString();
+  Planner plan = [day_field, first_day, name](const ice::Table& t,
+                                              const std::vector<ice::LiveFile>& live,
+                                              int64_t target) -> arrow::Result<Plan> {
+    Plan out;
+    int64_t other_specs = 0;
+    auto groups = GroupByPartition(live, t.metadata().default_spec_id, &other_specs);
+    if (other_specs > 0) {
+      spdlog::info("{}: {} files of an older partition spec are left as they are", name,
+                   other_specs);
+    }
     for (const auto& [k, g] : groups) {
       if (!g.deletes.empty()) continue;  // Bronze is append-only; leave such a partition
       if (day_field) {
@@ -374,7 +630,7 @@ arrow::Result<CompactResult> CompactBronzeTable(ice::Table& table,
       for (const auto& f : g.data) {
         if (IsSmall(f, target)) rewrite.data.push_back(f);
       }
-      if (rewrite.data.size() >= 2) out.push_back(std::move(rewrite));
+      if (rewrite.data.size() >= 2) out.rewrites.push_back(std::move(rewrite));
     }
     return out;
   };
@@ -417,19 +673,42 @@ arrow::Result<std::vector<ServiceTable>> ListServiceTables(
 arrow::Result<std::vector<TableReport>> CompactService(const config::PipelineConfig& config,
                                                        const CompactOptions& options) {
   ARROW_ASSIGN_OR_RAISE(Opened opened, OpenService(config, options.table));
-  return ForEachTable(opened, [&](ice::Table& table,
-                                  bool is_silver) -> arrow::Result<std::string> {
-    if (is_silver) {
-      if (!options.silver) return std::string("skipped (--bronze-only)");
-      ARROW_ASSIGN_OR_RAISE(auto key, SilverKeyOf(table.metadata()));
-      ARROW_ASSIGN_OR_RAISE(auto r,
-                            CompactSilverTable(table, key, options.table_options));
-      return ReportText(r);
+  auto reports = ForEachTable(
+      opened, [&](ice::Table& table, bool is_silver) -> arrow::Result<std::string> {
+        if (is_silver) {
+          if (!options.silver) return std::string("skipped (--bronze-only)");
+          ARROW_ASSIGN_OR_RAISE(auto key, SilverKeyOf(table.metadata()));
+          ARROW_ASSIGN_OR_RAISE(auto r,
+                                CompactSilverTable(table, key, options.table_options));
+          return ReportText(r);
+        }
+        if (!options.bronze) return std::string("skipped (--silver-only)");
+        ARROW_ASSIGN_OR_RAISE(auto r, CompactBronzeTable(table, options.table_options));
+        return ReportText(r);
+      });
+  if (options.table || !options.bronze) return reports;
+  // The service's audit and quarantine tables, when floe run has made them.
+  for (const char* name :
+       {bronze::kLogicalMessagesTableName, bronze::kQuarantineTableName}) {
+    ice::TableIdentifier id;
+    id.ns = {config.naming.bronze_namespace, config.service};
+    id.name = name;
+    ARROW_ASSIGN_OR_RAISE(bool exists, opened.catalog->TableExists(id));
+    if (!exists) continue;
+    TableReport report;
+    report.table = id.ToString();
+    auto table = ice::Table::Load(opened.catalog.get(), opened.io, id);
+    arrow::Result<CompactResult> r =
+        table.ok() ? CompactBronzeTable(**table, options.table_options)
+                   : arrow::Result<CompactResult>(table.status());
+    if (r.ok()) {
+      report.text = ReportText(*r);
+    } else {
+      report.error = r.status().message();
     }
-    if (!options.bronze) return std::string("skipped (--silver-only)");
-    ARROW_ASSIGN_OR_RAISE(auto r, CompactBronzeTable(table, options.table_options));
-    return ReportText(r);
-  });
+    reports.push_back(std::move(report));
+  }
+  return reports;
 }
 
 arrow::Result<std::vector<TableReport>> ExpireService(const config::PipelineConfig& config,

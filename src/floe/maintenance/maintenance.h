@@ -46,6 +46,9 @@ struct CompactTableOptions {
   /// Called with the attempt number after a plan's files are written and before
   /// they are committed (tests race a concurrent commit here).
   std::function<void(int attempt)> before_commit;
+  /// Silver: re-bucket to this many buckets (1 to silver::kMaxBuckets) instead of
+  /// the count the live size calls for (RebucketTarget).
+  std::optional<int32_t> buckets;
 };
 
 struct CompactResult {
@@ -62,12 +65,48 @@ struct CompactResult {
   int attempts = 0;
   /// The replace snapshot committed, if any.
   std::optional<int64_t> snapshot_id;
+  /// A rewrite of the whole table (Silver): the bucket counts of the default spec
+  /// before and after (different when it was re-bucketed); 0 otherwise.
+  int32_t buckets_from = 0;
+  int32_t buckets_to = 0;
 };
+
+/// A table's live size estimated from its manifests: the data files' record counts
+/// minus the position deletes' record counts, times the data files' bytes per row.
+struct LiveSize {
+  int64_t rows = 0;
+  int64_t bytes = 0;
+};
+LiveSize EstimateLiveSize(const std::vector<iceberg::LiveFile>& live);
+
+/// The bucket count a Silver table of `current` buckets holding `live_bytes` is
+/// compacted into. The ideal count is silver::BucketCount(live_bytes, target) (the
+/// smallest power of two with live_bytes / N <= target); the table moves to it only
+/// when it is at least twice the current count (the files outgrew the target) or at
+/// most a quarter of it (they shrank below a quarter of the target); otherwise it
+/// stays at `current`. Right after a move the ideal count equals the new one, and
+/// going back takes the live size halving (after growing) or more than doubling
+/// (after shrinking), so compactions cannot flap between two counts.
+int32_t RebucketTarget(int32_t current, int64_t live_bytes, int64_t target_file_bytes);
+
+/// The partition spec bucket(`buckets`, `column`) for a table of `metadata`: its
+/// partition field is new (an id above last-partition-id, named
+/// `<column>_bucket_<buckets>`) unless an older spec had that very field, whose id
+/// and name are reused (as Java's UpdatePartitionSpec does).
+arrow::Result<iceberg::PartitionSpec> RebucketSpec(const iceberg::TableMetadata& metadata,
+                                                   const std::string& column,
+                                                   int32_t buckets);
 
 /// The Silver merge key recorded in the table (`floe.silver.key`).
 arrow::Result<std::vector<std::string>> SilverKeyOf(const iceberg::TableMetadata& silver);
 
-/// Compacts a Silver table: every partition (bucket) of the default spec that holds
+/// Compacts a Silver table. When its live size calls for another bucket count
+/// (RebucketTarget) or `options.buckets` asks for one, the whole table is rewritten
+/// into a new default spec bucket(N', key[0]) in one commit that adds the spec, makes
+/// it the default and replaces every data and delete file (rows with their deletes
+/// applied, sorted by the key per bucket); when live files of an older spec remain,
+/// the whole table is rewritten into the default spec the same way. Otherwise every
+/// partition (bucket) of the default spec that holds
 /// delete files, or more than one data file of which at least two are smaller than
 /// three quarters of the target, is rewritten whole: its rows read with their
 /// position deletes applied, sorted by `key`, written as files of about the target
@@ -80,11 +119,13 @@ arrow::Result<CompactResult> CompactSilverTable(iceberg::Table& silver,
                                                 const std::vector<std::string>& key,
                                                 const CompactTableOptions& options = {});
 
-/// Compacts a Bronze changelog: in each `day(cdc_ts)` partition of the last
-/// `bronze_days` days with at least two data files smaller than three quarters of
-/// the target, those small files are merged into files of about the target size,
-/// rows sorted by cdc_ts descending, as one `replace` snapshot that carries
-/// `floe.commit-lsn` forward. Races only with appends, which never invalidate it.
+/// Compacts a Bronze changelog (or the audit or quarantine table): in each partition
+/// of the spec's day field (`day(cdc_ts)`; the quarantine table's
+/// `day(cdc_processed_at)`) of the last `bronze_days` days with at least two data
+/// files smaller than three quarters of the target, those small files are merged
+/// into files of about the target size, rows sorted by that day field's column
+/// descending, as one `replace` snapshot that carries `floe.commit-lsn` forward.
+/// Races only with appends, which never invalidate it.
 arrow::Result<CompactResult> CompactBronzeTable(iceberg::Table& bronze,
                                                 const CompactTableOptions& options = {});
 
@@ -118,7 +159,9 @@ struct TableReport {
 };
 
 /// `floe compact`: every Bronze changelog and Silver replica of the service (or of
-/// one source table). A table that fails is reported and the others carry on.
+/// one source table), and, without `table` and unless Silver only, the service's
+/// audit (`pg_logical_messages`) and quarantine tables. A table that fails is
+/// reported and the others carry on.
 arrow::Result<std::vector<TableReport>> CompactService(const config::PipelineConfig& config,
                                                        const CompactOptions& options);
 
