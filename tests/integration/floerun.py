@@ -72,7 +72,7 @@ class FloeRun:
                  publication: str | dict | None = None, tables: list[str] | None = None,
                  snapshot: str = "initial", interval: str = "500ms",
                  slot: str | None = None, extra_yaml: str = "",
-                 make_warehouse: bool = True):
+                 make_warehouse: bool = True, snapshot_workers: int | None = None):
         self.floe_bin = Path(floe_bin).resolve()
         self.pg = pg
         self.base = Path(base)
@@ -112,7 +112,8 @@ class FloeRun:
             f"  slot: {self.slot}\n"
             f"{pub_yaml}"
             f"  snapshot: {snapshot}\n"
-            f"warehouse: {self.warehouse}\n"
+            + (f"  snapshot_workers: {snapshot_workers}\n" if snapshot_workers else "")
+            + f"warehouse: {self.warehouse}\n"
             f"checkpoint:\n"
             f"  interval: {interval}\n"
             # a free port each: tests may run several floe processes at once

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 import time
 from decimal import Decimal
 
 import psycopg
+import pytest
 import pyarrow.compute as pc
 
 from floerun import (CDC_COLUMNS, assert_same_rows, check_order, events, floe,  # noqa: F401
@@ -64,7 +66,9 @@ def stopped_rows(run, con, table: str) -> list[dict]:
 # ---------------------------------------------------------------------------
 
 
-def test_initial_snapshot_then_streamed_changes_land_exactly(floe, pg, duckdb_con):
+@pytest.mark.parametrize("snapshot_workers", [None, 1], ids=["default-workers", "one-worker"])
+def test_initial_snapshot_then_streamed_changes_land_exactly(floe, pg, duckdb_con,
+                                                            snapshot_workers):
     pg.execute("""
         CREATE TABLE customers (id int PRIMARY KEY, name text, balance numeric(10,2),
                                 born date);
@@ -83,7 +87,13 @@ def test_initial_snapshot_then_streamed_changes_land_exactly(floe, pg, duckdb_co
     # update that does not touch it sends the unchanged-TOAST marker.
     assert pg.execute("SELECT pg_column_size(body) FROM docs")[0][0] > 2100
 
-    run = floe()
+    # source.snapshot_workers: the same copy with one connection as with the default.
+    run = floe(snapshot_workers=snapshot_workers)
+    if snapshot_workers:
+        printed = subprocess.run([str(run.floe_bin), "validate", "--print",
+                                  str(run.config_path)], capture_output=True, text=True)
+        assert printed.returncode == 0, printed.stderr
+        assert f"snapshot_workers: {snapshot_workers}" in printed.stdout, printed.stdout
     run.start().wait_streaming()
     for t, n in (("public.customers", 3), ("public.lines", 3), ("public.docs", 1)):
         wait_rows(run, duckdb_con, t, n)

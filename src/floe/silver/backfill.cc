@@ -310,7 +310,8 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
   }
   auto created =
       CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse, key,
-                        rows.num_rows(), options.target_file_bytes, &stats.buckets);
+                        rows.num_rows(), options.target_file_bytes, &stats.buckets,
+                        options.copy_on_write);
   if (!created.ok()) {
     if (ice::GetCatalogErrorKind(created.status()) ==
         ice::CatalogErrorKind::kAlreadyExists) {
@@ -390,6 +391,9 @@ arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& co
   BackfillTableOptions table_options;
   table_options.key = names.key;
   table_options.replace = options.replace;
+  table_options.target_file_bytes = config.silver.target_file_size;
+  table_options.copy_on_write =
+      config.silver.WriteModeOf(options.table) == config::SilverWriteMode::kCopyOnWrite;
   table_options.origin = options.parquet_path + " at " + Lsn(options.lsn).ToString();
   auto stats = BackfillTable(catalog.get(), io, names.bronze, names.silver,
                              config.warehouse, *rows, options.lsn, table_options);

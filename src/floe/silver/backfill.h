@@ -54,6 +54,9 @@ struct BackfillTableOptions {
   /// Drop an existing Silver table first (its files are left to orphan cleanup).
   bool replace = false;
   int64_t target_file_bytes = int64_t{128} << 20;
+  /// The table's write mode (silver.write_mode / write_modes), for its write.*.mode
+  /// properties.
+  bool copy_on_write = false;
   /// Recorded in the snapshot summary (kSeededFromSummaryKey).
   std::string origin;
 };

@@ -52,9 +52,10 @@ std::shared_ptr<arrow::Table> Export(const std::map<int64_t, std::string>& rows,
 class BackfillTest : public BronzeFixture {
  protected:
   arrow::Result<BackfillStats> Backfill(const arrow::Table& rows, uint64_t lsn,
-                                        bool replace = false) {
+                                        bool replace = false, bool copy_on_write = false) {
     BackfillTableOptions options;
     options.replace = replace;
+    options.copy_on_write = copy_on_write;
     options.target_file_bytes = 2048;
     options.origin = "test export";
     return BackfillTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, rows,
@@ -144,6 +145,20 @@ TEST_F(BackfillTest, SeedsSilverThenMergesContinueFromTheExportLsn) {
   Merge();
   EXPECT_EQ(SilverRows(),
             (std::map<int64_t, std::string>{{1, "uno"}, {2, "dos"}, {4, "four"}}));
+}
+
+TEST_F(BackfillTest, TheSeededTableNamesItsWriteMode) {
+  Append({{"r", 100, 0, 1, "one"}}, 100);
+  for (bool copy_on_write : {false, true}) {
+    auto seeded = Backfill(*Export({{1, "one"}}), 100, /*replace=*/true, copy_on_write);
+    ASSERT_TRUE(seeded.ok()) << seeded.status().ToString();
+    auto table = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+    for (const char* key : kWriteModeProperties) {
+      EXPECT_EQ(table->metadata().properties.at(key),
+                copy_on_write ? kCopyOnWrite : kMergeOnRead)
+          << key;
+    }
+  }
 }
 
 }  // namespace

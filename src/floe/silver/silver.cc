@@ -97,6 +97,9 @@ arrow::Result<TableJob> JobFor(ice::Catalog* catalog, std::shared_ptr<ice::FileI
   if (auto it = config.silver.keys.find(*source); it != config.silver.keys.end()) {
     job.options.key = it->second;
   }
+  job.options.copy_on_write =
+      config.silver.WriteModeOf(*source) == config::SilverWriteMode::kCopyOnWrite;
+  job.options.target_file_bytes = config.silver.target_file_size;
   uint64_t watermark = 0;
   if (auto silver = ice::Table::Load(catalog, io, job.silver); silver.ok()) {
     watermark = SilverWatermark((*silver)->metadata());
@@ -217,6 +220,13 @@ std::string Describe(const MergeStats& s) {
       std::to_string(s.position_deletes) + " position deletes in " +
       std::to_string(s.delete_files) + " files (" + std::to_string(s.files_scanned) +
       " Silver files scanned), " + std::to_string(s.data_files) + " data files";
+  if (s.rewritten_data_files > 0) {
+    text += "; copy-on-write: " + std::to_string(s.rewritten_data_files) +
+            " data files rewritten as " + std::to_string(s.rewrite_files_added) + " (" +
+            std::to_string(s.rewrite_rows_dropped) + " rows dropped, " +
+            std::to_string(s.rewrite_rows_copied) + " copied), " +
+            std::to_string(s.delete_files_removed) + " delete files removed";
+  }
   if (s.truncated) text += ", truncated";
   if (s.attempts > 1) text += ", " + std::to_string(s.attempts) + " plans";
   return text;
