@@ -314,6 +314,98 @@ def test_bronze_order_is_commit_order_not_start_order(floe, pg, duckdb_con):
                                   (3,): {"id": 3, "who": "t1 second"}}
 
 
+def test_a_backlog_of_single_row_transactions_lands_in_order_across_a_schema_change(
+        floe, pg, duckdb_con):
+    """Single-row transactions on two tables, queued while floe is stopped, with a
+    column added to one of them half way: floe drains them in bulk (consecutive
+    transactions share decoded batches and are written together), yet every row keeps
+    its own transaction's xid, commit LSN and commit time, in commit order, and the
+    rows after the ALTER carry the new column."""
+    n = 3000
+    pg.execute("""
+        CREATE TABLE sa (id int PRIMARY KEY, v text, x bigint);
+        CREATE TABLE sb (id int PRIMARY KEY, w int, x bigint);
+    """)
+    run = floe()
+    run.start().wait_streaming()
+    run.stop()
+    # Transaction i (1..n): i % 4 == 0 updates sa row i - 2, i % 4 == 1 inserts into
+    # sa, 2 inserts into sb, 3 deletes sa row i - 2 ... (when it exists). x is the
+    # transaction's own xid. At i == n / 2 sa gains a column.
+    pg.execute("""
+        CREATE PROCEDURE gen_single(n int) LANGUAGE plpgsql AS $$
+        BEGIN
+          FOR i IN 1..n LOOP
+            IF i = n / 2 THEN
+              ALTER TABLE sa ADD COLUMN extra text;
+              COMMIT;
+            END IF;
+            IF i % 4 = 1 THEN
+              IF i >= n / 2 THEN
+                EXECUTE 'INSERT INTO sa (id, v, x, extra) VALUES ($1, $2, $3, $4)'
+                  USING i, 'v' || i, txid_current(), 'e' || i;
+              ELSE
+                INSERT INTO sa (id, v, x) VALUES (i, 'v' || i, txid_current());
+              END IF;
+            ELSIF i % 4 = 2 THEN
+              INSERT INTO sb VALUES (i, i, txid_current());
+            ELSIF i % 4 = 0 THEN
+              UPDATE sa SET v = 'u' || i, x = txid_current() WHERE id = i - 3;
+            ELSE
+              DELETE FROM sa WHERE id = i - 6;
+            END IF;
+            COMMIT;
+          END LOOP;
+        END $$;
+    """)
+    pg.execute(f"CALL gen_single({n})")
+    run.start().wait_streaming()
+    src_a, src_b = source_rows(pg, "sa", ["id"]), source_rows(pg, "sb", ["id"])
+    # Expected changes per table, in commit order: (op, id).
+    want_a, want_b = [], []
+    existing = set()
+    for i in range(1, n + 1):
+        if i % 4 == 1:
+            want_a.append(("c", i))
+            existing.add(i)
+        elif i % 4 == 2:
+            want_b.append(("c", i))
+        elif i % 4 == 0 and i - 3 in existing:
+            want_a.append(("u", i - 3))
+        elif i % 4 == 3 and i - 6 in existing:
+            want_a.append(("d", i - 6))
+            existing.discard(i - 6)
+    wait_rows(run, duckdb_con, "public.sa", len(want_a), timeout=120)
+    wait_rows(run, duckdb_con, "public.sb", len(want_b), timeout=120)
+    run.stop()
+
+    rows_a = stopped_rows(run, duckdb_con, "public.sa")
+    rows_b = stopped_rows(run, duckdb_con, "public.sb")
+    assert [(r["cdc_op"], r["id"]) for r in rows_a] == want_a
+    assert [(r["cdc_op"], r["id"]) for r in rows_b] == want_b
+    for rows in (rows_a, rows_b):
+        # One row per transaction: each has its own xid and commit LSN, both rising in
+        # commit order (the procedure's transactions run one after the other).
+        assert all(r["cdc_seq"] == 0 for r in rows)
+        for prev, cur in zip(rows, rows[1:]):
+            assert prev["cdc_commit_lsn"] < cur["cdc_commit_lsn"], (prev, cur)
+            assert prev["cdc_source_tx_id"] < cur["cdc_source_tx_id"], (prev, cur)
+            assert prev["cdc_ts"] <= cur["cdc_ts"], (prev, cur)
+        for r in rows:
+            assert r["cdc_source_lsn"] < r["cdc_commit_lsn"], r
+            if r["cdc_op"] != "d":
+                assert r["x"] == r["cdc_source_tx_id"], r
+    # Both tables' transactions interleave: their commit LSNs are all distinct.
+    lsns = [r["cdc_commit_lsn"] for r in rows_a + rows_b]
+    assert len(set(lsns)) == len(lsns)
+    # The new column: null before the ALTER, set on every insert after it.
+    for r in rows_a:
+        if r["cdc_op"] == "c":
+            assert r["extra"] == (f"e{r['id']}" if r["id"] >= n // 2 else None), r
+    assert fold(rows_a, ["id"]) == src_a
+    assert fold(rows_b, ["id"]) == src_b
+
+
 AUDIT_SQL = ("SELECT pg_logical_emit_message(true, 'audit', json_build_object("
              "'user', %s::text, 'table', 'public.accounts')::text)")
 

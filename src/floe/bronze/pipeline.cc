@@ -1,6 +1,7 @@
 #include "floe/bronze/pipeline.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <filesystem>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <unistd.h>
 #include <utility>
@@ -20,7 +22,6 @@
 #include <arrow/array.h>
 #include <arrow/builder.h>
 #include <arrow/record_batch.h>
-#include <arrow/util/byte_size.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -288,9 +289,10 @@ struct BronzeTable {
   /// together: per-batch costs (casts, partition split, a Parquet write call) paid
   /// once per few thousand rows instead of once per transaction. Same shape (the
   /// buffer is flushed before a shape change).
-  std::vector<std::shared_ptr<arrow::RecordBatch>> buffered;
-  int64_t buffered_rows = 0;
-  int64_t buffered_bytes = 0;
+  BatchBuffer buffered;
+  /// floe_events_total{table, op} of each cdc_op (kEventOps), bound on first use.
+  std::array<metrics::CounterSeries, 5> events;
+  bool events_bound = false;
   /// Rows are being skipped until a copy of the table commits.
   bool awaiting_copy = false;
   std::mutex mutex;  // snapshot workers write concurrently
@@ -338,18 +340,14 @@ constexpr size_t kMaxRetryKeys = 256;
 constexpr int64_t kSmallBatchRows = 4096;
 constexpr int64_t kFlushRows = 8192;
 
+// The cdc_op values counted by floe_events_total, in BronzeTable::events order.
+constexpr char kEventOps[] = {'c', 'u', 'd', 't', 'r'};
+
 // Conforms and writes what `table` has buffered.
 arrow::Status FlushBuffered(BronzeTable* table) {
   if (table->buffered.empty()) return arrow::Status::OK();
-  std::shared_ptr<arrow::RecordBatch> batch;
-  if (table->buffered.size() == 1) {
-    batch = table->buffered.front();
-  } else {
-    ARROW_ASSIGN_OR_RAISE(batch, arrow::ConcatenateRecordBatches(table->buffered));
-  }
-  table->buffered.clear();
-  table->buffered_rows = 0;
-  table->buffered_bytes = 0;
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::RecordBatch> batch,
+                        table->buffered.Take());
   ARROW_ASSIGN_OR_RAISE(auto conformed, table->conformer->Conform(*batch, NowUnixMicros()));
   return table->appender->Write(*conformed);
 }
@@ -407,7 +405,7 @@ class Pipeline : public pg::ChangeSink {
                                const pg::TableChanges& changes) override;
   arrow::Status OnMessage(const pg::CapturedMessage& message) override;
   arrow::Status OnCommit(const pg::TransactionInfo& tx) override;
-  void CountEvents(const std::string& table, const arrow::RecordBatch& batch);
+  void CountEvents(BronzeTable* table, const arrow::RecordBatch& batch);
   void SampleSource();
   std::string TableLabel(const TableAppender* appender) const;
   std::future<arrow::Status> CommitAsync(TableAppender* appender, std::string label,
@@ -470,6 +468,12 @@ class Pipeline : public pg::ChangeSink {
   std::unique_ptr<pg::ReplicationConnection> repl_;
   pg::ReplicationConnection* streaming_ = nullptr;
   std::map<pg::QualifiedName, std::unique_ptr<BronzeTable>> tables_;
+  /// The table of each shape the stream delivered batches of (the shape is kept
+  /// alive here, so its address is not reused): a pointer lookup per transaction
+  /// instead of building and comparing names.
+  std::unordered_map<const pg::TableShape*,
+                     std::pair<std::shared_ptr<const pg::TableShape>, BronzeTable*>>
+      table_of_shape_;
   std::set<pg::QualifiedName> copied_;
   std::vector<BronzeTable*> to_copy_;
   std::unique_ptr<TableAppender> messages_;
@@ -1062,56 +1066,69 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
 
 arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
                                        const pg::TableChanges& changes) {
-  const auto& rel = changes.shape->relation;
-  pg::QualifiedName source{rel.namespace_name, rel.relation_name};
-  ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(source));
+  // Once per transaction and table: keep this path free of allocations and name
+  // lookups (a backlog of single-row transactions runs it for every change).
+  BronzeTable* table = nullptr;
+  if (auto it = table_of_shape_.find(changes.shape.get()); it != table_of_shape_.end()) {
+    table = it->second.second;
+  } else {
+    const auto& rel = changes.shape->relation;
+    ARROW_ASSIGN_OR_RAISE(table, TableFor({rel.namespace_name, rel.relation_name}));
+    table_of_shape_.emplace(changes.shape.get(), std::pair{changes.shape, table});
+  }
   if (!table->conformer) {
     ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape)));
   }
   if (table->awaiting_copy) return arrow::Status::OK();
-  if (auto it = backfills_.find(source); it != backfills_.end()) {
-    ARROW_RETURN_NOT_OK(TrackBackfill(it->second.get(), tx, changes));
+  if (!backfills_.empty()) {
+    if (auto it = backfills_.find(table->source); it != backfills_.end()) {
+      ARROW_RETURN_NOT_OK(TrackBackfill(it->second.get(), tx, changes));
+    }
   }
   if (tx.commit_lsn <= table->appender->committed_lsn()) return arrow::Status::OK();
-  const int64_t cdc_ts = pg::PgTimestampToUnixMicros(tx.commit_time);
-  CountEvents(SourceName(source), *changes.batch);
+  CountEvents(table, *changes.batch);
   if (changes.batch->num_rows() >= kSmallBatchRows) {
     ARROW_RETURN_NOT_OK(FlushBuffered(table));
     ARROW_ASSIGN_OR_RAISE(auto conformed,
                           table->conformer->Conform(*changes.batch, NowUnixMicros()));
     ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
   } else {
-    table->buffered.push_back(changes.batch);
-    table->buffered_rows += changes.batch->num_rows();
-    // A transaction's batch may be a slice of buffers shared with the ones after it
-    // (ChangeStream): count only the bytes this slice references.
-    ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(*changes.batch));
-    table->buffered_bytes += bytes;
-    if (table->buffered_rows >= kFlushRows) ARROW_RETURN_NOT_OK(FlushBuffered(table));
+    ARROW_RETURN_NOT_OK(table->buffered.Add(changes.batch));
+    if (table->buffered.rows() >= kFlushRows) ARROW_RETURN_NOT_OK(FlushBuffered(table));
   }
   if (!changes.issues.empty()) {
-    pending_quarantine_.emplace_back(changes.issues, cdc_ts);
+    pending_quarantine_.emplace_back(changes.issues,
+                                     pg::PgTimestampToUnixMicros(tx.commit_time));
   }
   return arrow::Status::OK();
 }
 
-void Pipeline::CountEvents(const std::string& table, const arrow::RecordBatch& batch) {
-  auto ops = std::dynamic_pointer_cast<arrow::StringArray>(
-      batch.GetColumnByName(pg::kCdcOp));
-  if (!ops) return;
+void Pipeline::CountEvents(BronzeTable* table, const arrow::RecordBatch& batch) {
+  // cdc_op is the first CDC metadata column, after the row columns.
+  const int column = batch.num_columns() - pg::kCdcColumnCount;
+  if (column < 0) return;
+  const arrow::ArrayData& ops = *batch.column_data()[static_cast<size_t>(column)];
+  if (ops.type->id() != arrow::Type::STRING) return;
+  if (!table->events_bound) {
+    const std::string name = SourceName(table->source);
+    for (size_t k = 0; k < table->events.size(); ++k) {
+      table->events[k] = metrics_->events.With({name, std::string(1, kEventOps[k])});
+    }
+    table->events_bound = true;
+  }
+  const int32_t* offsets = ops.GetValues<int32_t>(1);
+  const uint8_t* chars = ops.buffers[2] ? ops.buffers[2]->data() : nullptr;
+  if (offsets == nullptr || chars == nullptr) return;
   int64_t counts[5] = {0, 0, 0, 0, 0};
-  static constexpr char kOps[] = {'c', 'u', 'd', 't', 'r'};
-  for (int64_t i = 0; i < ops->length(); ++i) {
-    const std::string_view op = ops->GetView(i);
+  for (int64_t i = 0; i < ops.length; ++i) {
+    if (offsets[i + 1] - offsets[i] != 1) continue;
+    const char op = static_cast<char>(chars[offsets[i]]);
     for (int k = 0; k < 5; ++k) {
-      if (op.size() == 1 && op[0] == kOps[k]) ++counts[k];
+      if (op == kEventOps[k]) ++counts[k];
     }
   }
-  for (int k = 0; k < 5; ++k) {
-    if (counts[k] > 0) {
-      metrics_->events.Inc({table, std::string(1, kOps[k])},
-                           static_cast<double>(counts[k]));
-    }
+  for (size_t k = 0; k < table->events.size(); ++k) {
+    if (counts[k] > 0) table->events[k].Inc(static_cast<double>(counts[k]));
   }
 }
 
@@ -1357,8 +1374,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
                           SourceColumnsFromCatalog(*sql_, *types_, table->source));
     ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
     table->appender->Abandon();
-    table->buffered.clear();
-    table->buffered_rows = table->buffered_bytes = 0;
+    table->buffered.Clear();
     table->snapshot_seq = 0;
     names.push_back({table->source.schema, table->source.table});
     by_name[SourceName(table->source)] = table;
@@ -1654,6 +1670,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   *streamed = false;
   backfills_.clear();
   backfill_sql_.reset();
+  table_of_shape_.clear();
   tables_.clear();
   copied_.clear();
   to_copy_.clear();
@@ -1745,7 +1762,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
     int64_t pending_bytes = 0;
     for (const auto& [name, table] : tables_) {
       if (table->appender) pending_bytes += table->appender->pending_bytes();
-      pending_bytes += table->buffered_bytes;
+      pending_bytes += table->buffered.bytes();
     }
     if (!to_copy_.empty() ||
         now - last_discovery >= options_.discovery_interval) {

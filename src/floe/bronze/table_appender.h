@@ -93,4 +93,41 @@ class TableAppender {
   CommitStats last_commit_;
 };
 
+/// Small change batches of one table waiting to be written together (one per
+/// transaction when transactions are small), so that per-batch costs (conform,
+/// partition split, a Parquet write call) are paid once per few thousand rows.
+/// ChangeStream delivers each transaction's rows as a zero-copy slice of a batch
+/// shared with its neighbours: a slice that continues the last one (same buffers,
+/// starting where it ended) extends that run instead of being kept on its own, so a
+/// single-row transaction costs a few pointer comparisons here, and Take
+/// concatenates runs (one per shared batch), not transactions.
+class BatchBuffer {
+ public:
+  /// Adds `batch`. Every batch added until the next Take or Clear must have the
+  /// same schema.
+  arrow::Status Add(std::shared_ptr<arrow::RecordBatch> batch);
+  /// The buffered rows, in the order they were added, as one batch (null when
+  /// empty); the buffer is empty afterwards.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Take();
+  void Clear();
+
+  bool empty() const { return runs_.empty(); }
+  int64_t rows() const { return rows_; }
+  /// Bytes of the buffer ranges the added batches reference (what arrow::util::
+  /// ReferencedBufferSize counts, summed over them, computed without its
+  /// allocations): what the buffered rows hold in memory.
+  int64_t bytes() const { return bytes_; }
+  /// Runs of contiguous rows held (what Take concatenates).
+  size_t runs() const { return runs_.size(); }
+
+ private:
+  struct Run {
+    std::shared_ptr<arrow::RecordBatch> first;  // the run's first slice
+    int64_t rows = 0;                           // rows from its first one on
+  };
+  std::vector<Run> runs_;
+  int64_t rows_ = 0;
+  int64_t bytes_ = 0;
+};
+
 }  // namespace floe::bronze

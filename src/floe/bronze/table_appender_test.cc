@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <arrow/api.h>
+#include <arrow/util/byte_size.h>
 #include <gtest/gtest.h>
 
 #include "floe/iceberg/partition_spec.h"
@@ -160,6 +162,106 @@ TEST_F(TableAppenderTest, CommittedLsnSkipsSnapshotsWithoutIt) {
   ASSERT_TRUE(table->RewriteFiles({files[0].entry.data_file}, rewritten).ok());
   EXPECT_EQ(table->metadata().CurrentSnapshot()->summary.count(kCommitLsnSummaryKey), 0u);
   EXPECT_EQ(CommittedLsnOf(Reload()->metadata()), Lsn(0x77));
+}
+
+// ---------------------------------------------------------------------------
+// BatchBuffer
+
+// A batch like ChangeStream's: an int64 key with nulls, a string, a list<string>.
+std::shared_ptr<arrow::RecordBatch> ChangeBatch(int64_t first, int64_t n) {
+  arrow::Int64Builder ids;
+  arrow::StringBuilder names;
+  arrow::ListBuilder lists(arrow::default_memory_pool(),
+                           std::make_shared<arrow::StringBuilder>());
+  auto* items = static_cast<arrow::StringBuilder*>(lists.value_builder());
+  for (int64_t i = first; i < first + n; ++i) {
+    EXPECT_TRUE((i % 3 == 0 ? ids.AppendNull() : ids.Append(i)).ok());
+    EXPECT_TRUE(names.Append("name " + std::to_string(i)).ok());
+    if (i % 4 == 0) {
+      EXPECT_TRUE(lists.AppendNull().ok());
+    } else {
+      EXPECT_TRUE(lists.Append().ok());
+      for (int64_t k = 0; k < i % 4; ++k) {
+        EXPECT_TRUE(items->Append("c" + std::to_string(k)).ok());
+      }
+    }
+  }
+  auto schema = arrow::schema({arrow::field("id", arrow::int64()),
+                               arrow::field("name", arrow::utf8()),
+                               arrow::field("unchanged", arrow::list(arrow::utf8()))});
+  return arrow::RecordBatch::Make(
+      schema, n, {ValueOrDie(ids.Finish()), ValueOrDie(names.Finish()),
+                  ValueOrDie(lists.Finish())});
+}
+
+TEST(BatchBuffer, ConsecutiveSlicesOfOneBatchFormOneRun) {
+  auto shared = ChangeBatch(0, 64);
+  BatchBuffer buffer;
+  int64_t bytes = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    auto slice = shared->Slice(i, 1);
+    bytes += ValueOrDie(arrow::util::ReferencedBufferSize(*slice));
+    ASSERT_TRUE(buffer.Add(slice).ok());
+  }
+  EXPECT_EQ(buffer.runs(), 1u);
+  EXPECT_EQ(buffer.rows(), 64);
+  EXPECT_EQ(buffer.bytes(), bytes);
+  auto taken = ValueOrDie(buffer.Take());
+  ASSERT_TRUE(taken->ValidateFull().ok());
+  EXPECT_TRUE(taken->Equals(*shared));
+  EXPECT_TRUE(buffer.empty());
+  EXPECT_EQ(buffer.rows(), 0);
+  EXPECT_EQ(buffer.bytes(), 0);
+}
+
+TEST(BatchBuffer, RowsOfSeveralBatchesComeOutInTheOrderAdded) {
+  // Two shared batches, sliced per transaction, then a batch of its own, then a
+  // slice that does not continue the last one (a gap: rows skipped).
+  auto a = ChangeBatch(0, 10);
+  auto b = ChangeBatch(10, 10);
+  auto c = ChangeBatch(20, 5);
+  BatchBuffer buffer;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> expected;
+  for (int64_t i = 0; i < 10; i += 2) {
+    ASSERT_TRUE(buffer.Add(a->Slice(i, 2)).ok());
+    expected.push_back(a->Slice(i, 2));
+  }
+  for (int64_t i = 0; i < 6; ++i) {
+    ASSERT_TRUE(buffer.Add(b->Slice(i, 1)).ok());
+    expected.push_back(b->Slice(i, 1));
+  }
+  ASSERT_TRUE(buffer.Add(c).ok());
+  expected.push_back(c);
+  ASSERT_TRUE(buffer.Add(b->Slice(8, 2)).ok());
+  expected.push_back(b->Slice(8, 2));
+  EXPECT_EQ(buffer.runs(), 4u);
+  EXPECT_EQ(buffer.rows(), 10 + 6 + 5 + 2);
+  auto want = ValueOrDie(arrow::ConcatenateRecordBatches(expected));
+  auto taken = ValueOrDie(buffer.Take());
+  ASSERT_TRUE(taken->ValidateFull().ok());
+  EXPECT_TRUE(taken->Equals(*want)) << taken->ToString() << "\n" << want->ToString();
+}
+
+TEST(BatchBuffer, TheSameRowsAddedTwiceAreNotMerged) {
+  auto shared = ChangeBatch(0, 4);
+  BatchBuffer buffer;
+  ASSERT_TRUE(buffer.Add(shared->Slice(0, 2)).ok());
+  ASSERT_TRUE(buffer.Add(shared->Slice(0, 2)).ok());
+  EXPECT_EQ(buffer.runs(), 2u);
+  auto taken = ValueOrDie(buffer.Take());
+  ASSERT_EQ(taken->num_rows(), 4);
+  EXPECT_TRUE(taken->Slice(2, 2)->Equals(*shared->Slice(0, 2)));
+}
+
+TEST(BatchBuffer, EmptyBufferTakesNothing) {
+  BatchBuffer buffer;
+  ASSERT_TRUE(buffer.Add(ChangeBatch(0, 3)->Slice(1, 0)).ok());
+  EXPECT_TRUE(buffer.empty());
+  EXPECT_EQ(ValueOrDie(buffer.Take()), nullptr);
+  ASSERT_TRUE(buffer.Add(ChangeBatch(0, 3)).ok());
+  buffer.Clear();
+  EXPECT_TRUE(buffer.empty());
+  EXPECT_EQ(buffer.bytes(), 0);
 }
 
 }  // namespace
