@@ -25,6 +25,7 @@
 #include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/table.h"
+#include "floe/silver/counting_file_io.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/position_deletes.h"
 
@@ -238,7 +239,7 @@ std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
 arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
                                const std::vector<const ice::NestedField*>& key_fields,
                                const std::unordered_set<std::string>& keys,
-                               std::vector<RowPosition>* out) {
+                               std::vector<RowPosition>* out, MergeStats* stats) {
   ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task));
   const std::string& path = task.data_file.file_path;
   ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
@@ -248,6 +249,7 @@ arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
     ARROW_ASSIGN_OR_RAISE(auto reader,
                           parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
     rows = reader->parquet_reader()->metadata()->num_rows();
+    stats->row_groups_read += reader->parquet_reader()->metadata()->num_row_groups();
     const auto& fields = reader->manifest().schema_fields;
     std::vector<int> leaves;
     std::vector<size_t> order;
@@ -417,6 +419,19 @@ struct Plan {
   Changes changes;
   FoldResult fold;
 };
+
+// The merge's work counters as snapshot-summary properties.
+void AddMergeCounters(const MergeStats& stats, ice::SummaryProperties* summary) {
+  (*summary)[kFilesReadSummaryKey] = std::to_string(stats.files_scanned);
+  (*summary)[kRowGroupsReadSummaryKey] = std::to_string(stats.row_groups_read);
+  (*summary)[kRowGroupsSkippedStatsSummaryKey] =
+      std::to_string(stats.row_groups_skipped_stats);
+  (*summary)[kRowGroupsSkippedBloomSummaryKey] =
+      std::to_string(stats.row_groups_skipped_bloom);
+  (*summary)[kSilverBytesReadSummaryKey] = std::to_string(stats.silver_bytes_read);
+  (*summary)[kBronzeBytesReadSummaryKey] = std::to_string(stats.bronze_bytes_read);
+  (*summary)[kBytesWrittenSummaryKey] = std::to_string(stats.bytes_written);
+}
 
 }  // namespace
 
@@ -631,14 +646,24 @@ arrow::Result<std::vector<std::string>> MergeKeyOf(
 }
 
 arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
-                                     std::shared_ptr<ice::FileIO> io,
+                                     std::shared_ptr<ice::FileIO> base_io,
                                      const ice::TableIdentifier& bronze_id,
                                      const ice::TableIdentifier& silver_id,
                                      const std::string& warehouse,
                                      const MergeOptions& options) {
   ARROW_RETURN_NOT_OK(EnsureCompute());
   MergeStats stats;
-  ARROW_ASSIGN_OR_RAISE(auto bronze_table, ice::Table::Load(catalog, io, bronze_id));
+  // Parquet bytes read from Bronze, read from Silver, written to Silver (declared
+  // before the FileIOs and tables that count into them, so they outlive them).
+  IoCounter bronze_read;
+  IoCounter silver_read;
+  IoCounter silver_written;
+  const std::shared_ptr<ice::FileIO> bronze_io =
+      std::make_shared<CountingFileIO>(base_io, &bronze_read, nullptr);
+  const std::shared_ptr<ice::FileIO> io =
+      std::make_shared<CountingFileIO>(base_io, &silver_read, &silver_written);
+  ARROW_ASSIGN_OR_RAISE(auto bronze_table,
+                        ice::Table::Load(catalog, bronze_io, bronze_id));
   // The one Bronze snapshot this merge reads: its rows and its commit LSN.
   const ice::TableMetadata bronze = bronze_table->metadata();
   const ice::Schema& bronze_schema = *bronze.CurrentSchema();
@@ -669,6 +694,12 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
 
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     stats.attempts = attempt;
+    bronze_read.bytes = 0;
+    silver_read.bytes = 0;
+    silver_written.bytes = 0;
+    stats.row_groups_read = 0;
+    stats.row_groups_skipped_stats = 0;
+    stats.row_groups_skipped_bloom = 0;
     auto loaded = ice::Table::Load(catalog, io, silver_id);
     std::unique_ptr<ice::Table> silver;
     if (!loaded.ok()) {
@@ -712,7 +743,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
 
     // The increment, folded.
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
-                          ReadBronze(bronze, *io, watermark, bronze_lsn));
+                          ReadBronze(bronze, *bronze_io, watermark, bronze_lsn));
     ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*rows, row_names));
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
@@ -781,7 +812,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
           continue;
         }
         std::vector<RowPosition> found;
-        ARROW_RETURN_NOT_OK(FindRowsToDelete(*io, task, key_fields, keys, &found));
+        ARROW_RETURN_NOT_OK(FindRowsToDelete(*io, task, key_fields, keys, &found, &stats));
         ++stats.files_scanned;
         if (found.empty()) continue;
         referenced.insert(task.data_file.file_path);
@@ -819,8 +850,12 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     }
     stats.data_files = static_cast<int32_t>(data_files.size());
     stats.delete_files = static_cast<int32_t>(delete_files.size());
+    stats.bronze_bytes_read = bronze_read.bytes;
+    stats.silver_bytes_read = silver_read.bytes;
+    stats.bytes_written = silver_written.bytes;
 
     ice::SummaryProperties summary = {{kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
+    AddMergeCounters(stats, &summary);
     ice::CommitOptions once;
     once.max_attempts = 1;
     arrow::Status committed;
