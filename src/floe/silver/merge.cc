@@ -28,6 +28,7 @@
 #include "floe/silver/counting_file_io.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/position_deletes.h"
+#include "floe/silver/row_group_pruning.h"
 
 namespace floe::silver {
 namespace {
@@ -234,23 +235,24 @@ std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
 }
 
 // The live rows of one Silver data file whose key is in `keys`, as position deletes.
-// Only the key columns are read (by field id, cast to Silver's current types); the
-// positions are the rows' ordinals in the file, skipping rows already deleted.
+// Row groups are chosen first by `probe` (the keys' min/max statistics, then bloom
+// filters; row_group_pruning.h), and only the key columns of the chosen ones are read
+// (by field id, cast to Silver's current types); the positions are the rows' ordinals
+// in the file, skipping rows already deleted.
 arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
                                const std::vector<const ice::NestedField*>& key_fields,
                                const std::unordered_set<std::string>& keys,
-                               std::vector<RowPosition>* out, MergeStats* stats) {
-  ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task));
+                               const KeyProbe& probe, std::vector<RowPosition>* out,
+                               MergeStats* stats) {
   const std::string& path = task.data_file.file_path;
   ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
-  std::vector<std::shared_ptr<arrow::Array>> columns(key_fields.size());
-  int64_t rows = 0;
   try {
     ARROW_ASSIGN_OR_RAISE(auto reader,
                           parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
-    rows = reader->parquet_reader()->metadata()->num_rows();
-    stats->row_groups_read += reader->parquet_reader()->metadata()->num_row_groups();
+    const std::shared_ptr<parquet::FileMetaData> md = reader->parquet_reader()->metadata();
     const auto& fields = reader->manifest().schema_fields;
+    // Key column k's leaf index, and the leaves in file order with their key column.
+    std::vector<int> leaf_of(key_fields.size(), -1);
     std::vector<int> leaves;
     std::vector<size_t> order;
     for (const auto& f : fields) {
@@ -264,40 +266,59 @@ arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
         }
         leaves.push_back(f.column_index);
         order.push_back(k);
+        leaf_of[k] = f.column_index;
       }
     }
     if (order.size() != key_fields.size()) {
       return arrow::Status::Invalid("Silver data file ", path,
                                     " lacks a key column; was the key changed?");
     }
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable(leaves));
-    for (size_t i = 0; i < order.size(); ++i) {
-      const size_t k = order[i];
-      auto chunked = table->column(static_cast<int>(i));
-      std::shared_ptr<arrow::Array> array;
-      if (chunked->num_chunks() == 1) {
-        array = chunked->chunk(0);
-      } else {
-        ARROW_ASSIGN_OR_RAISE(array, arrow::Concatenate(chunked->chunks()));
+    const RowGroupChoice choice = probe.Choose(*reader->parquet_reader(), leaf_of);
+    stats->row_groups_read += static_cast<int32_t>(choice.read.size());
+    stats->row_groups_skipped_stats += choice.skipped_by_stats;
+    stats->row_groups_skipped_bloom += choice.skipped_by_bloom;
+    if (choice.read.empty()) return arrow::Status::OK();
+    ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task));
+    std::vector<int64_t> first_row(md->num_row_groups(), 0);
+    for (int rg = 1; rg < md->num_row_groups(); ++rg) {
+      first_row[rg] = first_row[rg - 1] + md->RowGroup(rg - 1)->num_rows();
+    }
+    std::vector<std::shared_ptr<arrow::DataType>> arrow_types(key_fields.size());
+    for (size_t k = 0; k < key_fields.size(); ++k) {
+      ARROW_ASSIGN_OR_RAISE(arrow_types[k], ice::ToArrowType(*key_fields[k]->type));
+    }
+    auto next_deleted = deleted.begin();
+    for (int rg : choice.read) {
+      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table,
+                            reader->ReadRowGroup(rg, leaves));
+      std::vector<std::shared_ptr<arrow::Array>> columns(key_fields.size());
+      for (size_t i = 0; i < order.size(); ++i) {
+        const size_t k = order[i];
+        auto chunked = table->column(static_cast<int>(i));
+        std::shared_ptr<arrow::Array> array;
+        if (chunked->num_chunks() == 1) {
+          array = chunked->chunk(0);
+        } else {
+          ARROW_ASSIGN_OR_RAISE(array, arrow::Concatenate(chunked->chunks()));
+        }
+        if (!array->type()->Equals(*arrow_types[k])) {
+          ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, arrow_types[k]));
+          array = cast.make_array();
+        }
+        columns[k] = array;
       }
-      ARROW_ASSIGN_OR_RAISE(auto type, ice::ToArrowType(*key_fields[k]->type));
-      if (!array->type()->Equals(*type)) {
-        ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, type));
-        array = cast.make_array();
+      std::vector<const arrow::Array*> key_arrays;
+      for (const auto& c : columns) key_arrays.push_back(c.get());
+      for (int64_t i = 0; i < table->num_rows(); ++i) {
+        const int64_t pos = first_row[rg] + i;
+        while (next_deleted != deleted.end() && *next_deleted < pos) ++next_deleted;
+        if (next_deleted != deleted.end() && *next_deleted == pos) continue;
+        ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(key_arrays, i));
+        if (keys.contains(key)) out->push_back({path, pos});
       }
-      columns[k] = array;
     }
   } catch (const parquet::ParquetException& e) {
     return arrow::Status::IOError("reading ", path, ": ", e.what());
-  }
-  std::vector<const arrow::Array*> key_arrays;
-  for (const auto& c : columns) key_arrays.push_back(c.get());
-  auto next_deleted = deleted.begin();
-  for (int64_t pos = 0; pos < rows; ++pos) {
-    while (next_deleted != deleted.end() && *next_deleted < pos) ++next_deleted;
-    if (next_deleted != deleted.end() && *next_deleted == pos) continue;
-    ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(key_arrays, pos));
-    if (keys.contains(key)) out->push_back({path, pos});
   }
   return arrow::Status::OK();
 }
@@ -804,6 +825,12 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       }
       std::unordered_set<std::string> keys;
       for (const FoldedKey& k : fold.keys) keys.insert(k.key);
+      std::vector<const arrow::Array*> probe_columns;
+      for (int c : key_columns) probe_columns.push_back(changes.columns[c].get());
+      std::vector<int64_t> probe_rows;
+      probe_rows.reserve(fold.keys.size());
+      for (const FoldedKey& k : fold.keys) probe_rows.push_back(k.key_row);
+      ARROW_ASSIGN_OR_RAISE(KeyProbe probe, KeyProbe::Make(probe_columns, probe_rows));
       for (const ice::FileScanTask& task : plan.tasks) {
         if (buckets && task.spec_id == spec.spec_id &&
             task.data_file.partition.size() == 1 && task.data_file.partition[0] &&
@@ -812,7 +839,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
           continue;
         }
         std::vector<RowPosition> found;
-        ARROW_RETURN_NOT_OK(FindRowsToDelete(*io, task, key_fields, keys, &found, &stats));
+        ARROW_RETURN_NOT_OK(FindRowsToDelete(*io, task, key_fields, keys, probe, &found, &stats));
         ++stats.files_scanned;
         if (found.empty()) continue;
         referenced.insert(task.data_file.file_path);
