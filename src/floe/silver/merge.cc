@@ -234,6 +234,126 @@ std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
   }
 }
 
+// The increment's keys, to match the key column(s) of Silver rows against. A single
+// key column stored as 32- or 64-bit integers (int, long, date, time, timestamps) is
+// matched by value: a bitmap over the keys' range when that is at most 64 bits per key,
+// else a sorted vector. Any other key is matched by its EncodeKey bytes.
+class KeySet {
+ public:
+  static arrow::Result<KeySet> Make(const Changes& changes, const FoldResult& fold,
+                                    const std::vector<int>& key_columns) {
+    KeySet set;
+    set.fold_ = &fold;
+    if (key_columns.size() == 1) {
+      const arrow::Array& array = *changes.columns[key_columns[0]];
+      const int width = IntWidth(*array.type());
+      if (width != 0) {
+        set.type_ = array.type();
+        set.values_.reserve(fold.keys.size());
+        for (const FoldedKey& k : fold.keys) {
+          if (array.IsNull(k.key_row)) {
+            set.has_null_ = true;
+          } else {
+            set.values_.push_back(ValueAt(array, width, k.key_row));
+          }
+        }
+        std::sort(set.values_.begin(), set.values_.end());
+        set.values_.erase(std::unique(set.values_.begin(), set.values_.end()),
+                          set.values_.end());
+        if (!set.values_.empty()) {
+          const uint64_t span = static_cast<uint64_t>(set.values_.back()) -
+                                static_cast<uint64_t>(set.values_.front());
+          if (span / 64 <= set.values_.size()) {
+            set.bitmap_.assign(span / 64 + 1, 0);
+            for (int64_t v : set.values_) {
+              const uint64_t bit =
+                  static_cast<uint64_t>(v) - static_cast<uint64_t>(set.values_.front());
+              set.bitmap_[bit / 64] |= uint64_t{1} << (bit % 64);
+            }
+          }
+        }
+        return set;
+      }
+    }
+    set.EnsureEncoded();
+    return set;
+  }
+
+  // Appends to *out the positions first_row + i of the rows i of `columns` (one row
+  // group's key columns, in Silver's types) whose key is in the set; positions in
+  // `deleted` (ascending; `next` is where the last call stopped) are skipped.
+  arrow::Status Match(const std::vector<const arrow::Array*>& columns, int64_t rows,
+                      int64_t first_row, const std::string& path,
+                      const std::vector<int64_t>& deleted,
+                      std::vector<int64_t>::const_iterator* next,
+                      std::vector<RowPosition>* out) {
+    auto is_deleted = [&](int64_t pos) {
+      while (*next != deleted.end() && **next < pos) ++*next;
+      return *next != deleted.end() && **next == pos;
+    };
+    if (type_ != nullptr && columns.size() == 1 && columns[0]->type()->Equals(*type_)) {
+      const arrow::Array& array = *columns[0];
+      const int width = IntWidth(*type_);
+      for (int64_t i = 0; i < rows; ++i) {
+        const bool hit = array.IsNull(i) ? has_null_
+                                         : Contains(ValueAt(array, width, i));
+        if (hit && !is_deleted(first_row + i)) out->push_back({path, first_row + i});
+      }
+      return arrow::Status::OK();
+    }
+    EnsureEncoded();
+    for (int64_t i = 0; i < rows; ++i) {
+      ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(columns, i));
+      if (encoded_.contains(key) && !is_deleted(first_row + i)) {
+        out->push_back({path, first_row + i});
+      }
+    }
+    return arrow::Status::OK();
+  }
+
+ private:
+  // 32 or 64 for a type stored as int32 / int64 values, else 0.
+  static int IntWidth(const arrow::DataType& type) {
+    switch (type.id()) {
+      case arrow::Type::INT32:
+      case arrow::Type::DATE32:
+        return 32;
+      case arrow::Type::INT64:
+      case arrow::Type::TIME64:
+      case arrow::Type::TIMESTAMP:
+        return 64;
+      default:
+        return 0;
+    }
+  }
+  static int64_t ValueAt(const arrow::Array& array, int width, int64_t row) {
+    return width == 32 ? array.data()->GetValues<int32_t>(1)[row]
+                       : array.data()->GetValues<int64_t>(1)[row];
+  }
+  bool Contains(int64_t v) const {
+    if (values_.empty() || v < values_.front() || v > values_.back()) return false;
+    if (!bitmap_.empty()) {
+      const uint64_t bit = static_cast<uint64_t>(v) - static_cast<uint64_t>(values_.front());
+      return (bitmap_[bit / 64] >> (bit % 64)) & 1;
+    }
+    return std::binary_search(values_.begin(), values_.end(), v);
+  }
+  void EnsureEncoded() {
+    if (encoded_built_) return;
+    encoded_.reserve(fold_->keys.size());
+    for (const FoldedKey& k : fold_->keys) encoded_.insert(k.key);
+    encoded_built_ = true;
+  }
+
+  const FoldResult* fold_ = nullptr;
+  std::shared_ptr<arrow::DataType> type_;  // set: matched by value
+  std::vector<int64_t> values_;            // sorted, distinct
+  std::vector<uint64_t> bitmap_;           // bit v - values_.front(), when dense
+  bool has_null_ = false;
+  bool encoded_built_ = false;
+  std::unordered_set<std::string> encoded_;
+};
+
 // The live rows of one Silver data file whose key is in `keys`, as position deletes.
 // Row groups are chosen first by `probe` (the keys' min/max statistics, then bloom
 // filters; row_group_pruning.h), and only the key columns of the chosen ones are read
@@ -241,8 +361,8 @@ std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
 // in the file, skipping rows already deleted.
 arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
                                const std::vector<const ice::NestedField*>& key_fields,
-                               const std::unordered_set<std::string>& keys,
-                               const KeyProbe& probe, std::vector<RowPosition>* out,
+                               KeySet& keys, const KeyProbe& probe,
+                               std::vector<RowPosition>* out,
                                MergeStats* stats) {
   const std::string& path = task.data_file.file_path;
   ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
@@ -287,7 +407,7 @@ arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
     for (size_t k = 0; k < key_fields.size(); ++k) {
       ARROW_ASSIGN_OR_RAISE(arrow_types[k], ice::ToArrowType(*key_fields[k]->type));
     }
-    auto next_deleted = deleted.begin();
+    std::vector<int64_t>::const_iterator next_deleted = deleted.cbegin();
     for (int rg : choice.read) {
       ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table,
                             reader->ReadRowGroup(rg, leaves));
@@ -309,13 +429,8 @@ arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
       }
       std::vector<const arrow::Array*> key_arrays;
       for (const auto& c : columns) key_arrays.push_back(c.get());
-      for (int64_t i = 0; i < table->num_rows(); ++i) {
-        const int64_t pos = first_row[rg] + i;
-        while (next_deleted != deleted.end() && *next_deleted < pos) ++next_deleted;
-        if (next_deleted != deleted.end() && *next_deleted == pos) continue;
-        ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(key_arrays, i));
-        if (keys.contains(key)) out->push_back({path, pos});
-      }
+      ARROW_RETURN_NOT_OK(keys.Match(key_arrays, table->num_rows(), first_row[rg], path,
+                                     deleted, &next_deleted, out));
     }
   } catch (const parquet::ParquetException& e) {
     return arrow::Status::IOError("reading ", path, ": ", e.what());
@@ -823,8 +938,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
             buckets->insert(std::get<int32_t>(*b));
         }
       }
-      std::unordered_set<std::string> keys;
-      for (const FoldedKey& k : fold.keys) keys.insert(k.key);
+      ARROW_ASSIGN_OR_RAISE(KeySet keys, KeySet::Make(changes, fold, key_columns));
       std::vector<const arrow::Array*> probe_columns;
       for (int c : key_columns) probe_columns.push_back(changes.columns[c].get());
       std::vector<int64_t> probe_rows;

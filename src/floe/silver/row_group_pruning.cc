@@ -15,6 +15,11 @@
 namespace floe::silver {
 namespace {
 
+// A row group is probed with its bloom filters only when at most this many keys fall
+// within its statistics: reading a bloom filter costs about as much as reading the
+// key column it covers, and a row group with more candidates almost surely holds one.
+constexpr size_t kMaxBloomProbes = 1024;
+
 using Value = KeyProbe::Value;
 using Kind = Value::Kind;
 
@@ -315,6 +320,8 @@ RowGroupChoice KeyProbe::Choose(parquet::ParquetFileReader& file,
         return Less(v, first[t]);
       });
     }
+    const size_t candidates = static_cast<size_t>(end - begin) + (sorted_.size() - comparable_);
+    const bool use_bloom = candidates <= kMaxBloomProbes;
     bool any_in_range = false;
     bool may_hold = false;
     std::shared_ptr<parquet::RowGroupBloomFilterReader> blooms;
@@ -326,7 +333,7 @@ RowGroupChoice KeyProbe::Choose(parquet::ParquetFileReader& file,
         if (!InRange(values_[k][t], ranges[k])) return;
       }
       any_in_range = true;
-      for (size_t k = 0; k < checks.size(); ++k) {
+      for (size_t k = 0; use_bloom && k < checks.size(); ++k) {
         const Value& v = values_[k][t];
         if (!checks[k].usable || v.kind == Kind::kOther) continue;
         if (!blooms_loaded) {
