@@ -450,12 +450,19 @@ arrow::Result<ice::ExpressionPtr> KeyFilter(
     const arrow::Array& array = *changes.columns[key_columns[k]];
     const ice::Type& type = *fields[k]->type;
     std::vector<ice::Literal>& lits = (*values)[k];
+    // The folded keys are distinct: so are the values of a single key column.
+    const bool distinct = key_columns.size() == 1;
     std::unordered_set<std::string> seen;
+    if (!distinct) seen.reserve(fold.keys.size());
+    lits.reserve(fold.keys.size());
     for (const FoldedKey& f : fold.keys) {
       ARROW_ASSIGN_OR_RAISE(auto lit, ice::ArrowValueToLiteral(array, f.key_row, type));
       if (!lit) continue;  // a null key value matches no Silver row by equality
-      ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey({&array}, f.key_row));
-      if (seen.insert(encoded).second) lits.push_back(std::move(*lit));
+      if (!distinct) {
+        ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey({&array}, f.key_row));
+        if (!seen.insert(encoded).second) continue;
+      }
+      lits.push_back(std::move(*lit));
     }
     if (lits.empty()) return ice::AlwaysFalse();
     if (lits.size() <= kMaxInValues) {
