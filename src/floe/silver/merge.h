@@ -92,7 +92,8 @@ struct MergeStats {
   int64_t position_deletes = 0;
   int32_t data_files = 0;
   int32_t delete_files = 0;
-  /// Silver data files whose key column(s) were read to find rows to delete.
+  /// Silver data files opened to find rows to delete (their row groups checked
+  /// against the keys; the key column(s) read of those that may hold one).
   int32_t files_scanned = 0;
   /// Row groups of those files whose key column(s) were read, and the row groups
   /// skipped without reading them: by their min/max statistics of the key, or by
