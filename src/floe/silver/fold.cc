@@ -206,6 +206,7 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
 
   FoldResult result;
   std::unordered_map<std::string, size_t> slot_of_key;
+  slot_of_key.reserve(static_cast<size_t>(n));
   // What a key's previous values are before its first change in this run.
   int64_t initial_source = silver_has_rows ? kFromExisting : kNullValue;
   // The last delete and the values its key had before it, for the new row of a
@@ -265,6 +266,10 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
       state.existing_key.clear();
     }
     state.deleted = false;
+    if (kept.empty()) {
+      std::fill(state.sources.begin(), state.sources.end(), row);
+      continue;
+    }
     std::vector<bool> keep(width, false);
     for (int c : kept) keep[c] = true;
     for (size_t c = 0; c < width; ++c) {

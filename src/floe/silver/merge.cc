@@ -25,8 +25,10 @@
 #include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/table.h"
+#include "floe/silver/counting_file_io.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/position_deletes.h"
+#include "floe/silver/row_group_pruning.h"
 
 namespace floe::silver {
 namespace {
@@ -232,23 +234,145 @@ std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
   }
 }
 
+// The increment's keys, to match the key column(s) of Silver rows against. A single
+// key column stored as 32- or 64-bit integers (int, long, date, time, timestamps) is
+// matched by value: a bitmap over the keys' range when that is at most 64 bits per key,
+// else a sorted vector. Any other key is matched by its EncodeKey bytes.
+class KeySet {
+ public:
+  static arrow::Result<KeySet> Make(const Changes& changes, const FoldResult& fold,
+                                    const std::vector<int>& key_columns) {
+    KeySet set;
+    set.fold_ = &fold;
+    if (key_columns.size() == 1) {
+      const arrow::Array& array = *changes.columns[key_columns[0]];
+      const int width = IntWidth(*array.type());
+      if (width != 0) {
+        set.type_ = array.type();
+        set.values_.reserve(fold.keys.size());
+        for (const FoldedKey& k : fold.keys) {
+          if (array.IsNull(k.key_row)) {
+            set.has_null_ = true;
+          } else {
+            set.values_.push_back(ValueAt(array, width, k.key_row));
+          }
+        }
+        std::sort(set.values_.begin(), set.values_.end());
+        set.values_.erase(std::unique(set.values_.begin(), set.values_.end()),
+                          set.values_.end());
+        if (!set.values_.empty()) {
+          const uint64_t span = static_cast<uint64_t>(set.values_.back()) -
+                                static_cast<uint64_t>(set.values_.front());
+          if (span / 64 <= set.values_.size()) {
+            set.bitmap_.assign(span / 64 + 1, 0);
+            for (int64_t v : set.values_) {
+              const uint64_t bit =
+                  static_cast<uint64_t>(v) - static_cast<uint64_t>(set.values_.front());
+              set.bitmap_[bit / 64] |= uint64_t{1} << (bit % 64);
+            }
+          }
+        }
+        return set;
+      }
+    }
+    set.EnsureEncoded();
+    return set;
+  }
+
+  // Appends to *out the positions first_row + i of the rows i of `columns` (one row
+  // group's key columns, in Silver's types) whose key is in the set; positions in
+  // `deleted` (ascending; `next` is where the last call stopped) are skipped.
+  arrow::Status Match(const std::vector<const arrow::Array*>& columns, int64_t rows,
+                      int64_t first_row, const std::string& path,
+                      const std::vector<int64_t>& deleted,
+                      std::vector<int64_t>::const_iterator* next,
+                      std::vector<RowPosition>* out) {
+    auto is_deleted = [&](int64_t pos) {
+      while (*next != deleted.end() && **next < pos) ++*next;
+      return *next != deleted.end() && **next == pos;
+    };
+    if (type_ != nullptr && columns.size() == 1 && columns[0]->type()->Equals(*type_)) {
+      const arrow::Array& array = *columns[0];
+      const int width = IntWidth(*type_);
+      for (int64_t i = 0; i < rows; ++i) {
+        const bool hit = array.IsNull(i) ? has_null_
+                                         : Contains(ValueAt(array, width, i));
+        if (hit && !is_deleted(first_row + i)) out->push_back({path, first_row + i});
+      }
+      return arrow::Status::OK();
+    }
+    EnsureEncoded();
+    for (int64_t i = 0; i < rows; ++i) {
+      ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(columns, i));
+      if (encoded_.contains(key) && !is_deleted(first_row + i)) {
+        out->push_back({path, first_row + i});
+      }
+    }
+    return arrow::Status::OK();
+  }
+
+ private:
+  // 32 or 64 for a type stored as int32 / int64 values, else 0.
+  static int IntWidth(const arrow::DataType& type) {
+    switch (type.id()) {
+      case arrow::Type::INT32:
+      case arrow::Type::DATE32:
+        return 32;
+      case arrow::Type::INT64:
+      case arrow::Type::TIME64:
+      case arrow::Type::TIMESTAMP:
+        return 64;
+      default:
+        return 0;
+    }
+  }
+  static int64_t ValueAt(const arrow::Array& array, int width, int64_t row) {
+    return width == 32 ? array.data()->GetValues<int32_t>(1)[row]
+                       : array.data()->GetValues<int64_t>(1)[row];
+  }
+  bool Contains(int64_t v) const {
+    if (values_.empty() || v < values_.front() || v > values_.back()) return false;
+    if (!bitmap_.empty()) {
+      const uint64_t bit = static_cast<uint64_t>(v) - static_cast<uint64_t>(values_.front());
+      return (bitmap_[bit / 64] >> (bit % 64)) & 1;
+    }
+    return std::binary_search(values_.begin(), values_.end(), v);
+  }
+  void EnsureEncoded() {
+    if (encoded_built_) return;
+    encoded_.reserve(fold_->keys.size());
+    for (const FoldedKey& k : fold_->keys) encoded_.insert(k.key);
+    encoded_built_ = true;
+  }
+
+  const FoldResult* fold_ = nullptr;
+  std::shared_ptr<arrow::DataType> type_;  // set: matched by value
+  std::vector<int64_t> values_;            // sorted, distinct
+  std::vector<uint64_t> bitmap_;           // bit v - values_.front(), when dense
+  bool has_null_ = false;
+  bool encoded_built_ = false;
+  std::unordered_set<std::string> encoded_;
+};
+
 // The live rows of one Silver data file whose key is in `keys`, as position deletes.
-// Only the key columns are read (by field id, cast to Silver's current types); the
-// positions are the rows' ordinals in the file, skipping rows already deleted.
+// Row groups are chosen first by `probe` (the keys' min/max statistics, then bloom
+// filters; row_group_pruning.h), and only the key columns of the chosen ones are read
+// (by field id, cast to Silver's current types); the positions are the rows' ordinals
+// in the file, skipping rows already deleted.
 arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
                                const std::vector<const ice::NestedField*>& key_fields,
-                               const std::unordered_set<std::string>& keys,
-                               std::vector<RowPosition>* out) {
-  ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task));
+                               KeySet& keys, const KeyProbe& probe,
+                               std::vector<RowPosition>* out,
+                               MergeStats* stats) {
   const std::string& path = task.data_file.file_path;
   ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
-  std::vector<std::shared_ptr<arrow::Array>> columns(key_fields.size());
-  int64_t rows = 0;
   try {
     ARROW_ASSIGN_OR_RAISE(auto reader,
                           parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
-    rows = reader->parquet_reader()->metadata()->num_rows();
+    const std::shared_ptr<parquet::FileMetaData> md = reader->parquet_reader()->metadata();
     const auto& fields = reader->manifest().schema_fields;
+    // Key column k's leaf index, and the leaves in file order with their key column.
+    std::vector<int> leaf_of(key_fields.size(), -1);
     std::vector<int> leaves;
     std::vector<size_t> order;
     for (const auto& f : fields) {
@@ -262,40 +386,54 @@ arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
         }
         leaves.push_back(f.column_index);
         order.push_back(k);
+        leaf_of[k] = f.column_index;
       }
     }
     if (order.size() != key_fields.size()) {
       return arrow::Status::Invalid("Silver data file ", path,
                                     " lacks a key column; was the key changed?");
     }
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable(leaves));
-    for (size_t i = 0; i < order.size(); ++i) {
-      const size_t k = order[i];
-      auto chunked = table->column(static_cast<int>(i));
-      std::shared_ptr<arrow::Array> array;
-      if (chunked->num_chunks() == 1) {
-        array = chunked->chunk(0);
-      } else {
-        ARROW_ASSIGN_OR_RAISE(array, arrow::Concatenate(chunked->chunks()));
+    const RowGroupChoice choice = probe.Choose(*reader->parquet_reader(), leaf_of);
+    stats->row_groups_read += static_cast<int32_t>(choice.read.size());
+    stats->row_groups_skipped_stats += choice.skipped_by_stats;
+    stats->row_groups_skipped_bloom += choice.skipped_by_bloom;
+    if (choice.read.empty()) return arrow::Status::OK();
+    ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task));
+    std::vector<int64_t> first_row(md->num_row_groups(), 0);
+    for (int rg = 1; rg < md->num_row_groups(); ++rg) {
+      first_row[rg] = first_row[rg - 1] + md->RowGroup(rg - 1)->num_rows();
+    }
+    std::vector<std::shared_ptr<arrow::DataType>> arrow_types(key_fields.size());
+    for (size_t k = 0; k < key_fields.size(); ++k) {
+      ARROW_ASSIGN_OR_RAISE(arrow_types[k], ice::ToArrowType(*key_fields[k]->type));
+    }
+    std::vector<int64_t>::const_iterator next_deleted = deleted.cbegin();
+    for (int rg : choice.read) {
+      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table,
+                            reader->ReadRowGroup(rg, leaves));
+      std::vector<std::shared_ptr<arrow::Array>> columns(key_fields.size());
+      for (size_t i = 0; i < order.size(); ++i) {
+        const size_t k = order[i];
+        auto chunked = table->column(static_cast<int>(i));
+        std::shared_ptr<arrow::Array> array;
+        if (chunked->num_chunks() == 1) {
+          array = chunked->chunk(0);
+        } else {
+          ARROW_ASSIGN_OR_RAISE(array, arrow::Concatenate(chunked->chunks()));
+        }
+        if (!array->type()->Equals(*arrow_types[k])) {
+          ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, arrow_types[k]));
+          array = cast.make_array();
+        }
+        columns[k] = array;
       }
-      ARROW_ASSIGN_OR_RAISE(auto type, ice::ToArrowType(*key_fields[k]->type));
-      if (!array->type()->Equals(*type)) {
-        ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, type));
-        array = cast.make_array();
-      }
-      columns[k] = array;
+      std::vector<const arrow::Array*> key_arrays;
+      for (const auto& c : columns) key_arrays.push_back(c.get());
+      ARROW_RETURN_NOT_OK(keys.Match(key_arrays, table->num_rows(), first_row[rg], path,
+                                     deleted, &next_deleted, out));
     }
   } catch (const parquet::ParquetException& e) {
     return arrow::Status::IOError("reading ", path, ": ", e.what());
-  }
-  std::vector<const arrow::Array*> key_arrays;
-  for (const auto& c : columns) key_arrays.push_back(c.get());
-  auto next_deleted = deleted.begin();
-  for (int64_t pos = 0; pos < rows; ++pos) {
-    while (next_deleted != deleted.end() && *next_deleted < pos) ++next_deleted;
-    if (next_deleted != deleted.end() && *next_deleted == pos) continue;
-    ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(key_arrays, pos));
-    if (keys.contains(key)) out->push_back({path, pos});
   }
   return arrow::Status::OK();
 }
@@ -312,12 +450,19 @@ arrow::Result<ice::ExpressionPtr> KeyFilter(
     const arrow::Array& array = *changes.columns[key_columns[k]];
     const ice::Type& type = *fields[k]->type;
     std::vector<ice::Literal>& lits = (*values)[k];
+    // The folded keys are distinct: so are the values of a single key column.
+    const bool distinct = key_columns.size() == 1;
     std::unordered_set<std::string> seen;
+    if (!distinct) seen.reserve(fold.keys.size());
+    lits.reserve(fold.keys.size());
     for (const FoldedKey& f : fold.keys) {
       ARROW_ASSIGN_OR_RAISE(auto lit, ice::ArrowValueToLiteral(array, f.key_row, type));
       if (!lit) continue;  // a null key value matches no Silver row by equality
-      ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey({&array}, f.key_row));
-      if (seen.insert(encoded).second) lits.push_back(std::move(*lit));
+      if (!distinct) {
+        ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey({&array}, f.key_row));
+        if (!seen.insert(encoded).second) continue;
+      }
+      lits.push_back(std::move(*lit));
     }
     if (lits.empty()) return ice::AlwaysFalse();
     if (lits.size() <= kMaxInValues) {
@@ -644,6 +789,19 @@ arrow::Result<CowRewrite> RewriteForCopyOnWrite(
   for (auto& [path, d] : obsolete_deletes) out.remove.push_back(std::move(d));
   return out;
 }
+// The merge's work counters as snapshot-summary properties.
+void AddMergeCounters(const MergeStats& stats, ice::SummaryProperties* summary) {
+  (*summary)[kFilesReadSummaryKey] = std::to_string(stats.files_scanned);
+  (*summary)[kRowGroupsReadSummaryKey] = std::to_string(stats.row_groups_read);
+  (*summary)[kRowGroupsSkippedStatsSummaryKey] =
+      std::to_string(stats.row_groups_skipped_stats);
+  (*summary)[kRowGroupsSkippedBloomSummaryKey] =
+      std::to_string(stats.row_groups_skipped_bloom);
+  (*summary)[kSilverBytesReadSummaryKey] = std::to_string(stats.silver_bytes_read);
+  (*summary)[kBronzeBytesReadSummaryKey] = std::to_string(stats.bronze_bytes_read);
+  (*summary)[kBytesWrittenSummaryKey] = std::to_string(stats.bytes_written);
+}
+
 }  // namespace
 
 // Bronze field id -> Silver field id: the table property, or (a table created by a
@@ -857,14 +1015,24 @@ arrow::Result<std::vector<std::string>> MergeKeyOf(
 }
 
 arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
-                                     std::shared_ptr<ice::FileIO> io,
+                                     std::shared_ptr<ice::FileIO> base_io,
                                      const ice::TableIdentifier& bronze_id,
                                      const ice::TableIdentifier& silver_id,
                                      const std::string& warehouse,
                                      const MergeOptions& options) {
   ARROW_RETURN_NOT_OK(EnsureCompute());
   MergeStats stats;
-  ARROW_ASSIGN_OR_RAISE(auto bronze_table, ice::Table::Load(catalog, io, bronze_id));
+  // Parquet bytes read from Bronze, read from Silver, written to Silver (declared
+  // before the FileIOs and tables that count into them, so they outlive them).
+  IoCounter bronze_read;
+  IoCounter silver_read;
+  IoCounter silver_written;
+  const std::shared_ptr<ice::FileIO> bronze_io =
+      std::make_shared<CountingFileIO>(base_io, &bronze_read, nullptr);
+  const std::shared_ptr<ice::FileIO> io =
+      std::make_shared<CountingFileIO>(base_io, &silver_read, &silver_written);
+  ARROW_ASSIGN_OR_RAISE(auto bronze_table,
+                        ice::Table::Load(catalog, bronze_io, bronze_id));
   // The one Bronze snapshot this merge reads: its rows and its commit LSN.
   const ice::TableMetadata bronze = bronze_table->metadata();
   const ice::Schema& bronze_schema = *bronze.CurrentSchema();
@@ -895,6 +1063,12 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
 
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     stats.attempts = attempt;
+    bronze_read.bytes = 0;
+    silver_read.bytes = 0;
+    silver_written.bytes = 0;
+    stats.row_groups_read = 0;
+    stats.row_groups_skipped_stats = 0;
+    stats.row_groups_skipped_bloom = 0;
     auto loaded = ice::Table::Load(catalog, io, silver_id);
     std::unique_ptr<ice::Table> silver;
     if (!loaded.ok()) {
@@ -939,7 +1113,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
 
     // The increment, folded.
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
-                          ReadBronze(bronze, *io, watermark, bronze_lsn));
+                          ReadBronze(bronze, *bronze_io, watermark, bronze_lsn));
     ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*rows, row_names));
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
@@ -999,8 +1173,13 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
             buckets->insert(std::get<int32_t>(*b));
         }
       }
-      std::unordered_set<std::string> keys;
-      for (const FoldedKey& k : fold.keys) keys.insert(k.key);
+      ARROW_ASSIGN_OR_RAISE(KeySet keys, KeySet::Make(changes, fold, key_columns));
+      std::vector<const arrow::Array*> probe_columns;
+      for (int c : key_columns) probe_columns.push_back(changes.columns[c].get());
+      std::vector<int64_t> probe_rows;
+      probe_rows.reserve(fold.keys.size());
+      for (const FoldedKey& k : fold.keys) probe_rows.push_back(k.key_row);
+      ARROW_ASSIGN_OR_RAISE(KeyProbe probe, KeyProbe::Make(probe_columns, probe_rows));
       for (const ice::FileScanTask& task : plan.tasks) {
         if (buckets && task.spec_id == spec.spec_id &&
             task.data_file.partition.size() == 1 && task.data_file.partition[0] &&
@@ -1009,7 +1188,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
           continue;
         }
         std::vector<RowPosition> found;
-        ARROW_RETURN_NOT_OK(FindRowsToDelete(*io, task, key_fields, keys, &found));
+        ARROW_RETURN_NOT_OK(FindRowsToDelete(*io, task, key_fields, keys, probe, &found, &stats));
         ++stats.files_scanned;
         if (found.empty()) continue;
         referenced.insert(task.data_file.file_path);
@@ -1059,8 +1238,12 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     }
     stats.data_files = static_cast<int32_t>(data_files.size());
     stats.delete_files = static_cast<int32_t>(delete_files.size());
+    stats.bronze_bytes_read = bronze_read.bytes;
+    stats.silver_bytes_read = silver_read.bytes;
+    stats.bytes_written = silver_written.bytes;
 
     ice::SummaryProperties summary = {{kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
+    AddMergeCounters(stats, &summary);
     ice::CommitOptions once;
     once.max_attempts = 1;
     arrow::Status committed;

@@ -30,6 +30,18 @@ namespace floe::silver {
 /// Silver snapshot-summary key: every Bronze row with cdc_commit_lsn at or below it
 /// is folded into the table (decimal).
 inline constexpr char kWatermarkSummaryKey[] = "floe.bronze-commit-lsn";
+/// Silver snapshot-summary keys of a merge's work (decimal): MergeStats'
+/// files_scanned, row_groups_read, row_groups_skipped_stats,
+/// row_groups_skipped_bloom, silver_bytes_read, bronze_bytes_read, bytes_written.
+inline constexpr char kFilesReadSummaryKey[] = "floe.merge.files-read";
+inline constexpr char kRowGroupsReadSummaryKey[] = "floe.merge.row-groups-read";
+inline constexpr char kRowGroupsSkippedStatsSummaryKey[] =
+    "floe.merge.row-groups-skipped-stats";
+inline constexpr char kRowGroupsSkippedBloomSummaryKey[] =
+    "floe.merge.row-groups-skipped-bloom";
+inline constexpr char kSilverBytesReadSummaryKey[] = "floe.merge.silver-bytes-read";
+inline constexpr char kBronzeBytesReadSummaryKey[] = "floe.merge.bronze-bytes-read";
+inline constexpr char kBytesWrittenSummaryKey[] = "floe.merge.bytes-written";
 /// Silver table property: the merge key, a JSON array of column names.
 inline constexpr char kSilverKeyProperty[] = "floe.silver.key";
 /// Silver table property: JSON object mapping Bronze field ids (as strings) to the
@@ -96,7 +108,8 @@ struct MergeStats {
   int64_t position_deletes = 0;
   int32_t data_files = 0;
   int32_t delete_files = 0;
-  /// Silver data files whose key column(s) were read to find rows to delete.
+  /// Silver data files opened to find rows to delete (their row groups checked
+  /// against the keys; the key column(s) read of those that may hold one).
   int32_t files_scanned = 0;
   /// Copy-on-write: Silver data files replaced by copies without the deleted rows,
   /// the files those copies make up, the rows dropped from them (replaced now, or
@@ -108,6 +121,17 @@ struct MergeStats {
   /// Copy-on-write: position delete files removed (every row they deleted is gone
   /// from the rewritten files).
   int32_t delete_files_removed = 0;
+  /// Row groups of those files whose key column(s) were read, and the row groups
+  /// skipped without reading them: by their min/max statistics of the key, or by
+  /// their bloom filters of the key.
+  int32_t row_groups_read = 0;
+  int32_t row_groups_skipped_stats = 0;
+  int32_t row_groups_skipped_bloom = 0;
+  /// Bytes read from Silver's Parquet files (data and delete files), from Bronze's,
+  /// and written to new Silver data and delete files, by the committed attempt.
+  int64_t silver_bytes_read = 0;
+  int64_t bronze_bytes_read = 0;
+  int64_t bytes_written = 0;
   bool truncated = false;
   int32_t buckets = 0;
   int attempts = 0;

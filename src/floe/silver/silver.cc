@@ -219,7 +219,13 @@ std::string Describe(const MergeStats& s) {
       " rows written, " + std::to_string(s.deleted_keys) + " keys deleted, " +
       std::to_string(s.position_deletes) + " position deletes in " +
       std::to_string(s.delete_files) + " files (" + std::to_string(s.files_scanned) +
-      " Silver files scanned), " + std::to_string(s.data_files) + " data files";
+      " Silver files scanned: " + std::to_string(s.row_groups_read) +
+      " row groups read, " + std::to_string(s.row_groups_skipped_stats) +
+      " skipped by key statistics, " + std::to_string(s.row_groups_skipped_bloom) +
+      " by bloom filter), " + std::to_string(s.data_files) + " data files; " +
+      std::to_string(s.silver_bytes_read) + " bytes read from Silver, " +
+      std::to_string(s.bronze_bytes_read) + " from Bronze, " +
+      std::to_string(s.bytes_written) + " written";
   if (s.rewritten_data_files > 0) {
     text += "; copy-on-write: " + std::to_string(s.rewritten_data_files) +
             " data files rewritten as " + std::to_string(s.rewrite_files_added) + " (" +
