@@ -516,9 +516,12 @@ arrow::Status DataFileWriter::Write(const arrow::RecordBatch& batch) {
   if (!row_group_cap_set_) {
     // Only flushed row groups count towards the target, so keep row groups at about
     // a quarter of it (in-memory bytes, which compress to less on disk), estimated
-    // from the first batch.
-    const int64_t bytes_per_row =
-        std::max<int64_t>(1, arrow::util::TotalBufferSize(batch) / batch.num_rows());
+    // from the first batch. Only the bytes the batch's rows reference count: a slice
+    // of a large batch (one bucket of a sorted table) shares its parent's buffers,
+    // and their whole size would make row groups of a few rows.
+    ARROW_ASSIGN_OR_RAISE(const int64_t batch_bytes,
+                          arrow::util::ReferencedBufferSize(batch));
+    const int64_t bytes_per_row = std::max<int64_t>(1, batch_bytes / batch.num_rows());
     const int64_t row_cap = std::max<int64_t>(1, target_size_ / 4 / bytes_per_row);
     options_.max_row_group_rows = std::min(options_.max_row_group_rows, row_cap);
     row_group_cap_set_ = true;

@@ -16,6 +16,8 @@
 #include <arrow/util/byte_size.h>
 #include <gtest/gtest.h>
 #include <parquet/arrow/reader.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
 
 #include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
@@ -312,6 +314,28 @@ TEST_F(TableTest, WriteDataFilesWritesOneFileUnderTheDefaultTarget) {
   EXPECT_EQ(files[0].record_count, 10000);
   EXPECT_EQ(ReadIds(files[0]).size(), 10000u);
   EXPECT_TRUE(ValueOrDie(table->WriteDataFiles({})).empty());
+}
+
+TEST_F(TableTest, ASliceOfALargeBatchGetsRowGroupsSizedByItsOwnRows) {
+  // A slice shares its parent's buffers; the row-group cap must come from the rows
+  // it references (a Silver backfill writes one slice of a sorted table per bucket).
+  constexpr int64_t kTarget = 1 << 20;
+  auto table = CreateTable({{kTargetFileSizeProperty, std::to_string(kTarget)}});
+  auto parent = RandomNameBatch(*table, 0, 200000);
+  auto slice = parent->Slice(1000, 20000);
+  ASSERT_GT(arrow::util::TotalBufferSize(*slice),
+            5 * ValueOrDie(arrow::util::ReferencedBufferSize(*slice)));
+  auto files = ValueOrDie(table->WriteDataFiles({slice}));
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].record_count, 20000);
+  auto input = ValueOrDie(arrow::io::ReadableFile::Open(files[0].file_path.substr(7)));
+  auto reader = parquet::ParquetFileReader::Open(input);
+  const int row_groups = reader->metadata()->num_row_groups();
+  // About a quarter of the target per row group: the slice's ~20000 rows of a few
+  // dozen bytes make a handful; the parent's buffers would have made hundreds.
+  EXPECT_GE(row_groups, 1);
+  EXPECT_LE(row_groups, 8) << "row groups sized by the parent batch's buffers";
+  EXPECT_EQ(ReadIds(files[0]).front(), 1000);
 }
 
 TEST_F(TableTest, WriteDataFilesRejectsAnInvalidTargetFileSize) {
