@@ -135,6 +135,7 @@ int Run(const std::string& file, const std::string& duration, bool resnapshot,
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGPIPE, SIG_IGN);
   const floe::config::PipelineConfig& config = *result.config;
+  options.snapshot_workers = config.source.snapshot_workers;
   spdlog::info("floe " FLOE_VERSION " run: service {}, slot {}, publication {}",
                config.service, config.source.slot, config.source.publication);
   arrow::Status st = floe::bronze::RunPipeline(config, options);

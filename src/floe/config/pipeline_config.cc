@@ -266,7 +266,7 @@ bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,
 void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
   if (!r.CheckKeys(node, "source",
                    {"conninfo", "conninfo_file", "slot", "publication", "snapshot",
-                    "backfill_chunk_rows"})) {
+                    "backfill_chunk_rows", "snapshot_workers"})) {
     return;
   }
   if (auto conninfo = r.Secret(node, "conninfo", "source", /*required=*/true)) {
@@ -355,6 +355,17 @@ void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
     } else {
       r.Error(chunk, "`backfill_chunk_rows` must be a whole number from 1 to 1000000",
               "rows selected per chunk of a backfill, e.g. backfill_chunk_rows: 4096");
+    }
+  }
+  if (const YAML::Node workers = node["snapshot_workers"]) {
+    int n = 0;
+    if (workers.IsScalar() && YAML::convert<int>::decode(workers, n) && n >= 1 &&
+        n <= 64) {
+      cfg->source.snapshot_workers = n;
+    } else {
+      r.Error(workers, "`snapshot_workers` must be a whole number from 1 to 64",
+              "source connections the initial copy reads with, e.g. snapshot_workers: "
+              "2 (the default)");
     }
   }
 }
@@ -514,7 +525,59 @@ void ParseMetrics(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
 }
 
 void ParseSilver(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
-  if (!r.CheckKeys(node, "silver", {"every", "concurrency", "keys"})) return;
+  if (!r.CheckKeys(node, "silver",
+                   {"every", "concurrency", "keys", "write_mode", "write_modes",
+                    "target_file_size"})) {
+    return;
+  }
+  auto parse_mode = [&](const YAML::Node& at,
+                        const std::string& what) -> std::optional<SilverWriteMode> {
+    auto s = r.String(at, what);
+    if (!s) return std::nullopt;
+    if (*s == "merge-on-read") return SilverWriteMode::kMergeOnRead;
+    if (*s == "copy-on-write") return SilverWriteMode::kCopyOnWrite;
+    r.Error(at, "`" + what + "` must be merge-on-read or copy-on-write, not `" + *s + "`",
+            "merge-on-read: merges write position deletes (cheap merges, reads pay "
+            "until floe compact); copy-on-write: merges rewrite the files they touch "
+            "(cheap reads)");
+    return std::nullopt;
+  };
+  if (node["write_mode"]) {
+    if (auto mode = parse_mode(node["write_mode"], "silver.write_mode")) {
+      cfg->silver.write_mode = *mode;
+    }
+  }
+  if (const YAML::Node modes = node["write_modes"]) {
+    if (!modes.IsMap()) {
+      r.Error(modes, "`silver.write_modes` must map schema.table to a write mode",
+              "for example:\n    write_modes:\n      public.small_lookup: copy-on-write");
+    } else {
+      for (auto it = modes.begin(); it != modes.end(); ++it) {
+        const std::string source = it->first.as<std::string>("");
+        auto q = ParseQualifiedName(source);
+        if (!q) {
+          r.Error(it->first, "`" + source + "` is not a schema-qualified table name",
+                  "write schema.table, quoting odd names: \"My Schema\".\"my.table\"");
+          continue;
+        }
+        if (auto mode = parse_mode(it->second, "silver.write_modes." + source)) {
+          cfg->silver.write_modes[*q] = *mode;
+        }
+      }
+    }
+  }
+  if (node["target_file_size"]) {
+    if (auto s = r.String(node["target_file_size"], "target_file_size")) {
+      auto b = ParseByteSize(*s);
+      if (!b || *b < kMinSilverTargetFileSize) {
+        r.Error(node["target_file_size"],
+                "`silver.target_file_size` must be a size of at least 1MiB",
+                "for example: 128MiB (the default), 512MiB, 1GiB");
+      } else {
+        cfg->silver.target_file_size = *b;
+      }
+    }
+  }
   if (node["every"]) {
     if (auto s = r.String(node["every"], "every")) {
       auto d = ParseDuration(*s);
@@ -762,6 +825,15 @@ std::optional<int64_t> ParseByteSize(const std::string& text) {
   return n * it->second;
 }
 
+const char* SilverWriteModeName(SilverWriteMode mode) {
+  return mode == SilverWriteMode::kCopyOnWrite ? "copy-on-write" : "merge-on-read";
+}
+
+SilverWriteMode SilverConfig::WriteModeOf(const QualifiedName& table) const {
+  auto it = write_modes.find(table);
+  return it == write_modes.end() ? write_mode : it->second;
+}
+
 std::vector<std::string> PipelineConfig::BronzeIdentifier(
     const QualifiedName& table) const {
   auto it = naming.tables.find(table);
@@ -802,6 +874,7 @@ std::string PipelineConfig::ToRedactedYaml() const {
   out << YAML::Key << "snapshot" << YAML::Value
       << (source.snapshot == SnapshotPolicy::kInitial ? "initial" : "never");
   out << YAML::Key << "backfill_chunk_rows" << YAML::Value << source.backfill_chunk_rows;
+  out << YAML::Key << "snapshot_workers" << YAML::Value << source.snapshot_workers;
   out << YAML::EndMap;
   out << YAML::Key << "catalog" << YAML::Value << YAML::BeginMap;
   if (catalog.type == CatalogType::kSqlite) {
@@ -844,6 +917,16 @@ std::string PipelineConfig::ToRedactedYaml() const {
     }
     out << YAML::EndMap;
   }
+  out << YAML::Key << "write_mode" << YAML::Value
+      << SilverWriteModeName(silver.write_mode);
+  if (!silver.write_modes.empty()) {
+    out << YAML::Key << "write_modes" << YAML::Value << YAML::BeginMap;
+    for (const auto& [name, mode] : silver.write_modes) {
+      out << YAML::Key << name.ToString() << YAML::Value << SilverWriteModeName(mode);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::Key << "target_file_size" << YAML::Value << silver.target_file_size;
   out << YAML::EndMap;
   out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "listen" << YAML::Value << metrics.listen;

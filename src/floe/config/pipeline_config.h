@@ -66,6 +66,9 @@ struct SourceConfig {
   /// Rows per chunk of a watermark backfill (a table that joins the publication
   /// while floe runs; docs/running.md).
   int64_t backfill_chunk_rows = 4096;
+  /// Connections the initial copy (`floe run`) reads with, each importing the slot's
+  /// exported snapshot and copying chunks of tables in parallel; 1 to 64.
+  int snapshot_workers = 2;
 };
 
 struct CatalogConfig {
@@ -94,6 +97,20 @@ struct NamingConfig {
   std::map<QualifiedName, TableNaming> tables;
 };
 
+/// How a Silver merge removes the rows it replaces (docs/silver.md).
+enum class SilverWriteMode {
+  /// Position delete files; readers apply them until `floe compact`.
+  kMergeOnRead,
+  /// Every data file holding a replaced row is rewritten without it.
+  kCopyOnWrite,
+};
+
+/// "merge-on-read" / "copy-on-write", as in Iceberg's `write.*.mode` properties.
+const char* SilverWriteModeName(SilverWriteMode mode);
+
+/// The smallest `silver.target_file_size`: below it a table gets many tiny buckets.
+inline constexpr int64_t kMinSilverTargetFileSize = int64_t{1} << 20;
+
 /// `silver:` — the periodic MERGE of Bronze into the Silver replicas (docs/silver.md).
 struct SilverConfig {
   /// How often `floe silver FILE --every` merges.
@@ -103,6 +120,16 @@ struct SilverConfig {
   /// Merge keys declared for tables without a primary key (or to override it), by
   /// current column names.
   std::map<QualifiedName, std::vector<std::string>> keys;
+  /// The write mode of every table without an entry in `write_modes`.
+  SilverWriteMode write_mode = SilverWriteMode::kMergeOnRead;
+  /// Per-table write modes (a table not in the publication simply never matches).
+  std::map<QualifiedName, SilverWriteMode> write_modes;
+  /// Silver data files aim at this size, and a new table's bucket count is chosen
+  /// for it (at least kMinSilverTargetFileSize).
+  int64_t target_file_size = int64_t{128} << 20;
+
+  /// The write mode of source table `table`.
+  SilverWriteMode WriteModeOf(const QualifiedName& table) const;
 };
 
 /// `metrics:` — where `floe run` serves /metrics, /healthz and /readyz.

@@ -350,6 +350,103 @@ TEST(PipelineConfig, BackfillChunkRows) {
   }
 }
 
+TEST(PipelineConfig, SnapshotWorkers) {
+  auto defaults = Parse("source:\n  conninfo: host=db dbname=shop\nwarehouse: /wh\n");
+  ASSERT_TRUE(defaults.config) << AllErrors(defaults);
+  EXPECT_EQ(defaults.config->source.snapshot_workers, 2);
+  auto ok = Parse(
+      "source:\n"
+      "  conninfo: host=db dbname=shop\n"
+      "  snapshot_workers: 8\n"
+      "warehouse: /wh\n");
+  ASSERT_TRUE(ok.config) << AllErrors(ok);
+  EXPECT_EQ(ok.config->source.snapshot_workers, 8);
+  EXPECT_NE(ok.config->ToRedactedYaml().find("snapshot_workers: 8"), std::string::npos);
+  for (const char* bad : {"0", "65", "-1", "two", "1.5"}) {
+    auto r = Parse(std::string("source:\n"
+                               "  conninfo: host=db dbname=shop\n"
+                               "  snapshot_workers: ") +
+                   bad + "\nwarehouse: /wh\n");
+    EXPECT_FALSE(r.config) << bad;
+    EXPECT_NE(AllErrors(r).find("p.yaml:3:21: error: `snapshot_workers` must be a whole "
+                                "number from 1 to 64"),
+              std::string::npos)
+        << AllErrors(r);
+  }
+}
+
+TEST(PipelineConfig, SilverWriteModesAndTargetFileSize) {
+  auto defaults = Parse("source:\n  conninfo: host=db dbname=shop\nwarehouse: /wh\n");
+  ASSERT_TRUE(defaults.config) << AllErrors(defaults);
+  const SilverConfig& d = defaults.config->silver;
+  EXPECT_EQ(d.write_mode, SilverWriteMode::kMergeOnRead);
+  EXPECT_TRUE(d.write_modes.empty());
+  EXPECT_EQ(d.target_file_size, int64_t{128} << 20);
+  EXPECT_EQ(d.WriteModeOf({"public", "orders"}), SilverWriteMode::kMergeOnRead);
+
+  auto r = Parse(
+      "source:\n  conninfo: host=db dbname=shop\nwarehouse: /wh\n"
+      "silver:\n"
+      "  write_mode: copy-on-write\n"
+      "  write_modes:\n"
+      "    public.events: merge-on-read\n"
+      "    public.not_published: merge-on-read\n"
+      "    '\"Odd\".\"t.1\"': copy-on-write\n"
+      "  target_file_size: 64MiB\n");
+  ASSERT_TRUE(r.config) << AllErrors(r);
+  const SilverConfig& c = r.config->silver;
+  EXPECT_EQ(c.write_mode, SilverWriteMode::kCopyOnWrite);
+  EXPECT_EQ(c.WriteModeOf({"public", "events"}), SilverWriteMode::kMergeOnRead);
+  EXPECT_EQ(c.WriteModeOf({"Odd", "t.1"}), SilverWriteMode::kCopyOnWrite);
+  EXPECT_EQ(c.WriteModeOf({"public", "orders"}), SilverWriteMode::kCopyOnWrite);
+  EXPECT_EQ(c.write_modes.size(), 3u);
+  EXPECT_EQ(c.target_file_size, int64_t{64} << 20);
+  const std::string dump = r.config->ToRedactedYaml();
+  EXPECT_NE(dump.find("write_mode: copy-on-write"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("public.events: merge-on-read"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("target_file_size: 67108864"), std::string::npos) << dump;
+  // The dump parses back to the same settings.
+  auto again = Parse("source:\n  conninfo: host=db dbname=shop\nwarehouse: /wh\n" +
+                     dump.substr(dump.find("silver:")));
+  ASSERT_TRUE(again.config) << AllErrors(again);
+  EXPECT_EQ(again.config->silver.write_modes, c.write_modes);
+  EXPECT_EQ(again.config->silver.target_file_size, c.target_file_size);
+
+  auto bad = Parse(
+      "source:\n  conninfo: host=db dbname=shop\nwarehouse: /wh\n"
+      "silver:\n"
+      "  write_mode: cow\n"
+      "  write_modes:\n"
+      "    events: copy-on-write\n"
+      "    public.a: merge_on_read\n"
+      "  target_file_size: 512KiB\n");
+  ASSERT_FALSE(bad.config);
+  const std::string all = AllErrors(bad);
+  ASSERT_EQ(bad.errors.size(), 4u) << all;
+  EXPECT_NE(all.find("p.yaml:5:15: error: `silver.write_mode` must be merge-on-read or "
+                     "copy-on-write, not `cow`"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("p.yaml:7:5: error: `events` is not a schema-qualified table name"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("p.yaml:8:15: error: `silver.write_modes.public.a` must be "
+                     "merge-on-read or copy-on-write, not `merge_on_read`"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("p.yaml:9:21: error: `silver.target_file_size` must be a size of "
+                     "at least 1MiB"),
+            std::string::npos)
+      << all;
+  auto not_a_map = Parse(
+      "source:\n  conninfo: host=db dbname=shop\nwarehouse: /wh\n"
+      "silver:\n  write_modes: copy-on-write\n");
+  ASSERT_FALSE(not_a_map.config);
+  EXPECT_NE(AllErrors(not_a_map).find("`silver.write_modes` must map schema.table"),
+            std::string::npos)
+      << AllErrors(not_a_map);
+}
+
 TEST(ParseQualifiedName, HandlesQuotesAndRejectsMalformedNames) {
   EXPECT_EQ(ParseQualifiedName("public.orders"), (QualifiedName{"public", "orders"}));
   EXPECT_EQ(ParseQualifiedName("\"a.b\".\"c\"\"d\""), (QualifiedName{"a.b", "c\"d"}));

@@ -390,6 +390,7 @@ arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& co
   BackfillTableOptions table_options;
   table_options.key = names.key;
   table_options.replace = options.replace;
+  table_options.target_file_bytes = config.silver.target_file_size;
   table_options.origin = options.parquet_path + " at " + Lsn(options.lsn).ToString();
   auto stats = BackfillTable(catalog.get(), io, names.bronze, names.silver,
                              config.warehouse, *rows, options.lsn, table_options);

@@ -418,6 +418,29 @@ struct Plan {
   FoldResult fold;
 };
 
+// Silver's table properties that follow the pipeline file: the data file target
+// size (silver.target_file_size). Set at create; updated here when the file changed.
+std::map<std::string, std::string> ConfiguredProperties(const MergeOptions& options) {
+  return {{ice::kTargetFileSizeProperty, std::to_string(options.target_file_bytes)}};
+}
+
+arrow::Status SyncConfiguredProperties(ice::Table* silver, const MergeOptions& options) {
+  const std::map<std::string, std::string> want = ConfiguredProperties(options);
+  const auto& have = silver->metadata().properties;
+  const bool same = std::all_of(want.begin(), want.end(), [&](const auto& kv) {
+    auto it = have.find(kv.first);
+    return it != have.end() && it->second == kv.second;
+  });
+  if (same) return arrow::Status::OK();
+  spdlog::info("{}: table properties updated to the pipeline file's silver settings",
+               silver->identifier().ToString());
+  return silver->UpdateMetadata(
+      [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) -> arrow::Status {
+        b->SetProperties(want);
+        return arrow::Status::OK();
+      });
+}
+
 }  // namespace
 
 // Bronze field id -> Silver field id: the table property, or (a table created by a
@@ -694,6 +717,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       }
       ARROW_RETURN_NOT_OK(
           EvolveSilver(silver.get(), bronze_schema, &stats.schema_changes));
+      ARROW_RETURN_NOT_OK(SyncConfiguredProperties(silver.get(), options));
       watermark = SilverWatermark(silver->metadata());
       if (watermark >= bronze_lsn) {
         if (watermark > bronze_lsn) {

@@ -51,8 +51,12 @@ struct MergeOptions {
   /// The merge key declared in the pipeline file (silver.keys); unset uses Bronze's
   /// `floe.source.primary-key`.
   std::optional<std::vector<std::string>> key;
-  /// Silver's `write.target-file-size-bytes` and the size the bucket count aims at.
+  /// Silver's `write.target-file-size-bytes` (set at create, updated when it
+  /// changes) and the size a new table's bucket count aims at (silver.target_file_size).
   int64_t target_file_bytes = kDefaultSilverTargetFileBytes;
+  /// Copy-on-write (silver.write_mode / write_modes). Not applied yet: merges are
+  /// merge-on-read.
+  bool copy_on_write = false;
   /// Plans in all when the Silver table changes under a merge (another merge won).
   int max_attempts = 5;
 };

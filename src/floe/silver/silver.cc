@@ -97,6 +97,9 @@ arrow::Result<TableJob> JobFor(ice::Catalog* catalog, std::shared_ptr<ice::FileI
   if (auto it = config.silver.keys.find(*source); it != config.silver.keys.end()) {
     job.options.key = it->second;
   }
+  job.options.copy_on_write =
+      config.silver.WriteModeOf(*source) == config::SilverWriteMode::kCopyOnWrite;
+  job.options.target_file_bytes = config.silver.target_file_size;
   uint64_t watermark = 0;
   if (auto silver = ice::Table::Load(catalog, io, job.silver); silver.ok()) {
     watermark = SilverWatermark((*silver)->metadata());
