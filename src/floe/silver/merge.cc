@@ -419,9 +419,16 @@ struct Plan {
 };
 
 // Silver's table properties that follow the pipeline file: the data file target
-// size (silver.target_file_size). Set at create; updated here when the file changed.
+// size (silver.target_file_size) and the write mode in Iceberg's write.*.mode, so
+// other engines (Spark) write the table the way floe does. Set at create; updated
+// here when the file changed.
 std::map<std::string, std::string> ConfiguredProperties(const MergeOptions& options) {
-  return {{ice::kTargetFileSizeProperty, std::to_string(options.target_file_bytes)}};
+  std::map<std::string, std::string> out = {
+      {ice::kTargetFileSizeProperty, std::to_string(options.target_file_bytes)}};
+  for (const char* key : kWriteModeProperties) {
+    out[key] = options.copy_on_write ? kCopyOnWrite : kMergeOnRead;
+  }
+  return out;
 }
 
 arrow::Status SyncConfiguredProperties(ice::Table* silver, const MergeOptions& options) {
@@ -441,6 +448,202 @@ arrow::Status SyncConfiguredProperties(ice::Table* silver, const MergeOptions& o
       });
 }
 
+
+// ---------------------------------------------------------------------------
+// Copy-on-write: the commit replaces each Silver data file holding a row to delete
+// with a copy without it (and without the rows earlier position deletes removed).
+
+// What a copy-on-write merge commits besides its new rows.
+struct CowRewrite {
+  /// Data files rewritten and position delete files made obsolete by the rewrite.
+  std::vector<ice::DataFile> remove;
+  /// The rewritten data files.
+  std::vector<ice::DataFile> add;
+};
+
+// Every (data file, position) of one position delete file, by data file path.
+arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeleteFile(
+    ice::FileIO& io, const ice::DataFile& d) {
+  std::map<std::string, std::vector<int64_t>> out;
+  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(d.file_path));
+  try {
+    ARROW_ASSIGN_OR_RAISE(auto reader,
+                          parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable());
+    auto paths_col = table->GetColumnByName("file_path");
+    auto pos_col = table->GetColumnByName("pos");
+    if (paths_col == nullptr || pos_col == nullptr) {
+      return arrow::Status::Invalid("position delete file ", d.file_path,
+                                    " lacks file_path / pos");
+    }
+    for (int c = 0; c < paths_col->num_chunks(); ++c) {
+      ARROW_ASSIGN_OR_RAISE(arrow::Datum paths_datum,
+                            cp::Cast(paths_col->chunk(c), arrow::utf8()));
+      ARROW_ASSIGN_OR_RAISE(arrow::Datum pos_datum,
+                            cp::Cast(pos_col->chunk(c), arrow::int64()));
+      const auto paths = paths_datum.make_array();
+      const auto positions = pos_datum.make_array();
+      const auto& p = static_cast<const arrow::StringArray&>(*paths);
+      const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
+      for (int64_t i = 0; i < p.length(); ++i) {
+        if (!p.IsNull(i) && !pos.IsNull(i)) {
+          out[std::string(p.GetView(i))].push_back(pos.Value(i));
+        }
+      }
+    }
+  } catch (const parquet::ParquetException& e) {
+    return arrow::Status::IOError("reading ", d.file_path, ": ", e.what());
+  }
+  return out;
+}
+
+// The rows of `file` in Silver's current schema and file order, without the rows at
+// the positions `drop` (sorted).
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> ReadWithout(
+    ice::Table& silver, const ice::LiveFile& file, const std::vector<int64_t>& drop) {
+  ice::FileScanTask task;
+  task.data_file = file.entry.data_file;
+  task.spec_id = file.spec_id;
+  task.data_sequence_number = file.entry.sequence_number.value_or(0);
+  const ice::Schema& schema = silver.schema();
+  ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ice::ToArrowSchema(schema));
+  // No deletes and no filter: every row comes back, one batch per row group, so a
+  // row's ordinal among them is its position in the file.
+  ARROW_ASSIGN_OR_RAISE(
+      auto batches,
+      ice::ReadFileScanTask(silver.io(), task, schema, schema, ice::AlwaysTrue()));
+  ARROW_ASSIGN_OR_RAISE(auto rows, arrow::Table::FromRecordBatches(arrow_schema, batches));
+  ARROW_ASSIGN_OR_RAISE(auto batch, rows->CombineChunksToBatch());
+  arrow::BooleanBuilder keep;
+  ARROW_RETURN_NOT_OK(keep.Reserve(batch->num_rows()));
+  auto next = drop.begin();
+  for (int64_t pos = 0; pos < batch->num_rows(); ++pos) {
+    while (next != drop.end() && *next < pos) ++next;
+    keep.UnsafeAppend(next == drop.end() || *next != pos);
+  }
+  ARROW_ASSIGN_OR_RAISE(auto mask, keep.Finish());
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum kept, cp::Filter(arrow::Datum(batch), mask));
+  return kept.record_batch();
+}
+
+// Plans and writes the rewrite of a copy-on-write merge from `deletes` (the rows to
+// delete that FindRowsToDelete found, grouped by partition) on snapshot
+// `snapshot_id`. The files rewritten are those holding a row to delete, plus every
+// data file a position delete file applying to one of them points into (a file left
+// from when the table was merge-on-read may cover several data files of a bucket),
+// so that every such delete file can be removed: after a copy-on-write merge no
+// delete file refers to a live row the merge did not rewrite.
+arrow::Result<CowRewrite> RewriteForCopyOnWrite(
+    ice::Table& silver, std::optional<int64_t> snapshot_id,
+    const std::map<std::string, std::pair<ice::PartitionTuple,
+                                          std::vector<RowPosition>>>& deletes,
+    MergeStats* stats) {
+  CowRewrite out;
+  std::map<std::string, std::vector<int64_t>> drop;
+  for (const auto& [where, entry] : deletes) {
+    for (const RowPosition& r : entry.second) drop[r.file_path].push_back(r.pos);
+  }
+  if (drop.empty()) return out;
+  ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles(snapshot_id));
+  std::map<std::string, const ice::LiveFile*> data_files;
+  std::vector<ice::FileScanTask> tasks;
+  std::vector<ice::DeleteFileEntry> delete_entries;
+  for (const auto& f : live) {
+    if (f.entry.data_file.content == ice::DataFileContent::kData) {
+      data_files[f.entry.data_file.file_path] = &f;
+      ice::FileScanTask task;
+      task.data_file = f.entry.data_file;
+      task.spec_id = f.spec_id;
+      task.data_sequence_number = f.entry.sequence_number.value_or(0);
+      tasks.push_back(std::move(task));
+    } else {
+      delete_entries.push_back(ice::DeleteFileEntry{
+          f.entry.data_file, f.spec_id, f.entry.sequence_number.value_or(0)});
+    }
+  }
+  // The delete files that may apply to each data file (partition and sequence
+  // number); which rows they delete is read from them below.
+  ice::AssignDeleteFiles(delete_entries, &tasks);
+  std::map<std::string, const std::vector<ice::DataFile>*> may_apply;
+  for (const auto& t : tasks) may_apply[t.data_file.file_path] = &t.delete_files;
+
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> delete_refs;
+  std::map<std::string, ice::DataFile> obsolete_deletes;
+  std::set<std::string> rewrite;
+  std::vector<std::string> queue;
+  for (const auto& [path, positions] : drop) {
+    if (!data_files.contains(path)) {
+      return arrow::Status::Invalid("Silver data file ", path, " is not live in snapshot ",
+                                    snapshot_id.value_or(-1));
+    }
+    if (rewrite.insert(path).second) queue.push_back(path);
+  }
+  while (!queue.empty()) {
+    const std::string path = queue.back();
+    queue.pop_back();
+    for (const ice::DataFile& d : *may_apply.at(path)) {
+      if (d.content != ice::DataFileContent::kPositionDeletes) {
+        return arrow::Status::NotImplemented(
+            "Silver data file ", path, " has equality delete file ", d.file_path,
+            " (written by another engine); a copy-on-write merge cannot rewrite around "
+            "it: run `floe compact` on the table first, or set its silver.write_modes "
+            "entry to merge-on-read");
+      }
+      if (delete_refs.contains(d.file_path)) continue;
+      ARROW_ASSIGN_OR_RAISE(auto refs, ReadPositionDeleteFile(silver.io(), d));
+      for (const auto& [ref, positions] : refs) {
+        // Paths of data files no longer live are left to go with the delete file.
+        if (data_files.contains(ref) && rewrite.insert(ref).second) queue.push_back(ref);
+      }
+      delete_refs[d.file_path] = std::move(refs);
+      obsolete_deletes[d.file_path] = d;
+    }
+  }
+
+  const ice::PartitionSpec& spec = silver.spec();
+  for (const std::string& path : rewrite) {
+    const ice::LiveFile& file = *data_files.at(path);
+    std::vector<int64_t> positions = drop[path];
+    for (const ice::DataFile& d : *may_apply.at(path)) {
+      const auto& refs = delete_refs.at(d.file_path);
+      if (auto it = refs.find(path); it != refs.end()) {
+        positions.insert(positions.end(), it->second.begin(), it->second.end());
+      }
+    }
+    std::sort(positions.begin(), positions.end());
+    positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+    auto written = [&]() -> arrow::Result<std::vector<ice::DataFile>> {
+      ARROW_ASSIGN_OR_RAISE(auto kept, ReadWithout(silver, file, positions));
+      stats->rewrite_rows_dropped += file.entry.data_file.record_count - kept->num_rows();
+      stats->rewrite_rows_copied += kept->num_rows();
+      std::vector<ice::DataFile> files;
+      if (kept->num_rows() == 0) return files;
+      if (file.spec_id == spec.spec_id) {
+        return silver.WriteDataFiles({kept}, file.entry.data_file.partition);
+      }
+      // A file of an older spec: its rows go to the partitions of the current one.
+      ARROW_ASSIGN_OR_RAISE(auto parts,
+                            ice::SplitByPartition(spec, silver.schema(), *kept));
+      for (const auto& part : parts) {
+        ARROW_ASSIGN_OR_RAISE(auto part_files,
+                              silver.WriteDataFiles({part.batch}, part.partition));
+        for (auto& f : part_files) files.push_back(std::move(f));
+      }
+      return files;
+    }();
+    if (!written.ok()) {
+      DeleteFiles(silver.io(), out.add);
+      return written.status();
+    }
+    for (auto& f : *written) out.add.push_back(std::move(f));
+    out.remove.push_back(file.entry.data_file);
+  }
+  stats->rewritten_data_files = static_cast<int32_t>(out.remove.size());
+  stats->rewrite_files_added = static_cast<int32_t>(out.add.size());
+  stats->delete_files_removed = static_cast<int32_t>(obsolete_deletes.size());
+  for (auto& [path, d] : obsolete_deletes) out.remove.push_back(std::move(d));
+  return out;
+}
 }  // namespace
 
 // Bronze field id -> Silver field id: the table property, or (a table created by a
@@ -523,7 +726,7 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
     const ice::TableMetadata& bronze, const ice::TableIdentifier& bronze_id,
     const ice::TableIdentifier& silver_id, const std::string& warehouse,
     const std::vector<std::string>& key, int64_t rows, int64_t target_file_bytes,
-    int32_t* buckets_out) {
+    int32_t* buckets_out, bool copy_on_write) {
   const ice::Schema& bronze_schema = *bronze.CurrentSchema();
   const std::string source = SourceNameOf(bronze, bronze_id);
   const std::string key_json = JsonArray(key);
@@ -563,10 +766,10 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
       {kSilverFieldMapProperty, FieldMapJson(field_map)},
       {kSourceTableProperty, source},
       {ice::kTargetFileSizeProperty, std::to_string(target_file_bytes)},
-      {"write.delete.mode", "merge-on-read"},
-      {"write.update.mode", "merge-on-read"},
-      {"write.merge.mode", "merge-on-read"},
   };
+  for (const char* mode_key : kWriteModeProperties) {
+    props[mode_key] = copy_on_write ? kCopyOnWrite : kMergeOnRead;
+  }
   for (const auto& k : key) {
     props[std::string(ice::kBloomFilterEnabledPrefix) + k] = "true";
   }
@@ -749,7 +952,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     if (backfill) {
       auto created =
           CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse, key,
-                            stats.upserted, options.target_file_bytes, &stats.buckets);
+                            stats.upserted, options.target_file_bytes, &stats.buckets,
+                            options.copy_on_write);
       if (!created.ok()) {
         if (IsLostRace(created.status())) continue;  // another merge created it
         return created.status();
@@ -831,15 +1035,27 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                           WriteUpserts(*silver, upserts, key));
     written = data_files;
     std::vector<ice::DataFile> delete_files;
-    for (auto& [where, entry] : deletes_by_partition) {
-      stats.position_deletes += static_cast<int64_t>(entry.second.size());
-      auto file = WriteRowPositions(*silver, entry.first, entry.second);
-      if (!file.ok()) {
+    CowRewrite cow;
+    if (options.copy_on_write) {
+      auto rewritten =
+          RewriteForCopyOnWrite(*silver, planned_snapshot, deletes_by_partition, &stats);
+      if (!rewritten.ok()) {
         DeleteFiles(*io, written);
-        return file.status();
+        return rewritten.status();
       }
-      written.push_back(*file);
-      delete_files.push_back(std::move(*file));
+      cow = std::move(*rewritten);
+      written.insert(written.end(), cow.add.begin(), cow.add.end());
+    } else {
+      for (auto& [where, entry] : deletes_by_partition) {
+        stats.position_deletes += static_cast<int64_t>(entry.second.size());
+        auto file = WriteRowPositions(*silver, entry.first, entry.second);
+        if (!file.ok()) {
+          DeleteFiles(*io, written);
+          return file.status();
+        }
+        written.push_back(*file);
+        delete_files.push_back(std::move(*file));
+      }
     }
     stats.data_files = static_cast<int32_t>(data_files.size());
     stats.delete_files = static_cast<int32_t>(delete_files.size());
@@ -848,6 +1064,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     ice::CommitOptions once;
     once.max_attempts = 1;
     arrow::Status committed;
+    if (options.before_commit) options.before_commit(attempt);
     if (fold.truncated && silver_has_rows) {
       ARROW_ASSIGN_OR_RAISE(auto live, silver->LiveFiles(planned_snapshot));
       ice::OverwriteRequest request;
@@ -862,6 +1079,16 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       } else {
         committed = silver->Overwrite(request, summary, once).status();
       }
+    } else if (!cow.remove.empty()) {
+      // Copy-on-write: the rewritten files replace theirs, next to the new rows.
+      ice::OverwriteRequest request;
+      request.delete_files = cow.remove;
+      request.add_files = cow.add;
+      request.add_files.insert(request.add_files.end(), data_files.begin(),
+                               data_files.end());
+      request.validate_from_snapshot_id = planned_snapshot;
+      request.validate_no_conflicting_data_files = true;
+      committed = silver->Overwrite(request, summary, once).status();
     } else if (data_files.empty() && delete_files.empty()) {
       // Nothing changed (or only keys that never reached Silver were deleted): an
       // empty snapshot still moves the watermark.
@@ -889,6 +1116,9 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                      silver_id.ToString(), committed.message());
         stats.position_deletes = 0;
         stats.files_scanned = 0;
+        stats.rewritten_data_files = stats.rewrite_files_added = 0;
+        stats.rewrite_rows_dropped = stats.rewrite_rows_copied = 0;
+        stats.delete_files_removed = 0;
         continue;
       }
       DeleteFiles(*io, written);

@@ -1,12 +1,14 @@
 // One MERGE of a Bronze changelog into its Silver replica (docs/silver.md): read the
 // Bronze rows above Silver's watermark from one Bronze snapshot, fold them to the
 // latest state per key (fold.h), delete the rows Silver holds for those keys with
-// position deletes, write the new rows, and commit both with the new watermark in
+// position deletes (merge-on-read) or by rewriting the data files holding them
+// (copy-on-write), write the new rows, and commit both with the new watermark in
 // one snapshot that lands only on the Silver snapshot it was planned from. A table
 // without a Silver replica yet is backfilled from its whole Bronze history.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +44,13 @@ std::map<int32_t, int32_t> FieldMapOf(const iceberg::TableMetadata& silver,
 inline constexpr char kSourceTableProperty[] = "floe.source.table";
 inline constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
 
+/// The Iceberg properties that tell engines how to write a table's deletes, updates
+/// and merges; Silver sets all three to the mode its merges use.
+inline constexpr const char* kWriteModeProperties[] = {
+    "write.delete.mode", "write.update.mode", "write.merge.mode"};
+inline constexpr char kMergeOnRead[] = "merge-on-read";
+inline constexpr char kCopyOnWrite[] = "copy-on-write";
+
 /// Silver data files aim at this size, and the bucket count is chosen for it.
 inline constexpr int64_t kDefaultSilverTargetFileBytes = int64_t{128} << 20;
 /// At most this many buckets, however large the table.
@@ -54,11 +63,14 @@ struct MergeOptions {
   /// Silver's `write.target-file-size-bytes` (set at create, updated when it
   /// changes) and the size a new table's bucket count aims at (silver.target_file_size).
   int64_t target_file_bytes = kDefaultSilverTargetFileBytes;
-  /// Copy-on-write (silver.write_mode / write_modes). Not applied yet: merges are
-  /// merge-on-read.
+  /// Copy-on-write (silver.write_mode / write_modes): data files holding replaced rows
+  /// are rewritten without them instead of getting position deletes.
   bool copy_on_write = false;
   /// Plans in all when the Silver table changes under a merge (another merge won).
   int max_attempts = 5;
+  /// Called with the attempt number just before each commit (tests use it to race
+  /// another commit against the merge).
+  std::function<void(int attempt)> before_commit;
 };
 
 enum class MergeOutcome {
@@ -86,6 +98,16 @@ struct MergeStats {
   int32_t delete_files = 0;
   /// Silver data files whose key column(s) were read to find rows to delete.
   int32_t files_scanned = 0;
+  /// Copy-on-write: Silver data files replaced by copies without the deleted rows,
+  /// the files those copies make up, the rows dropped from them (replaced now, or
+  /// deleted earlier by position deletes of merge-on-read) and the rows copied.
+  int32_t rewritten_data_files = 0;
+  int32_t rewrite_files_added = 0;
+  int64_t rewrite_rows_dropped = 0;
+  int64_t rewrite_rows_copied = 0;
+  /// Copy-on-write: position delete files removed (every row they deleted is gone
+  /// from the rewritten files).
+  int32_t delete_files_removed = 0;
   bool truncated = false;
   int32_t buckets = 0;
   int attempts = 0;
@@ -135,14 +157,15 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(
 /// Creates the (empty) Silver table `silver_id` of Bronze table `bronze` with the
 /// layout of docs/silver.md: Bronze's row columns then cdc_commit_lsn, bucket(N,
 /// key[0]) with N = BucketCount(Bronze's bytes per row x `rows`), sorted by `key`,
-/// bloom filters on the key, the floe.silver.* properties. Sets *buckets to N.
+/// bloom filters on the key, the floe.silver.* properties, write.*.mode naming the
+/// merge mode (copy-on-write or merge-on-read). Sets *buckets to N.
 /// Fails with the catalog's kAlreadyExists when the table exists.
 arrow::Result<std::unique_ptr<iceberg::Table>> CreateSilverTable(
     iceberg::Catalog* catalog, std::shared_ptr<iceberg::FileIO> io,
     const iceberg::TableMetadata& bronze, const iceberg::TableIdentifier& bronze_id,
     const iceberg::TableIdentifier& silver_id, const std::string& warehouse,
     const std::vector<std::string>& key, int64_t rows, int64_t target_file_bytes,
-    int32_t* buckets);
+    int32_t* buckets, bool copy_on_write = false);
 
 /// `rows` (Silver's Arrow schema) sorted by the key columns `key_names` and written as
 /// data files of their buckets. Nothing is committed.

@@ -220,6 +220,13 @@ std::string Describe(const MergeStats& s) {
       std::to_string(s.position_deletes) + " position deletes in " +
       std::to_string(s.delete_files) + " files (" + std::to_string(s.files_scanned) +
       " Silver files scanned), " + std::to_string(s.data_files) + " data files";
+  if (s.rewritten_data_files > 0) {
+    text += "; copy-on-write: " + std::to_string(s.rewritten_data_files) +
+            " data files rewritten as " + std::to_string(s.rewrite_files_added) + " (" +
+            std::to_string(s.rewrite_rows_dropped) + " rows dropped, " +
+            std::to_string(s.rewrite_rows_copied) + " copied), " +
+            std::to_string(s.delete_files_removed) + " delete files removed";
+  }
   if (s.truncated) text += ", truncated";
   if (s.attempts > 1) text += ", " + std::to_string(s.attempts) + " plans";
   return text;
