@@ -764,6 +764,7 @@ def main() -> int:
             finally:
                 runner.stop()
             doc["bronze_rows"] = total
+            doc["setup_seconds"] = round(time.time() - t_start, 1)
             duck = Duck()
             t0 = time.time()
             try:

@@ -48,7 +48,11 @@ def render(doc: dict) -> str:
       f"({doc.get('total_seconds', 0) / 60:.0f} minutes; load average (1, 5, 15 min) "
       f"{doc.get('loadavg_start')} at the start, {doc.get('loadavg_end')} at the end: the "
       "machine is shared, so wall times are inflated; CPU seconds (user + system of the "
-      "process) are the figures to compare).\n")
+      "process) are the figures to compare). Of that, setting up (loading the source, "
+      "the initial copy and first Silver pass, generating and streaming every "
+      f"increment) took {doc.get('setup_seconds', 0) / 60:.0f} min, the pruning merges "
+      f"{doc.get('pruning_seconds', 0) / 60:.0f} min, the read-cost merges and scans "
+      f"{doc.get('read_cost_seconds', 0) / 60:.0f} min.\n")
     p(f"* Command: `{_env(doc)} FLOE_BUILD_DIR={doc.get('build_dir')} .venv/bin/python "
       "bench/silver_layout_bench.py`")
     p(f"* Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB RAM, Linux "
@@ -147,9 +151,11 @@ def render(doc: dict) -> str:
                           None if share is None else share < 0.05))
         for mode, merges in pr["modes"].items():
             worst = max(r["seconds"] for r in merges)
-            goals.append((f"1M changes merge in under 60 s ({mode}, slowest of the three)",
+            goals.append((f"{doc['increments'][0]['changes']:,} changes merge in under "
+                          f"60 s ({mode}, slowest of the three)",
                           f"{worst:.1f} s wall, CPU {max(r['cpu_s'] for r in merges):.1f} s",
-                          worst < 60))
+                          worst < 60 if doc['increments'][0]['changes'] >= 1_000_000
+                          else None))
         p("| goal (issue 6) | measured | |")
         p("|---|---|---|")
         for g, meas, ok in goals:
