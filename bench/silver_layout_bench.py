@@ -642,6 +642,15 @@ def read_cost_part(cat: Catalog, duck: Duck, configs: dict, start: str, bronze: 
     return out
 
 
+def save_partial(doc: dict) -> None:
+    """The figures so far, in silver_layout.partial.json beside the results (a run
+    stopped part way keeps them; bench/run renders only silver_layout.json)."""
+    results = BUILD / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "silver_layout.partial.json").write_text(
+        json.dumps(doc, indent=1, default=str) + "\n")
+
+
 def main() -> int:
     if not FLOE.exists():
         log(f"{FLOE} is missing (build floe in {BUILD})")
@@ -765,6 +774,7 @@ def main() -> int:
                 runner.stop()
             doc["bronze_rows"] = total
             doc["setup_seconds"] = round(time.time() - t_start, 1)
+            save_partial(doc)
             duck = Duck()
             t0 = time.time()
             try:
@@ -775,6 +785,7 @@ def main() -> int:
                 failures["pruning"] = str(e)[-3000:]
                 compacted = None
             doc["pruning_seconds"] = round(time.time() - t0, 1)
+            save_partial(doc)
             if compacted and SMALL_MERGES:
                 t0 = time.time()
                 try:
@@ -794,6 +805,7 @@ def main() -> int:
     results.mkdir(parents=True, exist_ok=True)
     text = json.dumps(doc, indent=1, default=str)
     (results / "silver_layout.json").write_text(text + "\n")
+    (results / "silver_layout.partial.json").unlink(missing_ok=True)
     print(text)
     return 1 if failures else 0
 
