@@ -98,6 +98,56 @@ def churn(pg, rounds: int, seed: int) -> None:
         pg.execute("DELETE FROM items WHERE id = ANY(%s)", (ids[10:],))
 
 
+def items_workload(pg, stop: threading.Event, errors: list[str], *, seed: int,
+                   next_id: int, max_ops: int, pause: float) -> None:
+    """Random inserts, updates and deletes on `items` in transactions of 1..max_ops
+    changes until `stop` is set (a thread target of the race tests); failures go
+    to `errors`."""
+    rng = random.Random(seed)
+    try:
+        while not stop.is_set():
+            with pg.connect() as conn:
+                with conn.transaction():
+                    for _ in range(rng.randint(1, max_ops)):
+                        op = rng.random()
+                        if op < 0.35:
+                            conn.execute("INSERT INTO items VALUES (%s, 'w', 1, 'p')",
+                                         (next_id,))
+                            next_id += 1
+                        elif op < 0.75:
+                            conn.execute("UPDATE items SET qty = qty + 1, name = %s "
+                                         "WHERE id = %s",
+                                         (f"u{rng.random():.6f}", rng.randint(1, next_id)))
+                        else:
+                            conn.execute("DELETE FROM items WHERE id = %s",
+                                         (rng.randint(1, next_id),))
+            time.sleep(pause)
+    except Exception as e:  # pragma: no cover - reported by the test
+        errors.append(f"workload: {e!r}")
+
+
+def floe_loop(run, name: str, commands: list[list[str]], stop: threading.Event,
+              errors: list[str], results: dict[str, list[int]], pause: float = 0.0) -> None:
+    """Runs `floe <command> <config> <args...>` for each of `commands` in turn until
+    `stop` is set (a thread target of the race tests): output appended to
+    <base>/<name>-loop.log, exit codes to results[name], failures to `errors`."""
+    try:
+        i = 0
+        while not stop.is_set():
+            args = commands[i % len(commands)]
+            i += 1
+            proc = subprocess.run([str(run.floe_bin), args[0], str(run.config_path),
+                                   *args[1:]],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  cwd=run.base, timeout=300)
+            with open(run.base / f"{name}-loop.log", "ab") as log:
+                log.write(proc.stdout)
+            results[name].append(proc.returncode)
+            time.sleep(pause)
+    except Exception as e:  # pragma: no cover - reported by the test
+        errors.append(f"{name}: {e!r}")
+
+
 def test_compaction_applies_deletes_sorts_and_keeps_every_position(floe, pg, duckdb_con):
     con = duckdb_con
     pg.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty int)")
@@ -327,45 +377,12 @@ def test_compact_silver_and_run_at_the_same_time(floe, pg, duckdb_con):
     errors: list[str] = []
     results: dict[str, list[int]] = {"silver": [], "compact": []}
 
-    def workload():
-        rng = random.Random(7)
-        next_id = 30001
-        try:
-            while not stop.is_set():
-                with pg.connect() as conn:
-                    with conn.transaction():
-                        for _ in range(rng.randint(1, 8)):
-                            op = rng.random()
-                            if op < 0.35:
-                                conn.execute("INSERT INTO items VALUES (%s, 'w', 1, 'p')",
-                                             (next_id,))
-                                next_id += 1
-                            elif op < 0.75:
-                                conn.execute("UPDATE items SET qty = qty + 1, name = %s "
-                                             "WHERE id = %s",
-                                             (f"u{rng.random():.6f}", rng.randint(1, next_id)))
-                            else:
-                                conn.execute("DELETE FROM items WHERE id = %s",
-                                             (rng.randint(1, next_id),))
-                time.sleep(0.01)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(f"workload: {e!r}")
-
-    def loop(name: str, args: list[str]):
-        try:
-            while not stop.is_set():
-                proc = subprocess.run([str(run.floe_bin), *args, str(run.config_path)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      cwd=run.base, timeout=300)
-                with open(run.base / f"{name}-loop.log", "ab") as log:
-                    log.write(proc.stdout)
-                results[name].append(proc.returncode)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(f"{name}: {e!r}")
-
-    threads = [threading.Thread(target=workload),
-               threading.Thread(target=loop, args=("silver", ["silver"])),
-               threading.Thread(target=loop, args=("compact", ["compact"]))]
+    threads = [threading.Thread(target=items_workload, args=(pg, stop, errors),
+                                kwargs=dict(seed=7, next_id=30001, max_ops=8, pause=0.01)),
+               threading.Thread(target=floe_loop,
+                                args=(run, "silver", [["silver"]], stop, errors, results)),
+               threading.Thread(target=floe_loop,
+                                args=(run, "compact", [["compact"]], stop, errors, results))]
     for t in threads:
         t.start()
     def compactions(snapshots) -> int:

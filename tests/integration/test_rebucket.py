@@ -23,16 +23,14 @@ The helpers are test_maintenance.py, test_silver.py and floerun.py."""
 
 from __future__ import annotations
 
-import random
-import subprocess
 import threading
-import time
 
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import IntegerType
 
 from floerun import floe  # noqa: F401
 from test_maintenance import (SERVICE, check_sorted_by, churn, delete_files_in_plan,
+                              floe_loop, items_workload,
                               live_files, local, maint, silver_table)
 from test_silver import check_silver, silver, wait_bronze
 
@@ -182,51 +180,14 @@ def test_rebucketing_while_floe_silver_merges(floe, pg, duckdb_con):
     errors: list[str] = []
     results: dict[str, list[int]] = {"silver": [], "compact": []}
 
-    def workload():
-        rng = random.Random(11)
-        next_id = 20001
-        try:
-            while not stop.is_set():
-                with pg.connect() as conn:
-                    with conn.transaction():
-                        for _ in range(rng.randint(1, 6)):
-                            op = rng.random()
-                            if op < 0.35:
-                                conn.execute("INSERT INTO items VALUES (%s, 'w', 1, 'p')",
-                                             (next_id,))
-                                next_id += 1
-                            elif op < 0.75:
-                                conn.execute("UPDATE items SET qty = qty + 1 WHERE id = %s",
-                                             (rng.randint(1, next_id),))
-                            else:
-                                conn.execute("DELETE FROM items WHERE id = %s",
-                                             (rng.randint(1, next_id),))
-                time.sleep(0.02)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(f"workload: {e!r}")
-
-    def loop(name: str, commands: list[list[str]], pause: float):
-        try:
-            i = 0
-            while not stop.is_set():
-                args = commands[i % len(commands)]
-                i += 1
-                proc = subprocess.run([str(run.floe_bin), args[0], str(run.config_path),
-                                       *args[1:]],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      cwd=run.base, timeout=300)
-                with open(run.base / f"{name}-loop.log", "ab") as log:
-                    log.write(proc.stdout)
-                results[name].append(proc.returncode)
-                time.sleep(pause)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(f"{name}: {e!r}")
-
     compact_commands = [["compact", "--silver-only", "--buckets", "2"],
                         ["compact", "--silver-only", "--buckets", "4"]]
-    threads = [threading.Thread(target=workload),
-               threading.Thread(target=loop, args=("silver", [["silver"]], 0.05)),
-               threading.Thread(target=loop, args=("compact", compact_commands, 0.0))]
+    threads = [threading.Thread(target=items_workload, args=(pg, stop, errors),
+                                kwargs=dict(seed=11, next_id=20001, max_ops=6, pause=0.02)),
+               threading.Thread(target=floe_loop, args=(run, "silver", [["silver"]], stop,
+                                                        errors, results, 0.05)),
+               threading.Thread(target=floe_loop, args=(run, "compact", compact_commands,
+                                                        stop, errors, results))]
     for t in threads:
         t.start()
 

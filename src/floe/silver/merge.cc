@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 
@@ -180,42 +181,81 @@ arrow::Status EvolveSilver(ice::Table* silver, const ice::Schema& bronze,
   return arrow::Status::OK();
 }
 
+// Every (data file, position) of one position delete file, by data file path.
+arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeleteFile(
+    ice::FileIO& io, const ice::DataFile& d) {
+  std::map<std::string, std::vector<int64_t>> out;
+  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(d.file_path));
+  try {
+    ARROW_ASSIGN_OR_RAISE(auto reader,
+                          parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable());
+    auto paths_col = table->GetColumnByName("file_path");
+    auto pos_col = table->GetColumnByName("pos");
+    if (paths_col == nullptr || pos_col == nullptr) {
+      return arrow::Status::Invalid("position delete file ", d.file_path,
+                                    " lacks file_path / pos");
+    }
+    for (int c = 0; c < paths_col->num_chunks(); ++c) {
+      ARROW_ASSIGN_OR_RAISE(arrow::Datum paths_datum,
+                            cp::Cast(paths_col->chunk(c), arrow::utf8()));
+      ARROW_ASSIGN_OR_RAISE(arrow::Datum pos_datum,
+                            cp::Cast(pos_col->chunk(c), arrow::int64()));
+      const auto paths = paths_datum.make_array();
+      const auto positions = pos_datum.make_array();
+      const auto& p = static_cast<const arrow::StringArray&>(*paths);
+      const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
+      // Rows come sorted by path: look the path up only when it changes.
+      std::vector<int64_t>* current = nullptr;
+      std::string_view current_path;
+      for (int64_t i = 0; i < p.length(); ++i) {
+        if (p.IsNull(i) || pos.IsNull(i)) continue;
+        const std::string_view path = p.GetView(i);
+        if (current == nullptr || path != current_path) {
+          current = &out[std::string(path)];
+          current_path = path;
+        }
+        current->push_back(pos.Value(i));
+      }
+    }
+  } catch (const parquet::ParquetException& e) {
+    return arrow::Status::IOError("reading ", d.file_path, ": ", e.what());
+  }
+  return out;
+}
+
+// Position delete files, each read once per merge plan: a delete file of ours covers
+// a bucket, so it applies to every data file of that bucket, and reading it for each
+// of them would read a bucket's deletes once per data file (quadratic in the merges
+// since the last compaction).
+class PositionDeleteCache {
+ public:
+  arrow::Result<const std::map<std::string, std::vector<int64_t>>*> Get(
+      ice::FileIO& io, const ice::DataFile& d) {
+    auto it = files_.find(d.file_path);
+    if (it == files_.end()) {
+      ARROW_ASSIGN_OR_RAISE(auto refs, ReadPositionDeleteFile(io, d));
+      it = files_.emplace(d.file_path, std::move(refs)).first;
+    }
+    return &it->second;
+  }
+
+ private:
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> files_;
+};
+
 // Positions deleted from `data_path` by the position delete files of `task`.
 arrow::Result<std::vector<int64_t>> DeletedPositions(ice::FileIO& io,
-                                                     const ice::FileScanTask& task) {
+                                                     const ice::FileScanTask& task,
+                                                     PositionDeleteCache& cache) {
   std::vector<int64_t> out;
   const std::string& data_path = task.data_file.file_path;
   for (const ice::DataFile& d : task.delete_files) {
     if (d.content != ice::DataFileContent::kPositionDeletes) continue;
     if (d.referenced_data_file && *d.referenced_data_file != data_path) continue;
-    ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(d.file_path));
-    try {
-      ARROW_ASSIGN_OR_RAISE(
-          auto reader, parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
-      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable());
-      auto paths_col = table->GetColumnByName("file_path");
-      auto pos_col = table->GetColumnByName("pos");
-      if (paths_col == nullptr || pos_col == nullptr) {
-        return arrow::Status::Invalid("position delete file ", d.file_path,
-                                      " lacks file_path / pos");
-      }
-      for (int c = 0; c < paths_col->num_chunks(); ++c) {
-        ARROW_ASSIGN_OR_RAISE(arrow::Datum paths_datum,
-                              cp::Cast(paths_col->chunk(c), arrow::utf8()));
-        ARROW_ASSIGN_OR_RAISE(arrow::Datum pos_datum,
-                              cp::Cast(pos_col->chunk(c), arrow::int64()));
-        const std::shared_ptr<arrow::Array> paths = paths_datum.make_array();
-        const std::shared_ptr<arrow::Array> positions = pos_datum.make_array();
-        const auto& p = static_cast<const arrow::StringArray&>(*paths);
-        const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
-        for (int64_t i = 0; i < p.length(); ++i) {
-          if (!p.IsNull(i) && !pos.IsNull(i) && p.GetView(i) == data_path) {
-            out.push_back(pos.Value(i));
-          }
-        }
-      }
-    } catch (const parquet::ParquetException& e) {
-      return arrow::Status::IOError("reading ", d.file_path, ": ", e.what());
+    ARROW_ASSIGN_OR_RAISE(const auto* refs, cache.Get(io, d));
+    if (auto it = refs->find(data_path); it != refs->end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
     }
   }
   std::sort(out.begin(), out.end());
@@ -362,8 +402,8 @@ class KeySet {
 arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
                                const std::vector<const ice::NestedField*>& key_fields,
                                KeySet& keys, const KeyProbe& probe,
-                               std::vector<RowPosition>* out,
-                               MergeStats* stats) {
+                               PositionDeleteCache& deletes,
+                               std::vector<RowPosition>* out, MergeStats* stats) {
   const std::string& path = task.data_file.file_path;
   ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
   try {
@@ -398,7 +438,7 @@ arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
     stats->row_groups_skipped_stats += choice.skipped_by_stats;
     stats->row_groups_skipped_bloom += choice.skipped_by_bloom;
     if (choice.read.empty()) return arrow::Status::OK();
-    ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task));
+    ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task, deletes));
     std::vector<int64_t> first_row(md->num_row_groups(), 0);
     for (int rg = 1; rg < md->num_row_groups(); ++rg) {
       first_row[rg] = first_row[rg - 1] + md->RowGroup(rg - 1)->num_rows();
@@ -606,41 +646,6 @@ struct CowRewrite {
   std::vector<ice::DataFile> add;
 };
 
-// Every (data file, position) of one position delete file, by data file path.
-arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeleteFile(
-    ice::FileIO& io, const ice::DataFile& d) {
-  std::map<std::string, std::vector<int64_t>> out;
-  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(d.file_path));
-  try {
-    ARROW_ASSIGN_OR_RAISE(auto reader,
-                          parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable());
-    auto paths_col = table->GetColumnByName("file_path");
-    auto pos_col = table->GetColumnByName("pos");
-    if (paths_col == nullptr || pos_col == nullptr) {
-      return arrow::Status::Invalid("position delete file ", d.file_path,
-                                    " lacks file_path / pos");
-    }
-    for (int c = 0; c < paths_col->num_chunks(); ++c) {
-      ARROW_ASSIGN_OR_RAISE(arrow::Datum paths_datum,
-                            cp::Cast(paths_col->chunk(c), arrow::utf8()));
-      ARROW_ASSIGN_OR_RAISE(arrow::Datum pos_datum,
-                            cp::Cast(pos_col->chunk(c), arrow::int64()));
-      const auto paths = paths_datum.make_array();
-      const auto positions = pos_datum.make_array();
-      const auto& p = static_cast<const arrow::StringArray&>(*paths);
-      const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
-      for (int64_t i = 0; i < p.length(); ++i) {
-        if (!p.IsNull(i) && !pos.IsNull(i)) {
-          out[std::string(p.GetView(i))].push_back(pos.Value(i));
-        }
-      }
-    }
-  } catch (const parquet::ParquetException& e) {
-    return arrow::Status::IOError("reading ", d.file_path, ": ", e.what());
-  }
-  return out;
-}
 
 // The rows of `file` in Silver's current schema and file order, without the rows at
 // the positions `drop` (sorted).
@@ -1180,6 +1185,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       probe_rows.reserve(fold.keys.size());
       for (const FoldedKey& k : fold.keys) probe_rows.push_back(k.key_row);
       ARROW_ASSIGN_OR_RAISE(KeyProbe probe, KeyProbe::Make(probe_columns, probe_rows));
+      PositionDeleteCache deletes;
       for (const ice::FileScanTask& task : plan.tasks) {
         if (buckets && task.spec_id == spec.spec_id &&
             task.data_file.partition.size() == 1 && task.data_file.partition[0] &&
@@ -1188,7 +1194,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
           continue;
         }
         std::vector<RowPosition> found;
-        ARROW_RETURN_NOT_OK(FindRowsToDelete(*io, task, key_fields, keys, probe, &found, &stats));
+        ARROW_RETURN_NOT_OK(
+            FindRowsToDelete(*io, task, key_fields, keys, probe, deletes, &found, &stats));
         ++stats.files_scanned;
         if (found.empty()) continue;
         referenced.insert(task.data_file.file_path);
