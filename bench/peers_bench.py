@@ -33,7 +33,7 @@ Comparisons (each section can be skipped with BENCH_PEER_PARTS):
 * snapshot: a BENCH_PEER_SNAPSHOT_ROWS-row table: `COPY ... TO STDOUT` through psql
   to /dev/null; floe's snapshot reader alone (tests/tools/snapshot_tool, 1 and 2
   workers, if built); `floe run` with `snapshot: initial` until Bronze holds every
-  row (its built-in 2 workers); Debezium with `snapshot.mode=initial` until it wrote
+  row, with `source.snapshot_workers` 1 and 2; Debezium with `snapshot.mode=initial` until it wrote
   every row.
 * silver: a BENCH_PEER_SILVER_ROWS-row Silver table (built by floe run + floe silver),
   then BENCH_PEER_SILVER_CHANGES changes in Postgres (updates, some keys three times,
@@ -279,7 +279,7 @@ class Peers(sb.Bench):
         return 0
 
     def floe_config_full(self, base: Path, slot: str, pub: str, snapshot: str,
-                         interval: str = "1s") -> Path:
+                         interval: str = "1s", snapshot_workers: int = 2) -> Path:
         warehouse = base / "warehouse"
         warehouse.mkdir(parents=True, exist_ok=True)
         config = base / "pipeline.yaml"
@@ -290,6 +290,7 @@ class Peers(sb.Bench):
             f"  slot: {slot}\n"
             f"  publication: {pub}\n"
             f"  snapshot: {snapshot}\n"
+            f"  snapshot_workers: {snapshot_workers}\n"
             f"warehouse: {warehouse}\n"
             "checkpoint:\n"
             f"  interval: {interval}\n"
@@ -298,13 +299,15 @@ class Peers(sb.Bench):
         return config
 
     def floe_run_until(self, base: Path, slot: str, pub: str, table: str, total: int,
-                       snapshot: str = "never", watch_slot: str | None = None) -> dict:
+                       snapshot: str = "never", watch_slot: str | None = None,
+                       snapshot_workers: int = 2) -> dict:
         """`floe run` until Bronze's `table` holds `total` rows (committed), then
         SIGTERM. Time from process start; CPU and VmHWM read at that moment; the
         walsender's and the whole server's CPU over the same span."""
         config = base / "pipeline.yaml"
         if not config.exists():
-            config = self.floe_config_full(base, slot, pub, snapshot)
+            config = self.floe_config_full(base, slot, pub, snapshot,
+                                           snapshot_workers=snapshot_workers)
         warehouse = base / "warehouse"
         log_path = base / "floe.log"
         watch = WalsenderWatch(self.pg.dsn(), watch_slot or slot)
@@ -579,7 +582,8 @@ def snapshot_part(b: Peers) -> dict:
     def tool_once(workers, r):
         slot = f"psnap_tool_w{workers}_{r}"
         args = [str(SNAPSHOT_TOOL), "--dsn", b.pg.dsn(), "--slot", slot,
-                "--tables-json", f'[["public", "{table}"]]', "--workers", str(workers)]
+                "--tables-json", f'[["public", "{table}"]]', "--workers", str(workers),
+                "--output", "arrow", "--copy-format", "binary"]
         srv0 = server_cpu(b.postmaster)
         load0 = loadavg()
         try:
@@ -594,12 +598,12 @@ def snapshot_part(b: Peers) -> dict:
                 "peak_rss_kb": usage.ru_maxrss, "load_before": load0,
                 "load_after": loadavg()}
 
-    def floe_once(r):
-        slot = f"psnap_floe_{r}"
-        base = b.work / f"snap_floe_{r}"
+    def floe_once(r, workers=2):
+        slot = f"psnap_floe_w{workers}_{r}"
+        base = b.work / f"snap_floe_w{workers}_{r}"
         try:
             res = b.floe_run_until(base, slot, "pub_snap", table, SNAP_ROWS,
-                                   snapshot="initial")
+                                   snapshot="initial", snapshot_workers=workers)
         finally:
             b.drop_slots([slot])
         shutil.rmtree(base, ignore_errors=True)
@@ -625,17 +629,19 @@ def snapshot_part(b: Peers) -> dict:
         return res
 
     tool_workers = [1, 2] if SNAPSHOT_TOOL.exists() else []
-    copies, floe, dbz = [], [], []
+    copies, floe, floe_1, dbz = [], [], [], []
     tools = {w: [] for w in tool_workers}
     for r in range(SNAP_RUNS):
         copies.append(copy_once())
         for w in tool_workers:
             tools[w].append(tool_once(w, r))
+        floe_1.append(floe_once(r, workers=1))
         floe.append(floe_once(r))
         dbz.append(dbz_once(r))
         log(f"snapshot run {r + 1}/{SNAP_RUNS}: COPY {copies[-1]['seconds']:.2f}s, "
             + "".join(f"reader {w}w {tools[w][-1]['seconds']:.2f}s, " for w in tool_workers)
-            + f"floe run {floe[-1]['seconds']:.2f}s, Debezium {dbz[-1]['seconds']:.2f}s")
+            + f"floe run 1w {floe_1[-1]['seconds']:.2f}s, 2w {floe[-1]['seconds']:.2f}s, "
+            f"Debezium {dbz[-1]['seconds']:.2f}s")
     copy_s = summarize(copies, SNAP_ROWS)
     result = {"rows": SNAP_ROWS, "runs": SNAP_RUNS, "table_bytes": table_bytes,
               "copy_command": f'psql -X -q -c "{copy_sql}" >/dev/null',
@@ -651,6 +657,10 @@ def snapshot_part(b: Peers) -> dict:
     fr["bronze_bytes"] = floe[-1]["bronze_bytes"]
     fr["bronze_bytes_per_row"] = floe[-1]["bronze_bytes"] / SNAP_ROWS
     result["floe_run"] = fr
+    f1 = summarize(floe_1, SNAP_ROWS)
+    f1["workers"] = 1
+    f1["ratio_to_copy"] = f1["rows_per_s"] / copy_s["rows_per_s"]
+    result["floe_run_1"] = f1
     dz = summarize(dbz, SNAP_ROWS)
     dz["ratio_to_copy"] = dz["rows_per_s"] / copy_s["rows_per_s"]
     dz["json_bytes_per_row"] = median([x["json_bytes"] for x in dbz]) / SNAP_ROWS
@@ -953,11 +963,11 @@ def main() -> int:
                         "on the local disk, format-version 2, write.merge.mode/"
                         "write.update.mode/write.delete.mode = merge-on-read, same "
                         "bucket partitioning and key sort order as floe's Silver table",
-               "floe": "floe run: checkpoint.interval 1s (streaming), snapshot workers "
-                       "2 (built in); floe silver: defaults",
+               "floe": "floe run: checkpoint.interval 1s (streaming), "
+                       "source.snapshot_workers 1 and 2 (snapshot); floe silver: defaults",
            },
            "commands": {
-               "run_alone": "FLOE_BUILD_DIR=build/helper-bench .venv/bin/python "
+               "run_alone": "FLOE_BUILD_DIR=build/release .venv/bin/python "
                             "bench/peers_bench.py",
                "pg_recvlogical": "pg_recvlogical --slot SLOT --start --no-loop "
                                  "-o proto_version=3 -o publication_names=PUB "
@@ -975,7 +985,7 @@ def main() -> int:
                "snapshot_floe_run": "floe run pipeline.yaml (snapshot: initial), timed "
                                     "until Bronze holds every row",
                "snapshot_reader": "snapshot_tool --tables-json '[[\"public\", "
-                                  "\"snap_orders\"]]' --workers N",
+                                  "\"snap_orders\"]]' --workers N --output arrow --copy-format binary",
                "snapshot_debezium": "DebeziumPeer ... snapshot.mode=initial --events=ROWS",
                "floe_silver": "floe silver pipeline.yaml",
                "spark_merge": ".venv/bin/python bench/peers/spark_merge.py merge ... "
