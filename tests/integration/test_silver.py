@@ -64,7 +64,8 @@ def fold(rows: list[dict], key: list[str]) -> dict[tuple, dict]:
     """Latest state per key as Silver must have it (the rules of src/floe/silver/
     fold.h): (cdc_commit_lsn, cdc_seq) order, d removes, t clears, a column in
     cdc_unchanged keeps the previous value, which for the new row of a key-changing
-    update (d of the old key then c, consecutive cdc_seq) is the old key's."""
+    update (d of the old key then a c lacking values, consecutive cdc_seq; an insert
+    always carries every value) is the old key's."""
     state: dict[tuple, dict] = {}
     last_delete = None
     for r in sorted(rows, key=lambda r: (r["cdc_commit_lsn"], r["cdc_seq"])):
@@ -78,7 +79,7 @@ def fold(rows: list[dict], key: list[str]) -> dict[tuple, dict]:
             last_delete = (r["cdc_commit_lsn"], r["cdc_seq"], state.pop(k, {}))
             continue
         previous = state.get(k, {})
-        if r.get("cdc_unchanged") and last_delete and k not in state and \
+        if op == "c" and r.get("cdc_unchanged") and last_delete and k not in state and \
                 last_delete[:2] == (r["cdc_commit_lsn"], r["cdc_seq"] - 1):
             previous = last_delete[2]
         values = {c: v for c, v in r.items() if not c.startswith("cdc_")}

@@ -254,7 +254,11 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
       continue;
     }
     ARROW_ASSIGN_OR_RAISE(std::vector<int> kept, unchanged.Of(row));
-    if (!kept.empty() && last_delete && last_delete->key != key &&
+    // The new row of a key-changing update is a `c` that lacks values: an insert
+    // always carries every value, so only that half of a `d`+`c` pair can. A `u`
+    // right after another key's delete (DELETE a; UPDATE b SET title = ...) is an
+    // update of its own row and keeps its own previous values.
+    if (o == "c" && !kept.empty() && last_delete && last_delete->key != key &&
         last_delete->lsn == lsn->Value(row) && last_delete->seq + 1 == seq->Value(row)) {
       // The new row of a key-changing update: its unsent values are the old key's.
       state.sources = last_delete->sources;

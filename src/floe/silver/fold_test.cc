@@ -211,6 +211,43 @@ TEST(Fold, TruncateLastLeavesNothing) {
   EXPECT_TRUE(Rows(c, fold).empty());
 }
 
+TEST(Fold, AnUpdateRightAfterAnotherKeysDeleteKeepsItsOwnToastValue) {
+  // DELETE FROM docs WHERE id = 1; UPDATE docs SET name = 'b' WHERE id = 2; in one
+  // transaction: d(1) and u(2) at consecutive seq look like a key-changing update's
+  // halves, but the `u` is an update of key 2 and keeps key 2's unsent blob.
+  auto c = Make({
+      {"c", 100, 0, 1, "a", "blob-of-1"},
+      {"c", 100, 1, 2, "b", "blob-of-2"},
+      {"d", 200, 0, 1, std::nullopt, std::nullopt},
+      {"u", 200, 1, 2, "b2", std::nullopt, {"blob"}},
+  });
+  auto fold = MustFold(c);
+  EXPECT_FALSE(fold.needs_existing);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"2 b2 blob-of-2 200"}));
+  EXPECT_EQ(DeletedIds(c, fold), (std::vector<int64_t>{1}));
+
+  // The same with both rows in Silver already (a merge into an existing table).
+  auto c2 = Make({
+      {"d", 200, 0, 1, std::nullopt, std::nullopt},
+      {"u", 200, 1, 2, "b2", std::nullopt, {"blob"}},
+  });
+  auto fold2 = MustFold(c2);
+  ASSERT_TRUE(fold2.needs_existing);
+  arrow::Int64Builder ids;
+  arrow::StringBuilder names, blobs;
+  ASSERT_TRUE(ids.AppendValues({1, 2}).ok());
+  ASSERT_TRUE(names.AppendValues({"a", "b"}).ok());
+  ASSERT_TRUE(blobs.AppendValues({"silver-blob-1", "silver-blob-2"}).ok());
+  ExistingRows existing;
+  existing.columns = {ids.Finish().ValueOrDie(), names.Finish().ValueOrDie(),
+                      blobs.Finish().ValueOrDie()};
+  for (int64_t i = 0; i < 2; ++i) {
+    existing.row_of_key[*EncodeKey({existing.columns[0].get()}, i)] = i;
+  }
+  EXPECT_EQ(Rows(c2, fold2, &existing),
+            (std::vector<std::string>{"2 b2 silver-blob-2 200"}));
+}
+
 TEST(Fold, UnchangedToastKeepsTheValueOfAnEarlierChange) {
   auto c = Make({
       {"c", 100, 0, 1, "a", "big-1"},
