@@ -983,12 +983,15 @@ Parsed ParseInterval(std::string_view s, int32_t* months_out, int32_t* days_out,
         for (int i = n; i < 6; ++i) frac *= 10;
       }
       if (p != token.size()) return Parsed::kMalformed;
-      int64_t t = 0;
-      if (__builtin_mul_overflow(h, int64_t{3'600'000'000}, &t) ||
-          __builtin_add_overflow(t, (m * 60 + sec) * 1'000'000 + frac, &t)) {
+      // Summed with the sign, not negated at the end: the smallest count,
+      // -2562047788:00:54.775808, has no positive counterpart in int64.
+      int64_t hours = 0;
+      const int64_t rest = (m * 60 + sec) * 1'000'000 + frac;
+      if (__builtin_mul_overflow(h, int64_t{3'600'000'000}, &hours) ||
+          (sign < 0 ? __builtin_sub_overflow(-hours, rest, &micros)
+                    : __builtin_add_overflow(hours, rest, &micros))) {
         return Parsed::kOutOfRange;
       }
-      micros = sign * t;
       pos = token_end;
       continue;
     }
