@@ -69,7 +69,10 @@ struct SourceColumn {
   int16_t attnum = 0;
   postgres::Oid type_oid = 0;
   int32_t type_modifier = -1;
-  bool is_primary_key = false;
+  /// Part of the key that identifies a row in every change (the source's primary
+  /// key, or its replica identity index: RelationInfo::row_key), recorded for
+  /// Silver's merge key.
+  bool is_row_key = false;
   /// The Arrow type and converter kind the source produces for it.
   postgres::ColumnMapping mapping;
 };

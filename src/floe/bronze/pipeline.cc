@@ -42,6 +42,7 @@
 #include "floe/source/postgres/relation_cache.h"
 #include "floe/source/postgres/replication_connection.h"
 #include "floe/source/postgres/snapshot.h"
+#include "floe/source/postgres/table_description.h"
 #include "floe/source/postgres/type_mapping.h"
 
 namespace floe::bronze {
@@ -97,6 +98,7 @@ std::string SourceName(const pg::QualifiedName& name) {
 
 std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
   std::vector<SourceColumn> out;
+  const std::vector<int> key = shape.relation.row_key();
   for (size_t i = 0; i < shape.relation.columns.size(); ++i) {
     const auto& c = shape.relation.columns[i];
     SourceColumn col;
@@ -104,40 +106,33 @@ std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
     col.attnum = c.attnum;
     col.type_oid = c.type_oid;
     col.type_modifier = c.type_modifier;
-    col.is_primary_key = c.is_primary_key;
+    col.is_row_key = std::find(key.begin(), key.end(), static_cast<int>(i)) != key.end();
     col.mapping = shape.mappings.at(i);
     out.push_back(std::move(col));
   }
   return out;
 }
 
-// The live columns of a table, from the catalog (for rows that do not come through
-// a Relation message: the snapshot). Same order as pg_attribute (attnum), which is
-// the order pgoutput sends them in.
+// The replicated columns of a table, from the catalog (for rows that do not come
+// through a Relation message: the copies), described as pg::DescribeTable describes
+// it for every path: in attnum order, the order pgoutput sends them in, and without
+// generated columns, which pgoutput does not send either.
 arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
     pg::PgConnection& sql, pg::TypeResolver& types, const pg::QualifiedName& table) {
-  ARROW_ASSIGN_OR_RAISE(std::string schema_q, sql.QuoteIdentifier(table.schema));
-  ARROW_ASSIGN_OR_RAISE(std::string table_q, sql.QuoteIdentifier(table.table));
-  ARROW_ASSIGN_OR_RAISE(
-      auto rows,
-      sql.Query("SELECT a.attnum::text, a.attname, a.atttypid::text, a.atttypmod::text, "
-                "COALESCE((SELECT true FROM pg_index i WHERE i.indrelid = a.attrelid "
-                "AND i.indisprimary AND a.attnum = ANY(i.indkey)), false)::text "
-                "FROM pg_attribute a WHERE a.attrelid = to_regclass($1)::oid "
-                "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-                {schema_q + "." + table_q}));
-  if (rows.empty()) {
+  ARROW_ASSIGN_OR_RAISE(auto described, pg::DescribeTable(sql, table.schema, table.table));
+  if (!described || described->Replicated().empty()) {
     return arrow::Status::KeyError("table ", SourceName(table),
                                    " has no columns or does not exist");
   }
+  const std::vector<std::string> key = described->RowKey();
   std::vector<SourceColumn> out;
-  for (const auto& row : rows) {
+  for (const pg::DescribedColumn& c : described->Replicated()) {
     SourceColumn col;
-    col.attnum = static_cast<int16_t>(std::stoi(*row[0]));
-    col.name = *row[1];
-    col.type_oid = static_cast<pg::Oid>(std::stoul(*row[2]));
-    col.type_modifier = std::stoi(*row[3]);
-    col.is_primary_key = *row[4] == "true";
+    col.attnum = c.attnum;
+    col.name = c.name;
+    col.type_oid = c.type_oid;
+    col.type_modifier = c.type_modifier;
+    col.is_row_key = std::find(key.begin(), key.end(), c.name) != key.end();
     ARROW_ASSIGN_OR_RAISE(pg::PgTypeInfo type,
                           types.Resolve(col.type_oid, col.type_modifier));
     col.mapping = pg::MapType(type);
@@ -187,7 +182,8 @@ void WarnIfUnprotected(pg::PgConnection& sql) {
 
 struct PipelineMetrics {
   metrics::Registry registry;
-  metrics::Gauge lag_bytes, retained_wal, wal_status, streaming, last_checkpoint;
+  metrics::Gauge lag_bytes, retained_wal, wal_status, streaming, last_checkpoint,
+      unnamed_tables;
   metrics::Counter events, rows_written, bytes_written, commits, errors, restarts,
       quarantined, snapshot_rows, messages;
   metrics::Histogram commit_seconds, checkpoint_seconds;
@@ -214,6 +210,12 @@ struct PipelineMetrics {
     ARROW_ASSIGN_OR_RAISE(
         m->streaming,
         r.AddGauge("floe_streaming", "1 while floe is streaming from the slot, else 0"));
+    ARROW_ASSIGN_OR_RAISE(
+        m->unnamed_tables,
+        r.AddGauge("floe_source_table_unnamed",
+                   "1 for a published table the catalog cannot name (its changes are "
+                   "skipped until naming.tables names it), by table",
+                   {"table"}));
     ARROW_ASSIGN_OR_RAISE(
         m->last_checkpoint,
         r.AddGauge("floe_last_checkpoint_timestamp_seconds",
@@ -295,6 +297,10 @@ struct BronzeTable {
   bool events_bound = false;
   /// Rows are being skipped until a copy of the table commits.
   bool awaiting_copy = false;
+  /// Why the catalog cannot hold this table's Bronze identifier (e.g. a schema
+  /// named "a.b" in the SQL catalog); empty when it can. Such a table is skipped,
+  /// never holding back the others or the slot, until naming.tables names it.
+  std::string unnamed;
   std::mutex mutex;  // snapshot workers write concurrently
   int64_t snapshot_seq = 0;
 };
@@ -537,6 +543,34 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
   entry = std::make_unique<BronzeTable>();
   entry->source = source;
   entry->id = ice::IdentifierFromLevels(config_.BronzeIdentifier({source.schema, source.table}));
+  for (const auto& id : {entry->id, ice::IdentifierFromLevels(config_.SilverIdentifier(
+                                        {source.schema, source.table}))}) {
+    if (arrow::Status named = catalog_->CheckIdentifier(id); !named.ok()) {
+      entry->unnamed = id.ToString() + ": " + named.message();
+      break;
+    }
+  }
+  if (!entry->unnamed.empty()) {
+    spdlog::error(
+        "{} cannot be replicated under its default name ({}); its changes are skipped "
+        "and the other tables go on. Name it in the pipeline file, then restart floe "
+        "run, which copies it:\n  naming:\n    tables:\n      {}: {{bronze: "
+        "bronze.{}.<schema>.<table>, silver: silver.{}.<schema>.<table>}}",
+        config::QualifiedName{source.schema, source.table}.ToString(), entry->unnamed,
+        config::QualifiedName{source.schema, source.table}.ToString(), config_.service,
+        config_.service);
+    metrics_->unnamed_tables.Set({SourceName(source)}, 1);
+    return entry.get();
+  }
+  // Never a silent null: say once why a generated column is not replicated.
+  if (auto described = pg::DescribeTable(*sql_, source.schema, source.table);
+      described.ok() && *described && !(*described)->GeneratedColumns().empty()) {
+    spdlog::warn(
+        "{}: generated column(s) {} are not replicated: pgoutput does not send "
+        "generated columns before PostgreSQL 18, so Bronze and Silver leave them out "
+        "(compute them in the reader; docs/schema-evolution.md, \"Generated columns\")",
+        SourceName(source), nlohmann::json((*described)->GeneratedColumns()).dump());
+  }
   auto loaded = ice::Table::Load(catalog_, io_, entry->id);
   if (loaded.ok()) {
     std::unique_ptr<ice::Table> table = std::move(*loaded);
@@ -594,10 +628,11 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   // Buffered rows belong to the previous shape.
   if (table->conformer) ARROW_RETURN_NOT_OK(FlushBuffered(table));
   ice::Table& t = table->appender->table();
-  // The source's primary key, for Silver's merge key (by current column names).
+  // The key every change carries, for Silver's merge key (by current column names,
+  // in column order).
   nlohmann::json key = nlohmann::json::array();
   for (const auto& c : columns) {
-    if (c.is_primary_key) key.push_back(c.name);
+    if (c.is_row_key) key.push_back(c.name);
   }
   const std::string key_json = key.dump();
   {
@@ -666,27 +701,15 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
 
 arrow::Result<std::vector<std::string>> Pipeline::KeyColumnsOf(
     const pg::QualifiedName& table) {
-  ARROW_ASSIGN_OR_RAISE(std::string schema_q, sql_->QuoteIdentifier(table.schema));
-  ARROW_ASSIGN_OR_RAISE(std::string table_q, sql_->QuoteIdentifier(table.table));
-  // The columns every change (deletes included) carries: the replica identity
-  // index's under REPLICA IDENTITY USING INDEX, else the primary key's (DEFAULT or
-  // FULL). NOTHING, or no primary key: none.
-  ARROW_ASSIGN_OR_RAISE(
-      auto rows,
-      sql_->Query(
-          "SELECT a.attname::text FROM pg_class c "
-          "JOIN pg_index i ON i.indrelid = c.oid "
-          "JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) "
-          "ON true "
-          "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum "
-          "WHERE c.oid = to_regclass($1)::oid AND c.relkind = 'r' AND "
-          "((c.relreplident = 'i' AND i.indisreplident) OR "
-          "(c.relreplident IN ('d', 'f') AND i.indisprimary)) "
-          "ORDER BY k.ord",
-          {schema_q + "." + table_q}));
-  std::vector<std::string> out;
-  for (const auto& row : rows) out.push_back(*row[0]);
-  return out;
+  // The columns every change (deletes included) carries, in index order (the
+  // backfill chunks by them); none for a partitioned parent or under REPLICA
+  // IDENTITY NOTHING, which are copied through an exported snapshot.
+  ARROW_ASSIGN_OR_RAISE(auto described,
+                        pg::DescribeTable(*sql_, table.schema, table.table));
+  if (!described || described->relkind != 'r' || described->replica_identity == 'n') {
+    return std::vector<std::string>{};
+  }
+  return described->RowKey();
 }
 
 arrow::Status Pipeline::CopyLater(BronzeTable* table) {
@@ -735,6 +758,9 @@ arrow::Status Pipeline::BackfillOnRequest(const std::set<pg::QualifiedName>& hel
       continue;
     }
     ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
+    if (!table->unnamed.empty()) {
+      return Fatal("--backfill-table " + SourceName(name) + ": " + table->unnamed);
+    }
     ARROW_ASSIGN_OR_RAISE(auto key, KeyColumnsOf(name));
     if (key.empty()) {
       return Fatal("--backfill-table " + SourceName(name) +
@@ -1052,6 +1078,7 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
   const auto& rel = change.shape->relation;
   pg::QualifiedName source{rel.namespace_name, rel.relation_name};
   ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(source));
+  if (!table->unnamed.empty()) return arrow::Status::OK();
   ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*change.shape)));
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
     ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
@@ -1076,6 +1103,7 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     ARROW_ASSIGN_OR_RAISE(table, TableFor({rel.namespace_name, rel.relation_name}));
     table_of_shape_.emplace(changes.shape.get(), std::pair{changes.shape, table});
   }
+  if (!table->unnamed.empty()) return arrow::Status::OK();
   if (!table->conformer) {
     ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape)));
   }
@@ -1541,6 +1569,7 @@ arrow::Status Pipeline::Discover(bool at_start) {
     for (const auto& name : published) {
       if (copied_.contains(name)) continue;
       ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
+      if (!table->unnamed.empty()) continue;
       ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
       if (copied || table->awaiting_copy) continue;
       if (at_start) {

@@ -151,6 +151,10 @@ class SynchronizedCatalog : public Catalog {
     std::lock_guard lock(mutex_);
     return inner_->TableExists(id);
   }
+  arrow::Status CheckIdentifier(const TableIdentifier& id) override {
+    std::lock_guard lock(mutex_);
+    return inner_->CheckIdentifier(id);
+  }
   arrow::Result<std::vector<TableIdentifier>> ListTables(const Namespace& ns) override {
     std::lock_guard lock(mutex_);
     return inner_->ListTables(ns);

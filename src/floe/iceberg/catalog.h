@@ -85,6 +85,14 @@ class Catalog {
   /// Fails with kNamespaceNotEmpty while it holds tables.
   virtual arrow::Status DropNamespace(const Namespace& ns) = 0;
 
+  /// OK when this catalog can hold a table named `id`; otherwise Invalid, saying
+  /// why (the SQL catalog joins namespace levels with '.', so a level holding one
+  /// cannot be stored). Names nothing as taken: the table may exist or not.
+  virtual arrow::Status CheckIdentifier(const TableIdentifier& id) {
+    return id.name.empty() ? arrow::Status::Invalid("a table needs a name")
+                           : arrow::Status::OK();
+  }
+
   /// Records a new table whose first metadata file is `metadata_location`.
   /// Fails with kNoSuchNamespace or kAlreadyExists.
   virtual arrow::Status RegisterTable(const TableIdentifier& id,

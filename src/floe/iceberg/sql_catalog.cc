@@ -399,6 +399,10 @@ arrow::Result<std::string> SqlCatalog::LoadTable(const TableIdentifier& id) {
   return *rows[0][0];
 }
 
+arrow::Status SqlCatalog::CheckIdentifier(const TableIdentifier& id) {
+  return ValidateIdentifier(id);
+}
+
 arrow::Result<bool> SqlCatalog::TableExists(const TableIdentifier& id) {
   auto location = LoadTable(id);
   if (location.ok()) return true;

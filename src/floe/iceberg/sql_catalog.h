@@ -72,6 +72,7 @@ class SqlCatalog : public Catalog {
                               const std::string& metadata_location) override;
   arrow::Result<std::string> LoadTable(const TableIdentifier& id) override;
   arrow::Result<bool> TableExists(const TableIdentifier& id) override;
+  arrow::Status CheckIdentifier(const TableIdentifier& id) override;
   arrow::Result<std::vector<TableIdentifier>> ListTables(const Namespace& ns) override;
   arrow::Status DropTable(const TableIdentifier& id) override;
   arrow::Status RenameTable(const TableIdentifier& from,

@@ -23,6 +23,7 @@
 #include "floe/silver/fold.h"
 #include "floe/silver/merge.h"
 #include "floe/source/postgres/pg_connection.h"
+#include "floe/source/postgres/table_description.h"
 #include "floe/source/postgres/type_mapping.h"
 
 namespace floe::silver {
@@ -325,25 +326,22 @@ SourceReader PostgresSourceReader(std::string conninfo) {
                           conn->Query("SELECT pg_current_wal_lsn()::text"));
     ARROW_ASSIGN_OR_RAISE(std::string schema_q, conn->QuoteIdentifier(table.schema));
     ARROW_ASSIGN_OR_RAISE(std::string table_q, conn->QuoteIdentifier(table.table));
-    ARROW_ASSIGN_OR_RAISE(
-        auto columns,
-        conn->Query("SELECT a.attname, a.atttypid::text, a.atttypmod::text "
-                    "FROM pg_attribute a WHERE a.attrelid = to_regclass($1)::oid "
-                    "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-                    {schema_q + "." + table_q}));
-    if (columns.empty()) {
+    // The columns floe replicates, as every path describes them (no generated
+    // columns: Silver has none).
+    ARROW_ASSIGN_OR_RAISE(auto described,
+                          pg::DescribeTable(*conn, table.schema, table.table));
+    if (!described || described->Replicated().empty()) {
       return arrow::Status::KeyError("source table ", table.ToString(),
                                      " does not exist (or has no columns)");
     }
     pg::PgTypeResolver types(conn.get());
     std::vector<pg::ColumnConverter> converters;
     std::string select;
-    for (const auto& c : columns) {
-      ARROW_ASSIGN_OR_RAISE(
-          pg::PgTypeInfo type,
-          types.Resolve(static_cast<pg::Oid>(std::stoul(*c[1])), std::stoi(*c[2])));
-      converters.emplace_back(*c[0], pg::MapType(type));
-      ARROW_ASSIGN_OR_RAISE(std::string q, conn->QuoteIdentifier(*c[0]));
+    for (const pg::DescribedColumn& c : described->Replicated()) {
+      ARROW_ASSIGN_OR_RAISE(pg::PgTypeInfo type,
+                            types.Resolve(c.type_oid, c.type_modifier));
+      converters.emplace_back(c.name, pg::MapType(type));
+      ARROW_ASSIGN_OR_RAISE(std::string q, conn->QuoteIdentifier(c.name));
       select += (select.empty() ? "" : ", ") + q;
     }
     ARROW_ASSIGN_OR_RAISE(

@@ -606,24 +606,10 @@ arrow::Status ChangeStream::ApplyRelation(Transaction* tx,
   for (auto& f : CdcMetadataFields()) fields.push_back(std::move(f));
   shape->schema = arrow::schema(std::move(fields));
 
-  // The key that identifies a row downstream: the primary key when the old image
-  // carries it, else the replica identity (never all columns of REPLICA IDENTITY
-  // FULL: then an update would look like a key change whenever any value changed).
-  std::vector<int> pk, identity;
-  for (size_t i = 0; i < shape->relation.columns.size(); ++i) {
-    const auto& c = shape->relation.columns[i];
-    if (c.is_primary_key) pk.push_back(static_cast<int>(i));
-    if (c.is_replica_identity) identity.push_back(static_cast<int>(i));
-  }
-  if (shape->relation.replica_identity == ReplicaIdentity::kFull) {
-    next->key_columns = pk;
-  } else {
-    bool pk_in_identity = !pk.empty();
-    for (int i : pk) {
-      if (!shape->relation.columns[i].is_replica_identity) pk_in_identity = false;
-    }
-    next->key_columns = pk_in_identity ? pk : identity;
-  }
+  // The key that identifies a row downstream (never all columns of REPLICA
+  // IDENTITY FULL: then an update would look like a key change whenever any value
+  // changed).
+  next->key_columns = shape->relation.row_key();
   next->shape = std::move(shape);
   if (state) next->delivered = std::move(state->delivered);
   state = std::move(next);

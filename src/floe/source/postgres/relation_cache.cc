@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "floe/source/postgres/pg_connection.h"
+#include "floe/source/postgres/table_description.h"
 
 namespace floe::postgres {
 namespace {
@@ -25,18 +26,6 @@ bool SameMessageContent(const RelationInfo& a, const RelationInfo& b) {
   return true;
 }
 
-template <typename T>
-arrow::Result<T> ParseInt(const std::optional<std::string>& text, const char* what) {
-  T value{};
-  if (!text) return arrow::Status::IOError("pg_attribute: ", what, " is null");
-  const char* end = text->data() + text->size();
-  auto [ptr, ec] = std::from_chars(text->data(), end, value);
-  if (ec != std::errc() || ptr != end) {
-    return arrow::Status::IOError("pg_attribute: bad ", what, " '", *text, "'");
-  }
-  return value;
-}
-
 }  // namespace
 
 std::vector<std::string> RelationInfo::primary_key() const {
@@ -53,6 +42,21 @@ std::vector<std::string> RelationInfo::replica_identity_columns() const {
     if (c.is_replica_identity) out.push_back(c.name);
   }
   return out;
+}
+
+std::vector<int> RelationInfo::row_key() const {
+  std::vector<int> pk, identity;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i].is_primary_key) pk.push_back(static_cast<int>(i));
+    if (columns[i].is_replica_identity) identity.push_back(static_cast<int>(i));
+  }
+  if (replica_identity == ReplicaIdentity::kFull ||
+      replica_identity == ReplicaIdentity::kNothing) {
+    return pk;
+  }
+  bool pk_in_identity = !pk.empty();
+  for (int i : pk) pk_in_identity &= columns[i].is_replica_identity;
+  return pk_in_identity ? pk : identity;
 }
 
 int RelationInfo::FindColumn(std::string_view name) const {
@@ -160,23 +164,17 @@ RelationDiff Diff(const RelationInfo& before, const RelationInfo& after) {
 }
 
 arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(Oid relation_id) {
-  static const std::string kQuery =
-      "SELECT a.attnum, a.attname, a.atttypid, a.atttypmod, "
-      "       COALESCE(a.attnum = ANY (i.indkey), false) "
-      "FROM pg_catalog.pg_attribute a "
-      "LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary "
-      "WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped "
-      "ORDER BY a.attnum";
-  ARROW_ASSIGN_OR_RAISE(auto rows, conn_->Query(kQuery, {std::to_string(relation_id)}));
+  ARROW_ASSIGN_OR_RAISE(auto described, DescribeTable(*conn_, relation_id));
   std::vector<AttributeInfo> out;
-  out.reserve(rows.size());
-  for (const PgRow& row : rows) {
+  if (!described) return out;
+  out.reserve(described->columns.size());
+  for (const DescribedColumn& c : described->columns) {
     AttributeInfo a;
-    ARROW_ASSIGN_OR_RAISE(a.attnum, ParseInt<int16_t>(row[0], "attnum"));
-    a.name = row[1].value_or("");
-    ARROW_ASSIGN_OR_RAISE(a.type_oid, ParseInt<Oid>(row[2], "atttypid"));
-    ARROW_ASSIGN_OR_RAISE(a.type_modifier, ParseInt<int32_t>(row[3], "atttypmod"));
-    a.is_primary_key = row[4].value_or("f") == "t";
+    a.attnum = c.attnum;
+    a.name = c.name;
+    a.type_oid = c.type_oid;
+    a.type_modifier = c.type_modifier;
+    a.is_primary_key = c.primary_key_position > 0;
     out.push_back(std::move(a));
   }
   return out;

@@ -56,6 +56,13 @@ struct RelationInfo {
   std::vector<std::string> primary_key() const;
   /// Names of the replica identity columns, in column order.
   std::vector<std::string> replica_identity_columns() const;
+  /// Indexes of the columns that identify a row in every change, deletes included
+  /// (the key downstream, Silver's merge key): the primary key when the replica
+  /// identity carries it (DEFAULT, and FULL, whose identity is every column) or when
+  /// there is no identity (NOTHING); else the replica identity's columns (USING
+  /// INDEX on a unique index that is not the primary key: a delete carries only
+  /// those). TableDescription::RowKey applies the same rule to the catalog.
+  std::vector<int> row_key() const;
   /// Index of the column named `name`, or -1.
   int FindColumn(std::string_view name) const;
 

@@ -35,6 +35,31 @@ RelationInfo Table(std::vector<RelationColumnInfo> columns) {
   return r;
 }
 
+TEST(RelationInfo, RowKeyIsWhatEveryChangeCarries) {
+  // DEFAULT: the primary key (also the replica identity).
+  RelationInfo t = Table({Col("id", kInt8, 1, true), Col("code", kText, 2)});
+  EXPECT_EQ(t.row_key(), (std::vector<int>{0}));
+  // USING INDEX on a unique index without the primary key: a delete carries only
+  // the index's columns, so they are the key.
+  t.replica_identity = ReplicaIdentity::kIndex;
+  t.columns[0].is_replica_identity = false;
+  t.columns[1].is_replica_identity = true;
+  EXPECT_EQ(t.row_key(), (std::vector<int>{1}));
+  // USING INDEX on an index that holds the whole primary key: the primary key.
+  t.columns[0].is_replica_identity = true;
+  EXPECT_EQ(t.row_key(), (std::vector<int>{0}));
+  // FULL flags every column; NOTHING flags none: the primary key either way.
+  t.replica_identity = ReplicaIdentity::kFull;
+  EXPECT_EQ(t.row_key(), (std::vector<int>{0}));
+  t.replica_identity = ReplicaIdentity::kNothing;
+  t.columns[0].is_replica_identity = t.columns[1].is_replica_identity = false;
+  EXPECT_EQ(t.row_key(), (std::vector<int>{0}));
+  // DEFAULT with the primary key not looked up: the identity the message flags.
+  RelationInfo unknown = Table({Col("id", kInt8, 1, true), Col("v", kText, 2)});
+  unknown.columns[0].is_primary_key = false;
+  EXPECT_EQ(unknown.row_key(), (std::vector<int>{0}));
+}
+
 // ---------------------------------------------------------------------------
 // Diff
 

@@ -15,6 +15,7 @@
 #include <arrow/type.h>
 
 #include "floe/common/progress.h"
+#include "floe/source/postgres/table_description.h"
 
 namespace floe::postgres {
 namespace {
@@ -539,24 +540,17 @@ arrow::Result<TableLayout> SnapshotReader::DescribeTable(PgConnection& conn,
   ARROW_ASSIGN_OR_RAISE(layout.pages, ParseInt64(rel[0][3], "relation pages"));
   if (layout.partitioned) layout.estimated_rows = -1;
 
-  // Generated columns are left out: pgoutput does not send them either (PG <= 17).
-  ARROW_ASSIGN_OR_RAISE(
-      auto cols,
-      conn.Query("SELECT a.attname, a.atttypid::int8, a.atttypmod, "
-                 "quote_ident(pn.nspname) || '.' || quote_ident(p.proname) "
-                 "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-                 "JOIN pg_proc p ON p.oid = t.typoutput "
-                 "JOIN pg_namespace pn ON pn.oid = p.pronamespace "
-                 "WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped "
-                 "AND a.attgenerated = '' ORDER BY a.attnum",
-                 {oid}));
-  for (auto& row : cols) {
-    layout.columns.push_back(row[0].value_or(""));
-    ARROW_ASSIGN_OR_RAISE(int64_t type_oid, ParseInt64(row[1], "atttypid"));
-    ARROW_ASSIGN_OR_RAISE(int64_t typmod, ParseInt64(row[2], "atttypmod"));
-    layout.type_oids.push_back(static_cast<Oid>(type_oid));
-    layout.typmods.push_back(static_cast<int32_t>(typmod));
-    layout.output_functions.push_back(row[3].value_or(""));
+  // The replicated columns, as every path describes them (generated columns are
+  // left out: pgoutput does not send them either, PG <= 17).
+  ARROW_ASSIGN_OR_RAISE(auto described,
+                        ::floe::postgres::DescribeTable(conn, t.schema, t.name));
+  if (described) {
+    for (const DescribedColumn& c : described->Replicated()) {
+      layout.columns.push_back(c.name);
+      layout.type_oids.push_back(c.type_oid);
+      layout.typmods.push_back(c.type_modifier);
+      layout.output_functions.push_back(c.output_function);
+    }
   }
   if (layout.columns.empty()) {
     return arrow::Status::Invalid(DisplayName(t), " has no columns to snapshot");

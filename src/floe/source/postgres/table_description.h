@@ -1,0 +1,72 @@
+// One description of a source table, read from the catalog in one statement, that
+// every path describing a table uses: the stream's relation cache (attnums and
+// keys), the table copies (which columns to read), the watermark backfill (the key
+// it chunks by) and `floe silver verify` (which columns to compare). Before there
+// was one query per path, and they disagreed: the copy read stored generated
+// columns that the stream never carries, and the merge key ignored a replica
+// identity index, so deletes carrying only the index's columns matched nothing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "floe/source/postgres/pgoutput.h"
+
+namespace floe::postgres {
+
+class PgConnection;
+
+struct DescribedColumn {
+  int16_t attnum = 0;
+  std::string name;
+  Oid type_oid = 0;
+  int32_t type_modifier = -1;
+  /// 1-based position in the primary key's index, 0 when not part of it.
+  int primary_key_position = 0;
+  /// 1-based position in the replica identity index (REPLICA IDENTITY USING INDEX),
+  /// 0 when not part of it.
+  int identity_index_position = 0;
+  /// A generated column (`GENERATED ALWAYS AS (...) STORED`).
+  bool generated = false;
+  /// The type's output function, schema-qualified and quoted (for text COPY).
+  std::string output_function;
+};
+
+struct TableDescription {
+  Oid oid = 0;
+  /// pg_class.relkind: 'r' table, 'p' partitioned table, ...
+  char relkind = 'r';
+  /// pg_class.relreplident: 'd' default, 'n' nothing, 'f' full, 'i' index.
+  char replica_identity = 'd';
+  /// Every live column, generated ones included, in attnum order.
+  std::vector<DescribedColumn> columns;
+
+  /// The columns a change of this table carries, in attnum order: pgoutput before
+  /// PostgreSQL 18 never sends generated columns, so the copy, the backfill and
+  /// verify leave them out too (docs/schema-evolution.md, "Generated columns").
+  std::vector<DescribedColumn> Replicated() const;
+  /// Names of the generated columns left out of Replicated().
+  std::vector<std::string> GeneratedColumns() const;
+  /// The columns that identify a row in every change, deletes included, in index
+  /// order: the replica identity index's under REPLICA IDENTITY USING INDEX (unless
+  /// it contains the whole primary key), else the primary key's (DEFAULT, FULL and
+  /// NOTHING). Empty when there is neither.
+  std::vector<std::string> RowKey() const;
+  /// RowKey() in attnum order (the order Bronze records it in).
+  std::vector<std::string> RowKeyInColumnOrder() const;
+};
+
+/// Describes the relation `oid`; nullopt when it does not exist (any more).
+arrow::Result<std::optional<TableDescription>> DescribeTable(PgConnection& conn,
+                                                             Oid oid);
+/// Describes `schema`.`table` (names as they are, unquoted); nullopt when there is
+/// no such relation.
+arrow::Result<std::optional<TableDescription>> DescribeTable(PgConnection& conn,
+                                                             const std::string& schema,
+                                                             const std::string& table);
+
+}  // namespace floe::postgres
