@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -93,6 +94,17 @@ std::string HumanValue(const Transform& transform, const std::optional<Literal>&
   }
   if (const auto* text = std::get_if<std::string>(&*value)) return *text;
   return LiteralToString(*value);
+}
+
+// FNV-1a, 64 bits: a stable hash for directory names (std::hash is not stable
+// across builds).
+uint64_t Fnv1a64(std::string_view text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
 }
 
 std::string UrlEscape(const std::string& text) {
@@ -271,8 +283,26 @@ std::string PartitionPath(const PartitionSpec& spec, const Schema& schema,
   std::string path;
   for (size_t i = 0; i < spec.fields.size() && i < partition.size(); ++i) {
     if (!path.empty()) path += '/';
-    path += UrlEscape(spec.fields[i].name) + "=" +
-            UrlEscape(HumanValue(spec.fields[i].transform, partition[i]));
+    const std::string value = HumanValue(spec.fields[i].transform, partition[i]);
+    std::string segment = UrlEscape(spec.fields[i].name) + "=" + UrlEscape(value);
+    if (segment.size() > kMaxPartitionSegmentBytes) {
+      // A directory name has at most 255 bytes on most file systems, and an
+      // identity partition's value can come from anywhere (the audit table's
+      // source_table from message content). Readers take partition values from
+      // the manifests, so the directory only has to be distinct: a prefix of the
+      // escaped value (never cut inside an escape) and a hash of the whole value.
+      char hash[17];
+      std::snprintf(hash, sizeof hash, "%016llx",
+                    static_cast<unsigned long long>(Fnv1a64(value)));
+      size_t keep = kMaxPartitionSegmentBytes - 17;
+      if (segment[keep - 1] == '%') {
+        keep -= 1;
+      } else if (segment[keep - 2] == '%') {
+        keep -= 2;
+      }
+      segment = segment.substr(0, keep) + "-" + hash;
+    }
+    path += segment;
   }
   return path;
 }
@@ -285,12 +315,25 @@ Table::Table(Catalog* catalog, std::shared_ptr<FileIO> io, TableIdentifier id,
       metadata_(std::move(metadata)),
       metadata_location_(std::move(metadata_location)) {}
 
+std::string LocationSegment(const std::string& name) {
+  std::string out = UrlEscape(name);
+  // `.` and `..` (or any run of dots) would name this directory or its parent, and
+  // an empty segment would vanish: escape them so that every identifier gets a
+  // directory of its own (UrlEscape escapes `%`, so the result stays injective).
+  if (out.find_first_not_of('.') == std::string::npos) {
+    std::string escaped;
+    for (size_t i = 0; i < name.size(); ++i) escaped += "%2E";
+    return escaped.empty() ? "%00" : escaped;
+  }
+  return out;
+}
+
 std::string Table::DefaultLocation(const std::string& warehouse,
                                    const TableIdentifier& id) {
   std::string location = warehouse;
   while (!location.empty() && location.back() == '/') location.pop_back();
-  for (const auto& level : id.ns) location += "/" + UrlEscape(level);
-  return location + "/" + UrlEscape(id.name);
+  for (const auto& level : id.ns) location += "/" + LocationSegment(level);
+  return location + "/" + LocationSegment(id.name);
 }
 
 arrow::Result<std::unique_ptr<Table>> Table::Create(

@@ -143,6 +143,11 @@ struct RewriteFilesRequest {
   bool validate_no_new_files = false;
 };
 
+/// `name` as one path segment: URL-escaped (RFC 3986 unreserved characters stay),
+/// and a name of dots only (`.`, `..`) or an empty one escaped whole, so that the
+/// segment never means "this directory" or "the parent".
+std::string LocationSegment(const std::string& name);
+
 class Table;
 
 /// Writes the rows of one partition, batch by batch as they arrive, as data files of
@@ -201,7 +206,9 @@ class Table {
                                                     std::shared_ptr<FileIO> io,
                                                     const TableIdentifier& id);
 
-  /// `<warehouse>/<namespace levels>/<name>`, the default location of a new table.
+  /// `<warehouse>/<namespace levels>/<name>`, the default location of a new table;
+  /// each level is a LocationSegment, so no two identifiers share a directory and
+  /// none names a parent's.
   static std::string DefaultLocation(const std::string& warehouse,
                                      const TableIdentifier& id);
 
@@ -363,8 +370,13 @@ class Table {
   std::string metadata_location_;
 };
 
+/// The longest directory name PartitionPath writes for one partition field.
+inline constexpr size_t kMaxPartitionSegmentBytes = 200;
+
 /// Partition path segment values as Iceberg's `PartitionSpec.partitionToPath`
-/// prints them (dates for day transforms, and so on), URL-escaped.
+/// prints them (dates for day transforms, and so on), URL-escaped. A field whose
+/// segment would pass kMaxPartitionSegmentBytes keeps a prefix of its value and a
+/// hash of the whole value instead.
 std::string PartitionPath(const PartitionSpec& spec, const Schema& schema,
                           const PartitionTuple& partition);
 

@@ -145,6 +145,29 @@ arrow::Result<std::vector<std::string>> RemoveOrphanFiles(
   // considered, and one listed before is referenced by metadata read after it if it
   // was committed.
   FileIO& io = table.io();
+  // A location with a `.` or `..` segment aliases another directory (a table named
+  // `.` once got its schema's directory): its listing holds other tables' files.
+  {
+    const std::string location = Normalize(table.metadata().location);
+    size_t start = location.find("://");
+    start = start == std::string::npos ? 0 : start + 3;
+    std::string_view rest(location);
+    rest.remove_prefix(start);
+    while (!rest.empty()) {
+      const size_t slash = rest.find('/');
+      const std::string_view segment = rest.substr(0, slash);
+      if (segment == "." || segment == "..") {
+        return arrow::Status::Invalid(
+            "table ", table.identifier().ToString(), " has the location ", location,
+            ", whose `", segment,
+            "` segment names another directory than the table's own; floe removes "
+            "no orphan files there, as they may belong to other tables. Files the "
+            "table references are safe; remove others by hand");
+      }
+      if (slash == std::string_view::npos) break;
+      rest.remove_prefix(slash + 1);
+    }
+  }
   ARROW_ASSIGN_OR_RAISE(auto listing, io.List(table.metadata().location));
   ARROW_RETURN_NOT_OK(table.Refresh());
   const TableMetadata& metadata = table.metadata();

@@ -843,5 +843,41 @@ TEST_F(TableOperationsTest, OrphanRemovalLeavesFilesUnderASkippedPrefix) {
   EXPECT_FALSE(Exists(junk));
 }
 
+TEST(LocationSegment, NoIdentifierNamesThisDirectoryOrItsParent) {
+  EXPECT_EQ(LocationSegment("orders"), "orders");
+  EXPECT_EQ(LocationSegment("."), "%2E");
+  EXPECT_EQ(LocationSegment(".."), "%2E%2E");
+  EXPECT_EQ(LocationSegment(""), "%00");
+  EXPECT_EQ(LocationSegment("a.b"), "a.b");
+  EXPECT_EQ(LocationSegment("a/b"), "a%2Fb");
+  // Injective: a name that spells an escape differs from the escaped name.
+  EXPECT_NE(LocationSegment("%2E"), LocationSegment("."));
+  const TableIdentifier dot{{"bronze", "shop", "public"}, "."};
+  EXPECT_EQ(Table::DefaultLocation("/wh/", dot), "/wh/bronze/shop/public/%2E");
+  const TableIdentifier up{{"bronze", "shop", ".."}, ".."};
+  EXPECT_EQ(Table::DefaultLocation("/wh", up), "/wh/bronze/shop/%2E%2E/%2E%2E");
+}
+
+TEST_F(TableOperationsTest, OrphanRemovalRefusesALocationThatNamesAnotherDirectory) {
+  // A table made before locations escaped `.`: its location is its parent's
+  // directory, where every other table's files live.
+  const TableIdentifier id{{"db"}, "."};
+  auto table = ValueOrDie(Table::Create(catalog_.get(), io_, id, TestSchema(),
+                                        PartitionSpec{}, SortOrder::Unsorted(),
+                                        "file://" + (dir_ / "wh" / "db").string() + "/."));
+  auto other = CreateTable();
+  ValueOrDie(other->AppendFiles({Write(*other, 0, 3)}));
+  const auto before = FilesOnDisk();
+  RemoveOrphanFilesOptions options;
+  options.older_than_ms = CurrentTimeMs() + 60 * 1000;
+  options.dry_run = true;
+  auto refused = RemoveOrphanFiles(*table, options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("segment"), std::string::npos);
+  options.dry_run = false;
+  EXPECT_FALSE(RemoveOrphanFiles(*table, options).ok());
+  EXPECT_EQ(FilesOnDisk(), before);
+}
+
 }  // namespace
 }  // namespace floe::iceberg

@@ -379,6 +379,33 @@ TEST(PartitionPath, PrintsTransformedValuesLikeIceberg) {
   EXPECT_EQ(PartitionPath(spec, schema, nulls), "ts_day=null/name=null");
 }
 
+TEST(PartitionPath, BoundsEachSegmentWhateverTheValue) {
+  auto schema = ValueOrDie(Schema::Make(0, {NestedField::Required(1, "t", Type::String())}));
+  PartitionSpec spec;
+  spec.fields = {{1, 1000, "source_table", Transform::Identity()}};
+  // 300 characters (a table name taken from logical message content), and 100
+  // three-byte characters (each escapes to 9 bytes).
+  const std::string long_ascii(300, 'x');
+  std::string long_utf8;
+  for (int i = 0; i < 100; ++i) long_utf8 += "\xe2\x82\xac";
+  std::set<std::string> seen;
+  for (const std::string& v : {long_ascii, long_ascii + "y", long_utf8, long_utf8 + "z"}) {
+    const std::string path = PartitionPath(spec, schema, {Literal(v)});
+    EXPECT_LE(path.size(), kMaxPartitionSegmentBytes) << path;
+    EXPECT_TRUE(path.starts_with("source_table=")) << path;
+    EXPECT_EQ(path.find('/'), std::string::npos) << path;
+    // Never cut inside an escape sequence.
+    const size_t dash = path.rfind('-');
+    ASSERT_NE(dash, std::string::npos);
+    const size_t pct = path.rfind('%', dash);
+    if (pct != std::string::npos) EXPECT_LE(pct + 3, dash) << path;
+    EXPECT_TRUE(seen.insert(path).second) << "two values share " << path;
+  }
+  // A value that fits is left alone.
+  EXPECT_EQ(PartitionPath(spec, schema, {Literal(std::string("public.t"))}),
+            "source_table=public.t");
+}
+
 // Forwards to a real catalog; the next `unknown_without_commit` commits report an
 // unknown outcome without committing.
 class UnknownOutcomeCatalog : public Catalog {
