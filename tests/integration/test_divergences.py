@@ -19,7 +19,10 @@ from test_silver import silver, silver_ident
 SERVICE = "svc"
 # Incompressible, ~20 KB: stored out of line, so an update that leaves it alone
 # does not send it (pgoutput's unchanged-TOAST marker).
-BIG = "(SELECT string_agg(md5(random()::text || g2), '') FROM generate_series(1, 640) g2)"
+# Correlated with the outer row `g`, so that every row gets a body of its own (an
+# uncorrelated subquery runs once for the whole INSERT).
+BIG = ("(SELECT string_agg(md5(random()::text || g2 || g), '') "
+       "FROM generate_series(1, 640) g2)")
 
 
 def _norm(v):
@@ -78,6 +81,7 @@ def test_an_update_right_after_another_rows_delete_keeps_its_own_toast(floe, pg,
     pg.execute(f"INSERT INTO docs SELECT gen_random_uuid(), 't' || g, {BIG} "
                "FROM generate_series(1, 6) g")
     ids = [r[0] for r in pg.execute("SELECT id FROM docs ORDER BY title")]
+    assert pg.execute("SELECT count(DISTINCT body) FROM docs")[0][0] == 6
 
     def delete_then_retitle(a, b, title):
         with pg.connect(autocommit=False) as c:
@@ -264,3 +268,95 @@ def test_a_table_the_catalog_cannot_name_holds_nothing_back(floe, pg, duckdb_con
     assert sorted((r["id"], r["v"]) for r in t.scan().to_arrow().to_pylist()) == \
         sorted(pg.execute('SELECT id, v FROM "a.b".t'))
     same_as_source(run, pg, duckdb_con, "public", "ok", ["id"])
+
+
+def _churn(pg, table: str, base: int) -> None:
+    pg.execute(f"UPDATE {table} SET v = v || '+{base}' WHERE id % 3 = 0")
+    pg.execute(f"DELETE FROM {table} WHERE id % 5 = 0")
+    pg.execute(f"INSERT INTO {table} SELECT g, 'n' FROM generate_series({base}, {base + 9}) g")
+
+
+def test_a_table_back_in_the_publication_is_copied_again(floe, pg, duckdb_con):
+    """#4: changes made while a table was out of the publication never reach the
+    stream; when it is added back (while floe runs, or while it is stopped) Bronze
+    gets a `t` row and a fresh copy, and Silver equals the source again."""
+    for t in ("a", "b"):
+        pg.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, v text)")
+        pg.execute(f"INSERT INTO {t} SELECT g, 'v' FROM generate_series(1, 30) g")
+    run = floe(service=SERVICE, tables=["public.a", "public.b"]).start()
+    run.wait_streaming()
+    _churn(pg, "a", 100)
+    wait_flushed(run, pg)
+    pg.execute("ALTER PUBLICATION floe_pub DROP TABLE a")
+    _churn(pg, "a", 200)  # never streamed
+    _churn(pg, "b", 200)
+    pg.execute("ALTER PUBLICATION floe_pub ADD TABLE a")
+    _churn(pg, "a", 300)
+    run.wait_until(lambda: "is not the table Bronze copied" in run.log_text(), timeout=60,
+                   what="floe to notice public.a came back")
+    run.wait_until(lambda: any(r["cdc_op"] == "t" for r in run.rows_pyiceberg("public.a")),
+                   timeout=60, what="the t row and the copy of public.a")
+    wait_flushed(run, pg)
+    silver(run)
+    for t in ("a", "b"):
+        same_as_source(run, pg, duckdb_con, "public", t, ["id"])
+
+    # The same while floe is stopped.
+    run.stop()
+    pg.execute("ALTER PUBLICATION floe_pub DROP TABLE a")
+    _churn(pg, "a", 400)
+    pg.execute("ALTER PUBLICATION floe_pub ADD TABLE a")
+    run.start()
+    run.wait_streaming()
+    _churn(pg, "a", 500)
+    wait_flushed(run, pg)
+    assert run.log_text().count("is not the table Bronze copied") == 2
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "a", ["id"])
+
+
+def test_a_table_dropped_and_recreated_or_renamed_is_copied_again(floe, pg, duckdb_con):
+    """#4: a table dropped and re-created under its name (a new OID), while floe runs
+    and while it is stopped, and a renamed table: Silver equals the source."""
+    pg.execute("CREATE TABLE r (id int PRIMARY KEY, v text)")
+    pg.execute("CREATE TABLE m (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO r SELECT g, 'v' FROM generate_series(1, 30) g")
+    pg.execute("INSERT INTO m SELECT g, 'v' FROM generate_series(1, 30) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    _churn(pg, "r", 100)
+    wait_flushed(run, pg)
+    pg.execute("DROP TABLE r")
+    pg.execute("CREATE TABLE r (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO r SELECT g, 'again' FROM generate_series(5, 12) g")
+    pg.execute("ALTER TABLE m RENAME TO m2")
+    _churn(pg, "m2", 200)
+    run.wait_until(lambda: "is not the table Bronze copied" in run.log_text(), timeout=60,
+                   what="floe to notice public.r was re-created")
+    _churn(pg, "r", 300)
+    wait_flushed(run, pg)
+    run.wait_until(lambda: run.exists("public.m2"), what="Bronze of the renamed table")
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "r", ["id"])
+    same_as_source(run, pg, duckdb_con, "public", "m2", ["id"])
+
+    run.stop()
+    pg.execute("DROP TABLE r")
+    pg.execute("CREATE TABLE r (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO r VALUES (1, 'third incarnation')")
+    run.start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "r", ["id"])
+
+
+def test_a_long_slot_name_still_copies_tables(floe, pg, duckdb_con):
+    """Code-read (b): the temporary copy slot's name stays within 63 bytes."""
+    pg.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO t SELECT g, 'v' FROM generate_series(1, 10) g")
+    run = floe(service=SERVICE, slot="s" * 63).start()
+    run.wait_streaming()
+    pg.execute("INSERT INTO t VALUES (11, 'w')")
+    wait_flushed(run, pg)
+    assert sorted(r["id"] for r in run.rows_pyiceberg("public.t")) == list(range(1, 12))

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <chrono>
 #include <functional>
@@ -72,6 +73,10 @@ arrow::Status Fatal(std::string message) {
 
 constexpr char kHeartbeatPrefix[] = "floe.heartbeat";
 constexpr char kSourceTableProperty[] = "floe.source.table";
+// Which source relation and which publication membership Bronze's rows came from
+// (SourceIdentities): a table re-created under its name, or removed from the
+// publication and added back, changes it, and is copied again.
+constexpr char kSourceIdentityProperty[] = "floe.source.identity";
 /// JSON array of the source table's primary key columns (current names); empty when
 /// it has none. Silver's default merge key.
 constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
@@ -88,6 +93,23 @@ std::optional<uint64_t> ParseU64(const std::string& text) {
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
 }
+
+}  // namespace
+
+std::string CopySlotName(const std::string& slot, int64_t pid) {
+  // PostgreSQL truncates names to 63 bytes (NAMEDATALEN - 1) and a slot name that
+  // long is refused: a long configured slot keeps a prefix and a hash of itself.
+  const std::string suffix = "_copy_" + std::to_string(pid);
+  constexpr size_t kMaxName = 63;
+  if (slot.size() + suffix.size() <= kMaxName) return slot + suffix;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char c : slot) h = (h ^ c) * 1099511628211ull;
+  char hash[9];
+  std::snprintf(hash, sizeof hash, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
+  return slot.substr(0, kMaxName - suffix.size() - 9) + "_" + hash + suffix;
+}
+
+namespace {
 
 std::string SourceName(const pg::QualifiedName& name) {
   return name.schema + "." + name.table;
@@ -138,6 +160,38 @@ arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
     col.mapping = pg::MapType(type);
     out.push_back(std::move(col));
   }
+  return out;
+}
+
+// Per published table, what identifies the relation and its membership in the
+// publication: its pg_class oid (new when dropped and re-created) and the oids of
+// the pg_publication_rel rows of it or an ancestor and of the
+// pg_publication_namespace row of its schema (new when it was removed from the
+// publication and added back; constant under FOR ALL TABLES). Changes made while a
+// table was out of the publication are not in the WAL stream floe reads, so a
+// changed identity means Bronze may miss changes: the table is copied again.
+arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
+    pg::PgConnection& sql, const std::string& publication) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows,
+      sql.Query(
+          "SELECT pt.schemaname::text, pt.tablename::text, 'relation ' || c.oid || "
+          "', publication ' || coalesce((SELECT string_agg(pr.oid::text, ',' ORDER BY "
+          "pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = p.oid AND "
+          "(pr.prrelid = c.oid OR pr.prrelid IN (SELECT relid FROM "
+          // Rows only for a partition or a partitioned table, itself included.
+          "pg_partition_ancestors(c.oid)))), '') || "
+          "'/' || coalesce((SELECT string_agg(pn.oid::text, ',' ORDER BY pn.oid) FROM "
+          "pg_catalog.pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND "
+          "pn.pnnspid = c.relnamespace), '') "
+          "FROM pg_catalog.pg_publication p "
+          "JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname "
+          "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
+          "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = "
+          "pt.tablename WHERE p.pubname = $1",
+          {publication}));
+  std::map<pg::QualifiedName, std::string> out;
+  for (const auto& row : rows) out[{*row[0], *row[1]}] = row[2].value_or("");
   return out;
 }
 
@@ -297,6 +351,9 @@ struct BronzeTable {
   bool events_bound = false;
   /// Rows are being skipped until a copy of the table commits.
   bool awaiting_copy = false;
+  /// SourceIdentities' value when the copy awaited was scheduled: recorded in
+  /// kSourceIdentityProperty once it commits.
+  std::string identity_at_copy;
   /// Why the catalog cannot hold this table's Bronze identifier (e.g. a schema
   /// named "a.b" in the SQL catalog); empty when it can. Such a table is skipped,
   /// never holding back the others or the slot, until naming.tables names it.
@@ -431,6 +488,11 @@ class Pipeline : public pg::ChangeSink {
   arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns);
   arrow::Result<bool> IsCopied(BronzeTable* table);
+  // Whether the source table Bronze copied is not the one published now (re-created,
+  // or removed from the publication and added back): compares `identity` with the
+  // recorded one, recording it when none is.
+  arrow::Result<bool> Rejoined(BronzeTable* table, const std::string& identity);
+  arrow::Status RecordIdentity(BronzeTable* table, const std::string& identity);
   arrow::Status Discover(bool at_start);
   arrow::Status CopyTables(const std::vector<BronzeTable*>& tables);
   /// Copies `table` later: a watermark backfill when it has a key, else through an
@@ -671,6 +733,35 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   table->conformer.emplace(std::move(conformer));
   table->columns = std::move(columns);
   return arrow::Status::OK();
+}
+
+arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& identity) {
+  if (identity.empty() || !table->appender || !table->appender->has_snapshot()) {
+    return false;
+  }
+  const auto& properties = table->appender->table().metadata().properties;
+  auto it = properties.find(kSourceIdentityProperty);
+  if (it == properties.end()) {
+    ARROW_RETURN_NOT_OK(RecordIdentity(table, identity));
+    return false;
+  }
+  if (it->second == identity) return false;
+  spdlog::warn(
+      "{} is not the table Bronze copied ({}; now {}): it was re-created, or removed "
+      "from publication {} and added back, and changes made meanwhile never reached "
+      "the stream. Copying it again: a `t` row in {} marks the gap",
+      SourceName(table->source), it->second, identity, config_.source.publication,
+      table->id.ToString());
+  return true;
+}
+
+arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& identity) {
+  if (identity.empty() || !table->appender) return arrow::Status::OK();
+  return table->appender->table().UpdateMetadata(
+      [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+        b->SetProperties({{kSourceIdentityProperty, identity}});
+        return arrow::Status::OK();
+      });
 }
 
 arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
@@ -1390,13 +1481,12 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   pg::CreateSlotOptions slot_options;
   slot_options.snapshot = pg::SnapshotAction::kExport;
   slot_options.temporary = true;
-  const std::string temp_name =
-      config_.source.slot + "_copy_" + std::to_string(::getpid());
+  const std::string temp_name = CopySlotName(config_.source.slot, ::getpid());
   ARROW_ASSIGN_OR_RAISE(pg::CreatedSlot created, temp->CreateSlot(temp_name, slot_options));
   const Lsn point = created.consistent_point;
 
   std::vector<pg::QualifiedTable> names;
-  std::map<std::string, BronzeTable*> by_name;
+  std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;
   for (BronzeTable* table : tables) {
     ARROW_ASSIGN_OR_RAISE(auto columns,
                           SourceColumnsFromCatalog(*sql_, *types_, table->source));
@@ -1405,7 +1495,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     table->buffered.Clear();
     table->snapshot_seq = 0;
     names.push_back({table->source.schema, table->source.table});
-    by_name[SourceName(table->source)] = table;
+    by_name[{table->source.schema, table->source.table}] = table;
   }
   spdlog::info("copying {} table(s) at LSN {}", tables.size(), point.ToString());
 
@@ -1460,7 +1550,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   std::mutex quarantine_mutex;
   std::vector<pg::QuarantineCandidate> quarantined;
   auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
-    BronzeTable* table = by_name.at(batch.table->schema + "." + batch.table->name);
+    BronzeTable* table = by_name.at({batch.table->schema, batch.table->name});
     const auto& columns = table->columns;
     // Map the copy's columns onto the table's shape by name.
     std::vector<int> from(columns.size(), -1);
@@ -1552,6 +1642,10 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   for (BronzeTable* table : tables) {
     table->awaiting_copy = false;
     copied_.insert(table->source);
+    // After the commit: a crash before this line copies the table once more on the
+    // next start (redundant, never wrong).
+    ARROW_RETURN_NOT_OK(RecordIdentity(table, table->identity_at_copy));
+    table->identity_at_copy.clear();
     spdlog::info("copied {}: {} row(s) into {}{}", SourceName(table->source),
                  table->snapshot_seq - (recopied.contains(table) ? 1 : 0),
                  table->id.ToString(),
@@ -1564,14 +1658,29 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
 // the ones first seen in the stream).
 arrow::Status Pipeline::Discover(bool at_start) {
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
-    ARROW_ASSIGN_OR_RAISE(auto published,
-                          PublishedTables(*sql_, config_.source.publication));
-    for (const auto& name : published) {
-      if (copied_.contains(name)) continue;
+    ARROW_ASSIGN_OR_RAISE(auto identities,
+                          SourceIdentities(*sql_, config_.source.publication));
+    for (const auto& [name, identity] : identities) {
       ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
-      if (!table->unnamed.empty()) continue;
-      ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
-      if (copied || table->awaiting_copy) continue;
+      if (!table->unnamed.empty() || table->awaiting_copy) continue;
+      if (!copied_.contains(name)) {
+        ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
+        // A backfill under way (started or resumed) is a copy of the table as
+        // published now.
+        if (copied && !copied_.contains(name)) continue;
+      }
+      if (copied_.contains(name)) {
+        ARROW_ASSIGN_OR_RAISE(bool again, Rejoined(table, identity));
+        if (!again) continue;
+        // Through the exported-snapshot copy, whose `t` row ends what the gap may
+        // have left behind in the latest state (a watermark backfill has none).
+        copied_.erase(name);
+        table->awaiting_copy = true;
+        table->identity_at_copy = identity;
+        to_copy_.push_back(table);
+        continue;
+      }
+      table->identity_at_copy = identity;
       if (at_start) {
         table->awaiting_copy = true;
         to_copy_.push_back(table);

@@ -85,4 +85,9 @@ bool IsFatal(const arrow::Status& status);
 /// pipeline reconnects with backoff, resuming from what Bronze durably holds.
 arrow::Status RunPipeline(const config::PipelineConfig& config, const RunOptions& options);
 
+/// The name of the temporary slot a table copy exports its snapshot from: `slot`,
+/// `_copy_`, the process id, at most 63 bytes (a longer `slot` keeps a prefix and a
+/// hash of itself), so a configured slot name of any valid length still copies.
+std::string CopySlotName(const std::string& slot, int64_t pid);
+
 }  // namespace floe::bronze
