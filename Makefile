@@ -8,14 +8,19 @@
 #   make bench      run the benchmarks and write BENCHMARKS.md (minutes)
 #   make fuzz       build the libFuzzer targets with clang and fuzz the pgoutput
 #                   decoder for FUZZ_SECONDS (default 60)
+#   make soak       the randomized differential test (tests/integration/differential.py)
+#                   with random seeds for SOAK_SECONDS (default 3600), floe killed at
+#                   random; prints rounds, kills, changes checked and the seeds, and
+#                   stops at the first failing seed (FLOE_DIFF_SEEDS=1,2 re-runs seeds)
 #   make format     clang-format the C++ sources
 #   make clean      remove build/ (keeps .venv)
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 PYTEST_ARGS ?=
 FUZZ_SECONDS ?= 60
+SOAK_SECONDS ?= 3600
 
-.PHONY: bootstrap build test unit-test integration-test test-asan bench demo fuzz format clean
+.PHONY: bootstrap build test unit-test integration-test test-asan bench demo fuzz soak format clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -50,6 +55,10 @@ fuzz:
 	mkdir -p build/fuzz/corpus/pgoutput
 	build/fuzz/pgoutput_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  build/fuzz/corpus/pgoutput
+
+soak: build
+	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python tests/integration/differential.py \
+	  --seconds $(SOAK_SECONDS)
 
 format:
 	@command -v clang-format >/dev/null || \
