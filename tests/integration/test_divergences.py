@@ -360,3 +360,45 @@ def test_a_long_slot_name_still_copies_tables(floe, pg, duckdb_con):
     pg.execute("INSERT INTO t VALUES (11, 'w')")
     wait_flushed(run, pg)
     assert sorted(r["id"] for r in run.rows_pyiceberg("public.t")) == list(range(1, 12))
+
+
+def test_a_retyped_or_dropped_column_looks_like_the_source_in_silver(floe, pg,
+                                                                     duckdb_con):
+    """#8: after ALTER COLUMN code TYPE int USING code::int (a change Iceberg cannot
+    promote: Bronze writes code__int) Silver's column `code` is an int holding every
+    row's current value, and a dropped column leaves Silver's current schema."""
+    pg.execute("CREATE TABLE acc (id int PRIMARY KEY, code text, note text, gone int)")
+    pg.execute("INSERT INTO acc SELECT g, (g * 7)::text, 'n' || g, g FROM "
+               "generate_series(1, 40) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    pg.execute("UPDATE acc SET note = 'before' WHERE id <= 5")
+    wait_flushed(run, pg)
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "acc", ["id"])
+
+    with pg.connect(autocommit=False) as c:
+        c.execute("ALTER TABLE acc ALTER COLUMN code TYPE int USING code::int")
+        c.execute("UPDATE acc SET note = 'retyped' WHERE id = 3")
+        c.commit()
+    pg.execute("ALTER TABLE acc DROP COLUMN gone")
+    pg.execute("UPDATE acc SET code = -1 WHERE id = 4")
+    pg.execute("DELETE FROM acc WHERE id = 5")
+    run.wait_until(lambda: "copied again" in run.log_text() or
+                   "copied public.acc" in run.log_text().split("retyped")[-1],
+                   what="the copy after the type change")
+    wait_flushed(run, pg)
+    run.wait_until(lambda: "floe.source.recopy-pending" not in
+                   run.catalog().load_table(("bronze", SERVICE, "public", "acc")).properties,
+                   what="the copy to commit")
+    silver(run)
+    t = run.catalog().load_table(silver_ident("public.acc"))
+    types = {f.name: str(f.field_type) for f in t.schema().fields}
+    assert types == {"id": "int", "code": "int", "note": "string",
+                     "cdc_commit_lsn": "long"}, types
+    same_as_source(run, pg, duckdb_con, "public", "acc", ["id"])
+    # Merges after it go on as usual.
+    pg.execute("UPDATE acc SET code = code + 1000 WHERE id % 4 = 0")
+    wait_flushed(run, pg)
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "acc", ["id"])

@@ -60,6 +60,11 @@ inline constexpr const char* kCdcUnchanged = "cdc_unchanged";
 
 /// The table property holding the column bindings (ColumnMap::ToJson).
 inline constexpr const char* kSourceColumnsProperty = "floe.source.columns";
+/// Set (to the moved columns) in the commit whose bindings moved a column to another
+/// field (a type change Iceberg cannot promote), removed when `floe run`'s copy of
+/// the table that follows commits: until then the new field lacks the values of
+/// the rows not changed since, and `floe silver` waits.
+inline constexpr const char* kRecopyPendingProperty = "floe.source.recopy-pending";
 
 /// One column of the source table as the Bronze layer needs it: from a change
 /// stream TableShape (relation column + its mapping) or from the catalog (snapshot).

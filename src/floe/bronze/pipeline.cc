@@ -115,6 +115,23 @@ std::string SourceName(const pg::QualifiedName& name) {
   return name.schema + "." + name.table;
 }
 
+// The source columns `after` binds to another field than `before` did ("code (field
+// 2 -> 5)"), joined; empty when none moved.
+std::string MovedColumns(const ColumnMap& before, const ColumnMap& after) {
+  std::string out;
+  for (const ColumnBinding& a : after.columns) {
+    for (const ColumnBinding& b : before.columns) {
+      const bool same = a.attnum != 0 && b.attnum != 0 ? a.attnum == b.attnum
+                                                       : a.name == b.name;
+      if (!same || a.field_id == b.field_id) continue;
+      if (!out.empty()) out += ", ";
+      out += a.name + " (field " + std::to_string(b.field_id) + " -> " +
+             std::to_string(a.field_id) + ")";
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------
 // Source columns
 
@@ -354,6 +371,9 @@ struct BronzeTable {
   /// SourceIdentities' value when the copy awaited was scheduled: recorded in
   /// kSourceIdentityProperty once it commits.
   std::string identity_at_copy;
+  /// Columns SetShape moved to another field (MovedColumns): the table must be
+  /// copied again (kRecopyPendingProperty); cleared when that copy commits.
+  std::string recopy_reason;
   /// Why the catalog cannot hold this table's Bronze identifier (e.g. a schema
   /// named "a.b" in the SQL catalog); empty when it can. Such a table is skipped,
   /// never holding back the others or the slot, until naming.tables names it.
@@ -493,6 +513,8 @@ class Pipeline : public pg::ChangeSink {
   // recorded one, recording it when none is.
   arrow::Result<bool> Rejoined(BronzeTable* table, const std::string& identity);
   arrow::Status RecordIdentity(BronzeTable* table, const std::string& identity);
+  // Schedules a copy of `table` when SetShape moved a column to another field.
+  void RecopyIfMoved(BronzeTable* table);
   arrow::Status Discover(bool at_start);
   arrow::Status CopyTables(const std::vector<BronzeTable*>& tables);
   /// Copies `table` later: a watermark backfill when it has a key, else through an
@@ -713,6 +735,13 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   if (plan.schema_changed || !(plan.columns == table->bindings)) {
     ARROW_RETURN_NOT_OK(table->appender->CloseFiles());
     const std::string json = plan.columns.ToJson();
+    // A column moved to another field (a type change Iceberg cannot promote): the
+    // source rewrote every row, but logical decoding sends none of it, so the new
+    // field lacks the values of every row not changed since. The table is copied
+    // again; until that copy commits, Silver waits (kRecopyPendingProperty, set in
+    // the same commit as the new bindings, so no reader sees one without the other).
+    const std::string moved = MovedColumns(table->bindings, plan.columns);
+    if (!moved.empty()) table->recopy_reason = moved;
     ARROW_RETURN_NOT_OK(t.UpdateMetadata(
         [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) {
           if (plan.schema_changed &&
@@ -721,6 +750,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
             b->SetCurrentSchema(*b->last_added_schema_id());
           }
           b->SetProperties({{kSourceColumnsProperty, json}});
+          if (!moved.empty()) b->SetProperties({{kRecopyPendingProperty, moved}});
           return arrow::Status::OK();
         }));
     for (const auto& line : plan.changes) {
@@ -736,10 +766,15 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
 }
 
 arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& identity) {
-  if (identity.empty() || !table->appender || !table->appender->has_snapshot()) {
-    return false;
-  }
+  if (!table->appender || !table->appender->has_snapshot()) return false;
   const auto& properties = table->appender->table().metadata().properties;
+  if (auto pending = properties.find(kRecopyPendingProperty);
+      pending != properties.end()) {
+    spdlog::warn("{}: the copy after moving column(s) {} did not commit yet: copying it",
+                 SourceName(table->source), pending->second);
+    return true;
+  }
+  if (identity.empty()) return false;
   auto it = properties.find(kSourceIdentityProperty);
   if (it == properties.end()) {
     ARROW_RETURN_NOT_OK(RecordIdentity(table, identity));
@@ -756,12 +791,28 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
 }
 
 arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& identity) {
-  if (identity.empty() || !table->appender) return arrow::Status::OK();
+  if (!table->appender) return arrow::Status::OK();
+  const auto& properties = table->appender->table().metadata().properties;
+  const bool pending = properties.contains(kRecopyPendingProperty);
+  if (identity.empty() && !pending) return arrow::Status::OK();
   return table->appender->table().UpdateMetadata(
       [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-        b->SetProperties({{kSourceIdentityProperty, identity}});
+        if (!identity.empty()) b->SetProperties({{kSourceIdentityProperty, identity}});
+        if (pending) b->RemoveProperties({kRecopyPendingProperty});
         return arrow::Status::OK();
       });
+}
+
+void Pipeline::RecopyIfMoved(BronzeTable* table) {
+  if (table->recopy_reason.empty() || table->awaiting_copy) return;
+  spdlog::warn(
+      "{}: a type change Iceberg cannot promote moved column(s) {}; PostgreSQL "
+      "rewrote every row but logical decoding sends none of it, so the table is "
+      "copied again (Silver waits for that copy)",
+      SourceName(table->source), table->recopy_reason);
+  copied_.erase(table->source);
+  table->awaiting_copy = true;
+  to_copy_.push_back(table);
 }
 
 arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
@@ -1171,6 +1222,7 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
   ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(source));
   if (!table->unnamed.empty()) return arrow::Status::OK();
   ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*change.shape)));
+  RecopyIfMoved(table);
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
     ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
     if (!copied && !table->awaiting_copy) {
@@ -1197,6 +1249,7 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
   if (!table->unnamed.empty()) return arrow::Status::OK();
   if (!table->conformer) {
     ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape)));
+    RecopyIfMoved(table);
   }
   if (table->awaiting_copy) return arrow::Status::OK();
   if (!backfills_.empty()) {
@@ -1646,6 +1699,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     // next start (redundant, never wrong).
     ARROW_RETURN_NOT_OK(RecordIdentity(table, table->identity_at_copy));
     table->identity_at_copy.clear();
+    table->recopy_reason.clear();
     spdlog::info("copied {}: {} row(s) into {}{}", SourceName(table->source),
                  table->snapshot_seq - (recopied.contains(table) ? 1 : 0),
                  table->id.ToString(),

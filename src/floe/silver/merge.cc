@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "floe/bronze/bronze_schema.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/partition_split.h"
@@ -63,14 +64,6 @@ std::string JsonArray(const std::vector<std::string>& items) {
   return array.dump();
 }
 
-// Bronze's row columns: its current schema's top-level fields without the CDC ones.
-std::vector<const ice::NestedField*> RowFields(const ice::Schema& bronze) {
-  std::vector<const ice::NestedField*> out;
-  for (const auto& f : bronze.fields()) {
-    if (!IsCdcColumn(f.name)) out.push_back(&f);
-  }
-  return out;
-}
 
 std::string FieldMapJson(const std::map<int32_t, int32_t>& map) {
   json object = json::object();
@@ -105,37 +98,60 @@ bool SameTypeIgnoringIds(const ice::Type& a, const ice::Type& b) {
 }
 
 arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
-                                             const ice::Schema& bronze) {
-  Evolution e{
-      *silver.CurrentSchema(), silver.last_column_id, FieldMapOf(silver, bronze), {}};
-  for (const ice::NestedField* f : RowFields(bronze)) {
+                                             const ice::TableMetadata& bronze) {
+  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> columns, RowColumnsOf(bronze));
+  Evolution e{*silver.CurrentSchema(), silver.last_column_id,
+              FieldMapOf(silver, bronze_schema), {}};
+  // Silver columns whose Bronze field no source column is bound to any more: the
+  // column was dropped, or a type change Iceberg cannot promote moved it to a new
+  // field (then a new Silver column of the new type takes its name below). They
+  // leave Silver's current schema; old snapshots keep them.
+  std::set<int32_t> bound;
+  for (const RowColumn& c : columns) bound.insert(c.bronze->id);
+  for (auto it = e.field_map.begin(); it != e.field_map.end();) {
+    const ice::NestedField* s = e.schema.FindField(it->second);
+    if (bound.contains(it->first) || s == nullptr || s->name == kCdcCommitLsn) {
+      ++it;
+      continue;
+    }
+    const std::string name = s->name;
+    ARROW_ASSIGN_OR_RAISE(auto deleted,
+                          ice::DeleteColumn(e.schema, e.last_column_id, name));
+    e.schema = std::move(deleted.schema);
+    e.changes.push_back("removed column " + name +
+                        " (dropped in the source, or retyped to a new column)");
+    it = e.field_map.erase(it);
+  }
+  for (const RowColumn& c : columns) {
+    const ice::NestedField* f = c.bronze;
     auto mapped = e.field_map.find(f->id);
     const ice::NestedField* s =
         mapped == e.field_map.end() ? nullptr : e.schema.FindField(mapped->second);
     if (s == nullptr) {
-      if (const ice::NestedField* clash = e.schema.FindField(f->name)) {
+      if (const ice::NestedField* clash = e.schema.FindField(c.name)) {
         return arrow::Status::Invalid(
-            "Bronze column `", f->name, "` (field id ", f->id,
-            ") is new to Silver, but Silver already has a column of that name (field id ",
+            "Bronze column `", f->name, "` (field id ", f->id, ") is new to Silver as `",
+            c.name, "`, but Silver already has a column of that name (field id ",
             clash->id,
             ") copied from another Bronze column; rename one of them in the "
             "source, or drop the Silver table to rebuild it");
       }
       ARROW_ASSIGN_OR_RAISE(
-          auto added, ice::AddColumn(e.schema, e.last_column_id, "", f->name, f->type));
+          auto added, ice::AddColumn(e.schema, e.last_column_id, "", c.name, f->type));
       e.schema = std::move(added.schema);
       e.last_column_id = added.last_column_id;
-      e.field_map[f->id] = e.schema.FindField(f->name)->id;
-      e.changes.push_back("added column " + f->name + " " + f->type->ToString());
+      e.field_map[f->id] = e.schema.FindField(c.name)->id;
+      e.changes.push_back("added column " + c.name + " " + f->type->ToString());
       continue;
     }
     std::string name = s->name;
-    if (name != f->name) {
+    if (name != c.name) {
       ARROW_ASSIGN_OR_RAISE(auto renamed,
-                            ice::RenameColumn(e.schema, e.last_column_id, name, f->name));
+                            ice::RenameColumn(e.schema, e.last_column_id, name, c.name));
       e.schema = std::move(renamed.schema);
-      e.changes.push_back("renamed column " + name + " to " + f->name);
-      name = f->name;
+      e.changes.push_back("renamed column " + name + " to " + c.name);
+      name = c.name;
       s = e.schema.FindField(name);
     }
     if (!SameTypeIgnoringIds(*s->type, *f->type)) {
@@ -159,7 +175,7 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
   return e;
 }
 
-arrow::Status EvolveSilver(ice::Table* silver, const ice::Schema& bronze,
+arrow::Status EvolveSilver(ice::Table* silver, const ice::TableMetadata& bronze,
                            std::vector<std::string>* changes) {
   ARROW_ASSIGN_OR_RAISE(Evolution planned,
                         PlanSilverEvolution(silver->metadata(), bronze));
@@ -575,14 +591,15 @@ std::string SourceNameOf(const ice::TableMetadata& bronze,
 }
 
 // The key columns' Bronze fields and their indexes among the row columns.
-arrow::Status ResolveKey(const ice::Schema& bronze, const std::vector<std::string>& key,
-                         const std::vector<std::string>& row_names,
+arrow::Status ResolveKey(const std::vector<RowColumn>& row_columns,
+                         const std::vector<std::string>& key,
                          const ice::TableIdentifier& id, std::vector<int>* indexes,
                          std::vector<const ice::NestedField*>* fields) {
   for (const auto& name : key) {
-    auto at = std::find(row_names.begin(), row_names.end(), name);
-    const ice::NestedField* f = bronze.FindField(name);
-    if (at == row_names.end() || f == nullptr) {
+    auto at = std::find_if(row_columns.begin(), row_columns.end(),
+                           [&](const RowColumn& c) { return c.name == name; });
+    const ice::NestedField* f = at == row_columns.end() ? nullptr : at->bronze;
+    if (at == row_columns.end() || f == nullptr) {
       return arrow::Status::Invalid("merge key column `", name, "` is not a column of ",
                                     id.ToString(),
                                     "; fix silver.keys in the pipeline file");
@@ -592,7 +609,7 @@ arrow::Status ResolveKey(const ice::Schema& bronze, const std::vector<std::strin
                                     " is a ", f->type->ToString(),
                                     "; a key must be a primitive column");
     }
-    indexes->push_back(static_cast<int>(at - row_names.begin()));
+    indexes->push_back(static_cast<int>(at - row_columns.begin()));
     fields->push_back(f);
   }
   return arrow::Status::OK();
@@ -809,6 +826,29 @@ void AddMergeCounters(const MergeStats& stats, ice::SummaryProperties* summary) 
 
 }  // namespace
 
+arrow::Result<std::vector<RowColumn>> RowColumnsOf(const ice::TableMetadata& bronze) {
+  const ice::Schema& schema = *bronze.CurrentSchema();
+  std::vector<RowColumn> out;
+  auto it = bronze.properties.find(bronze::kSourceColumnsProperty);
+  if (it == bronze.properties.end()) {
+    for (const auto& f : schema.fields()) {
+      if (!IsCdcColumn(f.name)) out.push_back({f.name, &f});
+    }
+    return out;
+  }
+  ARROW_ASSIGN_OR_RAISE(bronze::ColumnMap map, bronze::ColumnMap::FromJson(it->second));
+  for (const bronze::ColumnBinding& b : map.columns) {
+    const ice::NestedField* f = schema.FindField(b.field_id);
+    if (f == nullptr) {
+      return arrow::Status::Invalid("Bronze binds source column `", b.name,
+                                    "` to field id ", b.field_id,
+                                    ", which its current schema lacks");
+    }
+    out.push_back({b.name, f});
+  }
+  return out;
+}
+
 // Bronze field id -> Silver field id: the table property, or (a table created by a
 // merge that crashed before recording it) by name.
 std::map<int32_t, int32_t> FieldMapOf(const ice::TableMetadata& silver,
@@ -849,9 +889,8 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(const ice::TableMetadata
   }
   scan.filter = filter;
   std::vector<std::string> columns;
-  for (const ice::NestedField* f : RowFields(*bronze.CurrentSchema())) {
-    columns.push_back(f->name);
-  }
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
+  for (const RowColumn& c : row_columns) columns.push_back(c.bronze->name);
   for (const char* c : {kCdcOp, kCdcCommitLsn, kCdcSeq, kCdcUnchanged}) {
     if (bronze.CurrentSchema()->FindField(c) == nullptr) {
       return arrow::Status::Invalid("Bronze table has no `", c,
@@ -907,7 +946,13 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
   }
   const int32_t buckets = BucketCount(bytes_per_row * rows, target_file_bytes);
   std::vector<ice::NestedField> fields;
-  for (const ice::NestedField* f : RowFields(bronze_schema)) fields.push_back(*f);
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
+  std::map<int32_t, std::string> silver_name;
+  for (const RowColumn& c : row_columns) {
+    fields.push_back(*c.bronze);
+    fields.back().name = c.name;
+    silver_name[c.bronze->id] = c.name;
+  }
   const ice::NestedField* lsn_field = bronze_schema.FindField(kCdcCommitLsn);
   fields.push_back(ice::NestedField::Optional(
       lsn_field->id, kCdcCommitLsn, ice::Type::Long(),
@@ -947,7 +992,8 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
   for (const auto& [b, s] : field_map) {
     const ice::NestedField* sf = silver->schema().FindField(s);
     const ice::NestedField* bf = bronze_schema.FindField(b);
-    if (sf == nullptr || bf == nullptr || sf->name != bf->name) {
+    if (sf == nullptr || bf == nullptr ||
+        sf->name != (silver_name.contains(b) ? silver_name.at(b) : bf->name)) {
       return arrow::Status::Invalid("Silver field ids of ", silver_id.ToString(),
                                     " do not follow Bronze's; drop it and retry");
     }
@@ -1056,12 +1102,28 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
         source + ": [column, ...]";
     return stats;
   }
-  std::vector<std::string> row_names;
-  for (const ice::NestedField* f : RowFields(bronze_schema)) row_names.push_back(f->name);
+  // Silver's row columns by their source names, and the Bronze fields they are read
+  // from (a retyped column's new field is `code__int`, its Silver column `code`).
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
+  std::vector<std::string> row_names, bronze_names;
+  for (const RowColumn& c : row_columns) {
+    row_names.push_back(c.name);
+    bronze_names.push_back(c.bronze->name);
+  }
   std::vector<int> key_columns;
   std::vector<const ice::NestedField*> key_bronze_fields;
-  ARROW_RETURN_NOT_OK(ResolveKey(bronze_schema, key, row_names, bronze_id, &key_columns,
+  ARROW_RETURN_NOT_OK(ResolveKey(row_columns, key, bronze_id, &key_columns,
                                  &key_bronze_fields));
+  // A column moved to a new field lacks the values of the rows not changed since
+  // until floe run's copy of the table commits: merging now would leave them null.
+  if (auto pending = bronze.properties.find(bronze::kRecopyPendingProperty);
+      pending != bronze.properties.end()) {
+    stats.outcome = MergeOutcome::kWaiting;
+    stats.message = bronze_id.ToString() + ": waiting for floe run to copy " + source +
+                    " again after column(s) " + pending->second +
+                    " changed type in a way Iceberg cannot promote";
+    return stats;
+  }
   const uint64_t bronze_lsn = bronze::CommittedLsnOf(bronze).value();
   stats.to_lsn = bronze_lsn;
   const std::string key_json = JsonArray(key);
@@ -1098,7 +1160,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
             "Bronze on the next run) or declare the old key in silver.keys");
       }
       ARROW_RETURN_NOT_OK(
-          EvolveSilver(silver.get(), bronze_schema, &stats.schema_changes));
+          EvolveSilver(silver.get(), bronze, &stats.schema_changes));
       ARROW_RETURN_NOT_OK(SyncConfiguredProperties(silver.get(), options));
       watermark = SilverWatermark(silver->metadata());
       if (watermark >= bronze_lsn) {
@@ -1119,7 +1181,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     // The increment, folded.
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
                           ReadBronze(bronze, *bronze_io, watermark, bronze_lsn));
-    ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*rows, row_names));
+    ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*rows, bronze_names));
+    changes.names = row_names;
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
     ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, key_columns, silver_has_rows));

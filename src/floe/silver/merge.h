@@ -48,6 +48,21 @@ inline constexpr char kSilverKeyProperty[] = "floe.silver.key";
 /// Silver field ids they are copied into, so renames follow the column.
 inline constexpr char kSilverFieldMapProperty[] = "floe.silver.bronze-field-ids";
 
+/// One of Silver's row columns: the source table's live column as it is named now
+/// (Silver's column name) and the Bronze field it is read from.
+struct RowColumn {
+  std::string name;
+  const iceberg::NestedField* bronze = nullptr;
+};
+
+/// Silver's row columns, from Bronze's column bindings (`floe.source.columns`): the
+/// source's live columns in order, so a column dropped in the source is not one,
+/// and a column a type change Iceberg cannot promote moved to a new Bronze field
+/// (`code` -> `code__int`) is the Silver column `code` of the new type. A Bronze
+/// table without bindings: every row field under its own name. The fields point
+/// into `bronze`'s current schema.
+arrow::Result<std::vector<RowColumn>> RowColumnsOf(const iceberg::TableMetadata& bronze);
+
 /// Bronze field id -> Silver field id: the table property kSilverFieldMapProperty,
 /// or (a table created by a merge that crashed before recording it) by name.
 std::map<int32_t, int32_t> FieldMapOf(const iceberg::TableMetadata& silver,
@@ -94,6 +109,9 @@ enum class MergeOutcome {
   kUpToDate,
   /// No merge key: no Silver table (see `message`).
   kNoKey,
+  /// Bronze awaits floe run's copy of the table after a type change Iceberg cannot
+  /// promote (bronze::kRecopyPendingProperty); nothing merged (see `message`).
+  kWaiting,
 };
 
 struct MergeStats {

@@ -151,7 +151,8 @@ struct SilverMetrics {
         r.AddCounter("floe_silver_merges_total",
                      "Merges by source table and result: ok (committed, backfills "
                      "included), up_to_date (nothing new in Bronze), failed, no_key "
-                     "(no merge key, no Silver table)",
+                     "(no merge key, no Silver table), waiting (floe run must copy "
+                     "the table again after a non-promotable type change)",
                      {"table", "result"}));
     ARROW_ASSIGN_OR_RAISE(
         m->watermark,
@@ -306,6 +307,9 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
         case MergeOutcome::kNoKey:
           metrics->merges.Inc({label, "no_key"});
           break;
+        case MergeOutcome::kWaiting:
+          metrics->merges.Inc({label, "waiting"});
+          break;
         case MergeOutcome::kUpToDate:
           metrics->merges.Inc({label, "up_to_date"});
           metrics->watermark.Set({label}, static_cast<double>(s.from_lsn));
@@ -324,6 +328,7 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       }
       switch (s.outcome) {
         case MergeOutcome::kNoKey:
+        case MergeOutcome::kWaiting:
           spdlog::warn("silver: {}", s.message);
           break;
         case MergeOutcome::kUpToDate:
