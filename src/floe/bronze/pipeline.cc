@@ -186,7 +186,9 @@ arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
 // pg_publication_namespace row of its schema (new when it was removed from the
 // publication and added back; constant under FOR ALL TABLES). Changes made while a
 // table was out of the publication are not in the WAL stream floe reads, so a
-// changed identity means Bronze may miss changes: the table is copied again.
+// changed identity means Bronze may miss changes: the table is copied again. For a
+// partitioned table published through its root, also its leaf partitions' oids:
+// rows of a partition attached or detached move without a change in the stream.
 arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
     pg::PgConnection& sql, const std::string& publication) {
   ARROW_ASSIGN_OR_RAISE(
@@ -200,7 +202,12 @@ arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
           "pg_partition_ancestors(c.oid)))), '') || "
           "'/' || coalesce((SELECT string_agg(pn.oid::text, ',' ORDER BY pn.oid) FROM "
           "pg_catalog.pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND "
-          "pn.pnnspid = c.relnamespace), '') "
+          "pn.pnnspid = c.relnamespace), '') || "
+          // A partitioned table published through its root: ATTACH and DETACH
+          // PARTITION move rows in or out of it without a change in the WAL stream.
+          "CASE WHEN c.relkind = 'p' THEN ', partitions ' || coalesce((SELECT "
+          "string_agg(relid::oid::text, ',' ORDER BY relid::oid) FROM "
+          "pg_partition_tree(c.oid) WHERE isleaf), '') ELSE '' END "
           "FROM pg_catalog.pg_publication p "
           "JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname "
           "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
@@ -782,9 +789,10 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
   }
   if (it->second == identity) return false;
   spdlog::warn(
-      "{} is not the table Bronze copied ({}; now {}): it was re-created, or removed "
-      "from publication {} and added back, and changes made meanwhile never reached "
-      "the stream. Copying it again: a `t` row in {} marks the gap",
+      "{} is not the table Bronze copied ({}; now {}): it was re-created, removed "
+      "from publication {} and added back, or had partitions attached or detached, "
+      "and those changes never reached the stream. Copying it again: a `t` row in {} "
+      "marks the gap",
       SourceName(table->source), it->second, identity, config_.source.publication,
       table->id.ToString());
   return true;
