@@ -444,3 +444,50 @@ def test_detached_and_attached_partitions_leave_and_join_silver(floe, pg, duckdb
                    >= 2, what="the copy after the attach")
     silver(run)
     same_as_source(run, pg, duckdb_con, "public", "ev", ["id", "region"])
+
+
+def test_floe_run_commits_again_after_its_postgres_catalog_restarts(floe, pg, tmp_path):
+    """Code-read (a): the PostgreSQL catalog's connection is opened again after the
+    catalog server restarts; floe run commits the changes made around the restart."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from pgcluster import PgCluster
+
+    catalog_server = PgCluster().start()
+    try:
+        catalog_dsn = catalog_server.dsn()
+        pg.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+        run = floe(service=SERVICE, extra_yaml=(
+            "catalog:\n  type: postgres\n"
+            f"  conninfo: \"{catalog_dsn}\"\n"))
+        run.start()
+        run.wait_streaming()
+        pg.execute("INSERT INTO t SELECT g, 'a' FROM generate_series(1, 10) g")
+        wait_flushed(run, pg)
+        catalog_server.restart()
+        pg.execute("INSERT INTO t SELECT g, 'b' FROM generate_series(11, 20) g")
+        wait_flushed(run, pg, timeout=120)
+        py = SqlCatalog("floe", uri=f"postgresql+psycopg://postgres@127.0.0.1:"
+                                    f"{catalog_server.port}/postgres")
+        rows = py.load_table(("bronze", SERVICE, "public", "t")).scan().to_arrow()
+        assert sorted(rows.column("id").to_pylist()) == list(range(1, 21))
+        run.check_alive()
+    finally:
+        catalog_server.destroy()
+
+
+def test_a_malformed_catalog_conninfo_never_shows_its_password(tool):
+    """Code-read (g): libpq's parse errors quote the text around the fault."""
+    import json
+    import subprocess
+
+    for conninfo in ("host=127.0.0.1 password=s3cret Pa55word",
+                     "host=127.0.0.1 password='s3cret-Pa55word",
+                     "postgresql://u:s3cret-Pa55word@127.0.0.1:5432/db?x=%zz",
+                     "postgresql://u:s3cret-Pa55word%zz@127.0.0.1:5432/db"):
+        out = subprocess.run([str(tool("catalog_tool")), "--pg", conninfo,
+                              "list-namespaces"], capture_output=True, text=True)
+        assert out.returncode != 0
+        assert "s3cret" not in out.stdout + out.stderr and \
+            "Pa55word" not in out.stdout + out.stderr, out.stdout + out.stderr
+        assert "malformed" in json.loads(out.stdout)["error"], out.stdout

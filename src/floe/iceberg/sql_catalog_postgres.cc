@@ -53,6 +53,16 @@ class PostgresConnection : public SqlConnection {
  private:
   arrow::Result<int64_t> Run(const std::string& sql, const Params& params,
                              std::vector<SqlRow>* rows) {
+    // A connection the server closed (a restart, a failover, an idle timeout) is
+    // opened again, but only where no transaction of ours is open: inside one, the
+    // statements before the break are gone, so the statement fails and the caller's
+    // transaction fails with it (and is retried from its BEGIN).
+    if (sql == "COMMIT" || sql == "ROLLBACK") {
+      in_transaction_ = false;
+    } else if (PQstatus(conn_) != CONNECTION_OK && !in_transaction_) {
+      PQreset(conn_);
+    }
+    if (sql == BeginStatement()) in_transaction_ = true;
     const std::string text = ToDollarPlaceholders(sql);
     std::vector<const char*> values;
     values.reserve(params.size());
@@ -98,11 +108,24 @@ class PostgresConnection : public SqlConnection {
   }
 
   PGconn* conn_;
+  bool in_transaction_ = false;
 };
 
 }  // namespace
 
 arrow::Result<std::unique_ptr<SqlConnection>> OpenPostgres(const std::string& conninfo) {
+  // A malformed string first: libpq's parse errors quote the text around the fault
+  // ("missing \"=\" after \"cret\""), which may be part of a password.
+  char* parse_error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
+  if (parsed == nullptr) {
+    if (parse_error != nullptr) PQfreemem(parse_error);
+    return arrow::Status::Invalid(
+        "the PostgreSQL catalog's connection string is malformed (not shown: it may "
+        "hold a password); write it as key=value pairs, quoting values with spaces "
+        "or quotes in single quotes, or as a postgresql:// URI with %-escapes");
+  }
+  PQconninfoFree(parsed);
   PGconn* conn = PQconnectdb(conninfo.c_str());
   if (conn == nullptr) return arrow::Status::OutOfMemory("libpq could not allocate");
   if (PQstatus(conn) != CONNECTION_OK) {

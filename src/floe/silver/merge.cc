@@ -109,8 +109,14 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
   // leave Silver's current schema; old snapshots keep them.
   std::set<int32_t> bound;
   for (const RowColumn& c : columns) bound.insert(c.bronze->id);
+  auto top_level = [&](int32_t id) -> const ice::NestedField* {
+    for (const auto& f : e.schema.fields()) {
+      if (f.id == id) return &f;
+    }
+    return nullptr;  // absent, or nested (the map holds nested ids too)
+  };
   for (auto it = e.field_map.begin(); it != e.field_map.end();) {
-    const ice::NestedField* s = e.schema.FindField(it->second);
+    const ice::NestedField* s = top_level(it->second);
     if (bound.contains(it->first) || s == nullptr || s->name == kCdcCommitLsn) {
       ++it;
       continue;

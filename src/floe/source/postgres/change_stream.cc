@@ -131,6 +131,10 @@ arrow::Result<std::optional<SourceMessage>> ReplicationMessageSource::Read(
 
 void ReplicationMessageSource::ReportDurable(Lsn lsn) { connection_->ReportDurable(lsn); }
 
+arrow::Status ReplicationMessageSource::KeepAlive() {
+  return connection_->SendStandbyStatus();
+}
+
 // ---------------------------------------------------------------------------
 // Internal state
 
@@ -495,7 +499,15 @@ arrow::Status ChangeStream::OnStreamCommit(const StreamCommitMessage& message) {
         std::fopen(spill->path.c_str(), "rb"), &std::fclose);
     if (!in) return IoError("cannot open spill file", spill->path);
     std::string buffer;
-    while (true) {
+    auto last_keepalive = std::chrono::steady_clock::now();
+    for (int64_t replayed = 0;; ++replayed) {
+      // A long replay reads nothing from the server: keep the connection alive.
+      if (replayed % 256 == 255 && std::chrono::steady_clock::now() - last_keepalive >=
+                                       options_.replay_keepalive_interval) {
+        ARROW_RETURN_NOT_OK(source_->KeepAlive());
+        last_keepalive = std::chrono::steady_clock::now();
+        ++stats_.replay_keepalives;
+      }
       SpillHeader header;
       const size_t got = std::fread(&header, 1, sizeof header, in.get());
       if (got == 0 && std::feof(in.get())) break;

@@ -70,6 +70,10 @@ class MessageSource {
       std::chrono::milliseconds timeout) = 0;
   /// Everything up to `lsn` is durable downstream (see ReplicationConnection).
   virtual void ReportDurable(Lsn lsn) = 0;
+  /// Called now and then during long work that reads nothing from the source
+  /// (replaying a spilled streamed transaction), so that the server does not end
+  /// the connection for want of a reply (`wal_sender_timeout`).
+  virtual arrow::Status KeepAlive() { return arrow::Status::OK(); }
 };
 
 /// MessageSource over a streaming ReplicationConnection (which must outlive it).
@@ -81,6 +85,8 @@ class ReplicationMessageSource : public MessageSource {
   arrow::Result<std::optional<SourceMessage>> Read(
       std::chrono::milliseconds timeout) override;
   void ReportDurable(Lsn lsn) override;
+  /// Sends a standby status update (the positions already reported).
+  arrow::Status KeepAlive() override;
 
  private:
   ReplicationConnection* connection_;
@@ -217,6 +223,8 @@ struct ChangeStreamStats {
   int64_t spilled_bytes = 0;
   /// Largest total size of the spill files at any time.
   int64_t peak_spill_bytes = 0;
+  /// MessageSource::KeepAlive calls made while replaying spilled transactions.
+  int64_t replay_keepalives = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -239,6 +247,10 @@ class ChangeStream {
     std::map<QualifiedName, Lsn> table_start_after;
     /// Most rows in one TableChanges batch.
     int64_t max_batch_rows = 65'536;
+    /// During the replay of a spilled transaction, MessageSource::KeepAlive is
+    /// called when this much time passed since the last call (checked every 256
+    /// messages). Well under any sensible `wal_sender_timeout`.
+    std::chrono::milliseconds replay_keepalive_interval{2'000};
   };
 
   /// `source`, `attributes` (for the relation cache; may be null), `types` and
