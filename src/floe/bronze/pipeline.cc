@@ -1689,7 +1689,11 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     ARROW_ASSIGN_OR_RAISE(TableAppender * q,
                           SystemTable(&quarantine_, "quarantine", QuarantineSchema(),
                                       QuarantineSpec(QuarantineSchema()).ValueOrDie()));
-    ARROW_RETURN_NOT_OK(q->Commit(point));
+    // At the quarantine table's own position, not the copy's: the copy's point may
+    // lie ahead of what the stream delivered, and a quarantine table marked as
+    // holding everything up to it would skip, after a restart, the records of
+    // other tables' streamed transactions before it (floe.commit-lsn is per table).
+    ARROW_RETURN_NOT_OK(q->Commit(q->committed_lsn()));
   }
   std::vector<std::future<arrow::Status>> commits;
   for (BronzeTable* table : tables) {
