@@ -131,7 +131,12 @@ class FakeSource : public MessageSource {
     return SourceMessage{current_.first, current_.second};
   }
   void ReportDurable(Lsn lsn) override { durable.push_back(lsn); }
+  arrow::Status KeepAlive() override {
+    ++keepalives;
+    return arrow::Status::OK();
+  }
   size_t queued() const { return queue_.size(); }
+  int keepalives = 0;
 
   std::vector<Lsn> durable;
 
@@ -503,6 +508,28 @@ TEST(ChangeStream, TwoPhaseMessagesAreNotSupported) {
                Bytes().Tag('b').U64(0x200).U64(0x210).I64(kTime).U32(5).Str("gid").str());
   auto st = h.stream->Poll(std::chrono::milliseconds(0));
   EXPECT_TRUE(st.status().IsNotImplemented()) << st.status().ToString();
+}
+
+TEST(ChangeStream, ALongReplayKeepsTheConnectionAlive) {
+  // A spilled transaction of 2,000 changes replayed at its commit reads nothing from
+  // the server meanwhile: the source is asked to keep the connection alive.
+  ChangeStream::Options options;
+  options.replay_keepalive_interval = std::chrono::milliseconds(0);
+  Harness h(options);
+  h.source.Add(0x100, StreamStart(700, true));
+  h.source.Add(0x110, Relation(16384, "items", kItems, 700));
+  for (int i = 0; i < 2000; ++i) {
+    h.source.Add(0x200 + i, Insert(16384, {std::to_string(i), "x", "1"}, 700));
+  }
+  h.source.Add(0x1000, StreamStop());
+  h.Drain();
+  EXPECT_EQ(h.source.keepalives, 0);
+  h.source.Add(0x2000, StreamCommit(700, 0x2000, 0x2010));
+  h.Drain();
+  EXPECT_EQ(h.sink.rows.size(), 2000u);
+  // One every 256 messages replayed (2,001 of them).
+  EXPECT_EQ(h.source.keepalives, 7);
+  EXPECT_EQ(h.stream->stats().replay_keepalives, 7);
 }
 
 TEST(ChangeStream, StreamedTransactionRolledBackYieldsNothingAndRemovesItsSpillFile) {
