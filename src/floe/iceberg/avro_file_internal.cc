@@ -5,10 +5,56 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <algorithm>
+
+#include <avro/allocation.h>
 #include <zlib.h>
 
 namespace floe::iceberg::avro_internal {
 namespace {
+
+// Avro C 1.11 allocates a string or bytes value at the length its input declares
+// before it checks that the input holds that many bytes: an 11-byte file can ask for
+// 2 GiB, a negative length for 2^64 bytes. While floe decodes bytes it read from a
+// file (ReadBound), Avro C's allocations above a bound derived from the input's size
+// fail instead, and so does the read, with an error. (Avro C still leaks what it
+// allocated for a value the input then turned out too short for: at most that bound
+// per failed read.)
+thread_local size_t tl_allocation_bound = 0;  // 0: no bound
+
+void* BoundedAllocator(void*, void* ptr, size_t, size_t nsize) {
+  if (nsize == 0) {
+    std::free(ptr);
+    return nullptr;
+  }
+  if (tl_allocation_bound != 0 && nsize > tl_allocation_bound) return nullptr;
+  return std::realloc(ptr, nsize);
+}
+
+// Installed before main: Avro C's default allocator is realloc / free as well, so
+// memory allocated either way can be freed either way.
+[[maybe_unused]] const bool kAllocatorInstalled = [] {
+  avro_set_allocator(BoundedAllocator, nullptr);
+  return true;
+}();
+
+// Bounds Avro C's allocations while it decodes `input_size` bytes. A value read
+// from them needs at most a small multiple of their size in memory.
+class ReadBound {
+ public:
+  explicit ReadBound(size_t input_size)
+      : previous_(tl_allocation_bound),
+        bound_(std::max<size_t>(input_size * 16, size_t{1} << 20)) {
+    tl_allocation_bound = bound_;
+  }
+  ~ReadBound() { tl_allocation_bound = previous_; }
+  ReadBound(const ReadBound&) = delete;
+  ReadBound& operator=(const ReadBound&) = delete;
+
+ private:
+  size_t previous_;
+  size_t bound_;
+};
 
 // The container header and block layouts from the Avro specification ("Object
 // Container Files"), so that Avro C encodes and decodes them too.
@@ -56,6 +102,7 @@ arrow::Result<Header> DecodeHeader(std::string_view bytes) {
   ARROW_ASSIGN_OR_RAISE(auto value, GenericValue::Make(schema.get()));
   avro_reader_t reader =
       avro_reader_memory(bytes.data(), static_cast<int64_t>(bytes.size()));
+  ReadBound bound(bytes.size());
   const int rc = avro_value_read(reader, value->get());
   avro_reader_free(reader);
   ARROW_RETURN_NOT_OK(AvroStatus(rc, "reading the container header"));
@@ -283,6 +330,7 @@ arrow::Status ContainerReader::LoadBlock() {
   const std::string_view rest = std::string_view(bytes_).substr(offset_);
   avro_reader_t reader =
       avro_reader_memory(rest.data(), static_cast<int64_t>(rest.size()));
+  ReadBound bound(rest.size());
   const int rc = avro_value_read(reader, block->get());
   avro_reader_free(reader);
   ARROW_RETURN_NOT_OK(AvroStatus(rc, "reading a block (truncated file?)"));
@@ -321,6 +369,7 @@ arrow::Result<bool> ContainerReader::Next(avro_value_t** out) {
     ARROW_RETURN_NOT_OK(LoadBlock());
   }
   avro_value_reset(datum_->get());
+  ReadBound bound(block_.size());
   ARROW_RETURN_NOT_OK(
       AvroStatus(avro_value_read(block_reader_, datum_->get()), "reading a record"));
   --block_remaining_;

@@ -675,9 +675,16 @@ arrow::Result<Literal> ReadPartitionValue(avro_value_t* v, const Type& type) {
       ARROW_ASSIGN_OR_RAISE(std::string s, AsBytes(v));
       return Literal(std::move(s));
     }
-    case TypeId::kBinary:
+    case TypeId::kBinary: {
+      ARROW_ASSIGN_OR_RAISE(std::string s, AsBytes(v));
+      return Literal(Bytes(s.begin(), s.end()));
+    }
     case TypeId::kFixed: {
       ARROW_ASSIGN_OR_RAISE(std::string s, AsBytes(v));
+      if (s.size() != static_cast<size_t>(type.length())) {
+        return arrow::Status::Invalid("a ", type.ToString(), " partition value has ",
+                                      s.size(), " bytes");
+      }
       return Literal(Bytes(s.begin(), s.end()));
     }
     case TypeId::kUuid: {
