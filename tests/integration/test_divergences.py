@@ -491,3 +491,29 @@ def test_a_malformed_catalog_conninfo_never_shows_its_password(tool):
         assert "s3cret" not in out.stdout + out.stderr and \
             "Pa55word" not in out.stdout + out.stderr, out.stdout + out.stderr
         assert "malformed" in json.loads(out.stdout)["error"], out.stdout
+
+
+def test_a_key_change_during_the_backfill_of_a_toasted_table_keeps_the_value(
+        floe, pg, duckdb_con):
+    """A table added to the publication while floe streams is backfilled; a
+    key-changing update inside a chunk's window sends no unchanged TOAST value, so it
+    is no whole row: the key is selected again and Silver has the value."""
+    pg.execute("CREATE TABLE other (id int PRIMARY KEY)")
+    pg.execute("CREATE TABLE docs (id int PRIMARY KEY, title text, body text)")
+    pg.execute("ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL")
+    pg.execute(f"INSERT INTO docs SELECT g, 't' || g, {BIG} FROM generate_series(1, 40) g")
+    pg.execute("CREATE PUBLICATION docpub FOR TABLE other")
+    run = floe(service=SERVICE, publication="docpub",
+               extra_yaml="").start()
+    run.wait_streaming()
+    with pg.connect() as c:
+        c.execute("ALTER PUBLICATION docpub ADD TABLE docs")
+        for i in range(1, 41, 3):
+            c.execute("UPDATE docs SET id = id + 1000 WHERE id = %s", (i,))
+    run.wait_until(lambda: run.exists("public.docs"), what="Bronze docs")
+    wait_flushed(run, pg)
+    run.wait_until(lambda: "backfilled" in run.log_text() or "copied public.docs"
+                   in run.log_text(), timeout=90, what="the backfill of public.docs")
+    wait_flushed(run, pg)
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "docs", ["id"])

@@ -1092,7 +1092,9 @@ arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionI
   for (int64_t i = 0; i < ops->length(); ++i) {
     const std::string_view op = ops->GetView(i);
     const bool sent_all = unchanged->IsNull(i) || unchanged->value_length(i) == 0;
-    const bool whole = op == "c" || op == "d" || (op == "u" && sent_all);
+    // A `c` can lack values too: the new row of a key-changing update does not
+    // carry its unchanged TOAST values.
+    const bool whole = op == "d" || ((op == "c" || op == "u") && sent_all);
     if (whole) backfill->complete_keys.insert(keys[static_cast<size_t>(i)]);
   }
   if (counts) backfill->window->OnChanges(tx.xid, keys);

@@ -99,6 +99,16 @@ arrow::Result<ice::PartitionSpec> LogicalMessagesSpec(const ice::Schema& schema)
 }
 
 std::optional<std::string> SourceTableOf(std::string_view content) {
+  std::optional<std::string> named = NamedTableOf(content);
+  // No PostgreSQL table has a longer qualified name (two identifiers of at most 63
+  // bytes, quoted): a longer one stays in `content` only, as it would otherwise
+  // become a partition value in every manifest (a 4 MB name made a manifest
+  // entry larger than an Avro block and stopped every commit).
+  if (named && named->size() > kMaxSourceTableBytes) return std::nullopt;
+  return named;
+}
+
+std::optional<std::string> NamedTableOf(std::string_view content) {
   const nlohmann::json doc =
       nlohmann::json::parse(content, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) return std::nullopt;  // also a parse error (discarded)

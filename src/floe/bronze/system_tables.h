@@ -54,6 +54,10 @@ arrow::Result<iceberg::PartitionSpec> LogicalMessagesSpec(const iceberg::Schema&
 /// one (`schema.table`). Anything else (not JSON, not an object, other members, other
 /// JSON types) gives nullopt.
 std::optional<std::string> SourceTableOf(std::string_view content);
+/// The longest source_table SourceTableOf returns; a longer name gives none.
+inline constexpr size_t kMaxSourceTableBytes = 1024;
+/// The table `content` names, whatever its length (SourceTableOf bounds it).
+std::optional<std::string> NamedTableOf(std::string_view content);
 
 /// The rows of `messages`, in order. `received_at_us[i]` is when floe received
 /// messages[i] (microseconds since the Unix epoch, UTC): its cdc_ts when it is not

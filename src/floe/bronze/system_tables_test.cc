@@ -64,6 +64,14 @@ TEST(SystemTables, QuarantineSchemaAndSpec) {
   EXPECT_EQ(spec->fields[0].name, "cdc_processed_at_day");
 }
 
+TEST(SourceTableOf, ANameLongerThanAnyTableGivesNone) {
+  const std::string longest(kMaxSourceTableBytes, 'x');
+  EXPECT_EQ(SourceTableOf(R"({"table": ")" + longest + R"("})"), longest);
+  const std::string huge(4'000'000, 'x');
+  EXPECT_EQ(SourceTableOf(R"({"table": ")" + huge + R"("})"), std::nullopt);
+  EXPECT_EQ(NamedTableOf(R"({"table": ")" + huge + R"("})"), huge);
+}
+
 TEST(SourceTableOf, NamesTheTableBothWays) {
   EXPECT_EQ(SourceTableOf(R"({"source_table": "public.orders", "user": 7})"),
             "public.orders");

@@ -250,13 +250,17 @@ bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,
   char* err = nullptr;
   PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &err);
   if (options == nullptr) {
-    // libpq's message quotes at most the offending keyword, not the values.
-    std::string reason = err ? err : "out of memory";
+    // libpq's message quotes the text around the fault, which may be (part of) a
+    // password ("invalid percent-encoded token: \"s3cret%\"", a whole URI): none
+    // of it is repeated.
     PQfreemem(err);
-    while (!reason.empty() && reason.back() == '\n') reason.pop_back();
-    r.Error(at, "`" + what + "` is not a valid libpq connection string: " + reason,
-            "use key=value pairs (host=... dbname=... user=...) or a "
-            "postgresql://user@host/dbname URI");
+    r.Error(at,
+            "`" + what +
+                "` is not a valid libpq connection string (its text is not shown: it "
+                "may hold a password)",
+            "use key=value pairs (host=... dbname=... user=...), quoting values with "
+            "spaces or quotes in single quotes, or a postgresql://user@host/dbname URI "
+            "with reserved characters %-escaped (e.g. @ as %40, % as %25)");
     return false;
   }
   PQconninfoFree(options);

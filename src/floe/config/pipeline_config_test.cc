@@ -157,6 +157,15 @@ TEST(PipelineConfig, BadConninfoIsReportedWithoutItsValues) {
   EXPECT_NE(r.errors[0].message.find("not a valid libpq connection string"),
             std::string::npos);
   EXPECT_EQ(AllErrors(r).find("hunter2"), std::string::npos) << AllErrors(r);
+  // libpq quotes the text around the fault: a URI whole, a bad %-escape's token.
+  for (const char* conninfo : {"postgresql://u:Sekr1tPW@[127.0.0.1:5432/db",
+                               "postgresql://u:Sekr1tPW%@127.0.0.1:5432/db",
+                               "host=db password=Sekr1t PW"}) {
+    auto bad = Parse(std::string("service: s\nsource:\n  conninfo: \"") + conninfo +
+                     "\"\nwarehouse: /w\n");
+    ASSERT_FALSE(bad.config) << conninfo;
+    EXPECT_EQ(AllErrors(bad).find("Sekr1t"), std::string::npos) << AllErrors(bad);
+  }
 }
 
 TEST(PipelineConfig, SecretsComeFromFilesAndNeverAppearInTheRedactedDump) {
