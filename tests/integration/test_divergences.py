@@ -517,3 +517,36 @@ def test_a_key_change_during_the_backfill_of_a_toasted_table_keeps_the_value(
     wait_flushed(run, pg)
     silver(run)
     same_as_source(run, pg, duckdb_con, "public", "docs", ["id"])
+
+
+def test_remove_orphans_never_takes_an_enclosing_tables_files(floe, pg, duckdb_con):
+    """A source schema named `quarantine` puts Bronze tables `quarantine.metadata` and
+    `quarantine.data` in the quarantine table's own metadata/ and data/ directories;
+    remove-orphans of those tables must not take the quarantine table's files for
+    theirs (found by the independent break-it pass)."""
+    pg.execute("CREATE SCHEMA quarantine")
+    for t in ("metadata", "data"):
+        pg.execute(f"CREATE TABLE quarantine.{t} (id int PRIMARY KEY, v text)")
+        pg.execute(f"INSERT INTO quarantine.{t} SELECT g, 'v' FROM generate_series(1, 5) g")
+    pg.execute("CREATE TABLE ts (id int PRIMARY KEY, at timestamp)")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    pg.execute("INSERT INTO ts VALUES (1, 'infinity')")  # goes to the quarantine
+    wait_flushed(run, pg)
+    silver(run)
+    quarantine = ("bronze", SERVICE, "quarantine")
+    run.wait_until(lambda: run.catalog().table_exists(quarantine), what="the quarantine")
+    before = run.catalog().load_table(quarantine).scan().to_arrow().num_rows
+    assert before == 1
+    run.stop()
+    for p in run.warehouse.rglob("*"):
+        if p.is_file() and not p.name.startswith("catalog.db"):
+            os.utime(p, (time.time() - 4 * 24 * 3600,) * 2)
+    out = maint(run, "remove-orphans")
+    assert "removed 0 orphan file(s)" in out and "removed 1" not in out, out
+    q = run.catalog().load_table(quarantine)
+    assert q.scan().to_arrow().num_rows == 1
+    path = q.metadata_location.removeprefix("file://")
+    assert duckdb_con.execute("SELECT count(*) FROM iceberg_scan(?)", [path]).fetchone()[0] == 1
+    for t in ("metadata", "data"):
+        same_as_source(run, pg, duckdb_con, "quarantine", t, ["id"])

@@ -137,6 +137,35 @@ arrow::Result<ExpireSnapshotsResult> ExpireSnapshots(
   return result;
 }
 
+arrow::Result<std::set<std::string>> ReferencedFiles(Table& table) {
+  FileIO& io = table.io();
+  const TableMetadata& metadata = table.metadata();
+
+  std::set<std::string> referenced{Normalize(table.metadata_location())};
+  for (const auto& entry : metadata.metadata_log) {
+    referenced.insert(Normalize(entry.metadata_file));
+  }
+  for (const char* key : {"statistics", "partition-statistics"}) {
+    auto it = metadata.raw_json.find(key);
+    if (it == metadata.raw_json.end()) continue;
+    auto stats = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (!stats.is_array()) continue;
+    for (const auto& s : stats) {
+      if (s.is_object() && s.contains("statistics-path") &&
+          s["statistics-path"].is_string()) {
+        referenced.insert(Normalize(s["statistics-path"].get<std::string>()));
+      }
+    }
+  }
+  Reachable reachable;
+  ARROW_RETURN_NOT_OK(CollectReachable(io, metadata, metadata.snapshots, &reachable));
+  referenced.insert(reachable.manifest_lists.begin(), reachable.manifest_lists.end());
+  referenced.insert(reachable.manifests.begin(), reachable.manifests.end());
+  referenced.insert(reachable.all_files.begin(), reachable.all_files.end());
+
+  return referenced;
+}
+
 arrow::Result<std::vector<std::string>> RemoveOrphanFiles(
     Table& table, const RemoveOrphanFilesOptions& options) {
   const int64_t cutoff =
@@ -170,29 +199,8 @@ arrow::Result<std::vector<std::string>> RemoveOrphanFiles(
   }
   ARROW_ASSIGN_OR_RAISE(auto listing, io.List(table.metadata().location));
   ARROW_RETURN_NOT_OK(table.Refresh());
-  const TableMetadata& metadata = table.metadata();
-
-  std::set<std::string> referenced{Normalize(table.metadata_location())};
-  for (const auto& entry : metadata.metadata_log) {
-    referenced.insert(Normalize(entry.metadata_file));
-  }
-  for (const char* key : {"statistics", "partition-statistics"}) {
-    auto it = metadata.raw_json.find(key);
-    if (it == metadata.raw_json.end()) continue;
-    auto stats = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-    if (!stats.is_array()) continue;
-    for (const auto& s : stats) {
-      if (s.is_object() && s.contains("statistics-path") &&
-          s["statistics-path"].is_string()) {
-        referenced.insert(Normalize(s["statistics-path"].get<std::string>()));
-      }
-    }
-  }
-  Reachable reachable;
-  ARROW_RETURN_NOT_OK(CollectReachable(io, metadata, metadata.snapshots, &reachable));
-  referenced.insert(reachable.manifest_lists.begin(), reachable.manifest_lists.end());
-  referenced.insert(reachable.manifests.begin(), reachable.manifests.end());
-  referenced.insert(reachable.all_files.begin(), reachable.all_files.end());
+  ARROW_ASSIGN_OR_RAISE(std::set<std::string> referenced, ReferencedFiles(table));
+  for (const auto& f : options.keep) referenced.insert(Normalize(f));
 
   std::vector<std::string> skip;
   for (const auto& prefix : options.skip_prefixes) {

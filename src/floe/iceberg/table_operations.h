@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <set>
 #include <vector>
 
 #include <arrow/result.h>
@@ -58,7 +59,16 @@ struct RemoveOrphanFilesOptions {
   /// Files under these locations are never removed (other tables whose location
   /// lies under this table's).
   std::vector<std::string> skip_prefixes;
+  /// Files never removed whatever their location: what other tables reference
+  /// (ReferencedFiles), for a table whose location lies inside another's, where
+  /// that table's metadata and data directories may be this one's.
+  std::set<std::string> keep;
 };
+
+/// Every file `table`'s metadata references: its metadata files (current and in the
+/// log), statistics files, and every snapshot's manifest list, manifests, data and
+/// delete files. Locations without a `file:` scheme prefix.
+arrow::Result<std::set<std::string>> ReferencedFiles(Table& table);
 
 /// Lists every file under the table's location and deletes those that are older
 /// than the cutoff and referenced by nothing: not the current metadata file or one

@@ -735,18 +735,29 @@ arrow::Result<std::vector<TableReport>> ExpireService(const config::PipelineConf
 arrow::Result<std::vector<TableReport>> RemoveOrphansService(
     const config::PipelineConfig& config, const RemoveOrphansOptions& options) {
   ARROW_ASSIGN_OR_RAISE(Opened opened, OpenService(config, options.table));
-  // Every table location the service has, so that a table nested under another's
-  // location is never taken for its orphans.
-  std::vector<std::string> locations;
+  // Every table the service has, the audit and quarantine tables included, so that
+  // a table nested under another's location is never taken for its orphans, and
+  // the files of a table whose location encloses this one's (its metadata/ and
+  // data/ directories may be this table's: a source schema named `quarantine` with
+  // a table `metadata`) are never either.
+  std::vector<std::pair<ice::TableIdentifier, std::string>> located;
   {
+    std::vector<ice::TableIdentifier> ids;
     ARROW_ASSIGN_OR_RAISE(auto all, ListServiceTables(opened.catalog.get(), config, {}));
     for (const auto& t : all) {
-      for (const auto* id : {&t.bronze, t.silver ? &*t.silver : nullptr}) {
-        if (id == nullptr) continue;
-        ARROW_ASSIGN_OR_RAISE(auto table,
-                              ice::Table::Load(opened.catalog.get(), opened.io, *id));
-        locations.push_back(table->metadata().location);
-      }
+      ids.push_back(t.bronze);
+      if (t.silver) ids.push_back(*t.silver);
+    }
+    for (const char* name :
+         {bronze::kLogicalMessagesTableName, bronze::kQuarantineTableName}) {
+      ice::TableIdentifier id{{config.naming.bronze_namespace, config.service}, name};
+      ARROW_ASSIGN_OR_RAISE(bool exists, opened.catalog->TableExists(id));
+      if (exists) ids.push_back(id);
+    }
+    for (const auto& id : ids) {
+      ARROW_ASSIGN_OR_RAISE(auto table,
+                            ice::Table::Load(opened.catalog.get(), opened.io, id));
+      located.emplace_back(id, table->metadata().location);
     }
   }
   const int64_t now = options.now_ms.value_or(ice::CurrentTimeMs());
@@ -755,8 +766,15 @@ arrow::Result<std::vector<TableReport>> RemoveOrphansService(
     remove.older_than_ms = now - options.older_than_ms;
     remove.dry_run = options.dry_run;
     const std::string own = table.metadata().location;
-    for (const auto& loc : locations) {
-      if (loc != own && loc.starts_with(own + "/")) remove.skip_prefixes.push_back(loc);
+    for (const auto& [id, loc] : located) {
+      if (id == table.identifier()) continue;
+      if (loc == own || loc.starts_with(own + "/")) remove.skip_prefixes.push_back(loc);
+      if (loc == own || own.starts_with(loc + "/")) {
+        ARROW_ASSIGN_OR_RAISE(auto other,
+                              ice::Table::Load(opened.catalog.get(), opened.io, id));
+        ARROW_ASSIGN_OR_RAISE(auto referenced, ice::ReferencedFiles(*other));
+        remove.keep.insert(referenced.begin(), referenced.end());
+      }
     }
     ARROW_ASSIGN_OR_RAISE(auto removed, ice::RemoveOrphanFiles(table, remove));
     std::string text = (options.dry_run ? "would remove " : "removed ") +
