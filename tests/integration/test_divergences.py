@@ -445,6 +445,22 @@ def test_detached_and_attached_partitions_leave_and_join_silver(floe, pg, duckdb
     silver(run)
     same_as_source(run, pg, duckdb_con, "public", "ev", ["id", "region"])
 
+    # Detached, changed behind the stream's back and attached again: the same set of
+    # partitions as before (found by the break-it pass).
+    with pg.connect(autocommit=False) as c:
+        c.execute("ALTER TABLE ev DETACH PARTITION ev_eu")
+        c.execute("UPDATE ev_eu SET v = 'changed while detached'")
+        c.execute("DELETE FROM ev_eu WHERE id < 8")
+        c.execute("ALTER TABLE ev ATTACH PARTITION ev_eu FOR VALUES IN ('eu')")
+        c.commit()
+    run.wait_until(lambda: run.log_text().count("had partitions attached or detached") >= 3,
+                   timeout=60, what="floe to notice the partition detached and attached")
+    wait_flushed(run, pg)
+    run.wait_until(lambda: sum(r["cdc_op"] == "t" for r in run.rows_pyiceberg("public.ev"))
+                   >= 3, what="the copy after the round trip")
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "ev", ["id", "region"])
+
 
 def test_floe_run_commits_again_after_its_postgres_catalog_restarts(floe, pg, tmp_path):
     """Code-read (a): the PostgreSQL catalog's connection is opened again after the

@@ -205,9 +205,13 @@ arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
           "pn.pnnspid = c.relnamespace), '') || "
           // A partitioned table published through its root: ATTACH and DETACH
           // PARTITION move rows in or out of it without a change in the WAL stream.
+          // Each partition with the xmin of its pg_inherits row: detaching a
+          // partition, changing it and attaching it again leaves the same set of
+          // partitions, but a new pg_inherits row.
           "CASE WHEN c.relkind = 'p' THEN ', partitions ' || coalesce((SELECT "
-          "string_agg(relid::oid::text, ',' ORDER BY relid::oid) FROM "
-          "pg_partition_tree(c.oid) WHERE isleaf), '') ELSE '' END "
+          "string_agg(i.inhrelid::text || ':' || i.xmin::text, ',' ORDER BY "
+          "i.inhrelid) FROM pg_catalog.pg_inherits i WHERE i.inhrelid IN (SELECT "
+          "relid FROM pg_partition_tree(c.oid) WHERE relid <> c.oid)), '') ELSE '' END "
           "FROM pg_catalog.pg_publication p "
           "JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname "
           "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
