@@ -566,3 +566,26 @@ def test_remove_orphans_never_takes_an_enclosing_tables_files(floe, pg, duckdb_c
     assert duckdb_con.execute("SELECT count(*) FROM iceberg_scan(?)", [path]).fetchone()[0] == 1
     for t in ("metadata", "data"):
         same_as_source(run, pg, duckdb_con, "quarantine", t, ["id"])
+
+
+def test_a_retyped_key_column_says_how_to_rebuild_silver(floe, pg, duckdb_con):
+    """A key column retyped in a way Iceberg cannot promote: Silver cannot re-key in
+    place; the pass fails for that table with the fix, and after dropping the Silver
+    table the next pass rebuilds it equal to the source."""
+    pg.execute("CREATE TABLE k (id text PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO k SELECT g::text, 'v' FROM generate_series(1, 10) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    silver(run)
+    pg.execute("ALTER TABLE k ALTER COLUMN id TYPE int USING id::int")
+    pg.execute("UPDATE k SET v = 'u' WHERE id = 1")
+    wait_flushed(run, pg)
+    run.wait_until(lambda: "floe.source.recopy-pending" not in
+                   run.catalog().load_table(("bronze", SERVICE, "public", "k")).properties,
+                   what="the copy to commit")
+    out = silver(run, expect_rc=1)
+    assert "cannot change its key in place: drop the Silver table" in out, out
+    run.catalog().drop_table(silver_ident("public.k"))
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "k", ["id"])

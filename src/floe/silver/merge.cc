@@ -122,6 +122,16 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
       continue;
     }
     const std::string name = s->name;
+    if (auto key = silver.properties.find(kSilverKeyProperty);
+        key != silver.properties.end() &&
+        key->second.find("\"" + name + "\"") != std::string::npos) {
+      // The partition spec and sort order are built on it.
+      return arrow::Status::Invalid(
+          "key column `", name,
+          "` of the Silver table was dropped or changed type in a way Iceberg cannot "
+          "promote, and a Silver table cannot change its key in place: drop the "
+          "Silver table (the next floe silver pass rebuilds it from Bronze)");
+    }
     ARROW_ASSIGN_OR_RAISE(auto deleted,
                           ice::DeleteColumn(e.schema, e.last_column_id, name));
     e.schema = std::move(deleted.schema);
