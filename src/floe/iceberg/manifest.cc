@@ -1,5 +1,6 @@
 #include "floe/iceberg/manifest.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -34,6 +35,37 @@ Json Field(std::string_view name, int32_t id, Json type, bool required) {
   }
   field["field-id"] = id;
   return field;
+}
+
+// `name` as a valid Avro name ([A-Za-z_][A-Za-z0-9_]*), as Iceberg's Java
+// AvroSchemaUtil.makeCompatibleName does it: each other character becomes `_x` and
+// its code in hex (bytes here), a leading digit gets a `_`. Partition field names
+// come from source columns ("Kéy_bucket"); readers match fields by field id.
+std::string AvroName(std::string_view name) {
+  static const char kHex[] = "0123456789ABCDEF";
+  auto plain = [](unsigned char c, bool first) {
+    return std::isalpha(c) || c == '_' || (!first && std::isdigit(c));
+  };
+  bool valid = !name.empty();
+  for (size_t i = 0; i < name.size() && valid; ++i) {
+    valid = plain(static_cast<unsigned char>(name[i]), i == 0);
+  }
+  if (valid) return std::string(name);
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (plain(c, i == 0)) {
+      out += static_cast<char>(c);
+    } else if (i == 0 && std::isdigit(c)) {
+      out += '_';
+      out += static_cast<char>(c);
+    } else {
+      out += "_x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out.empty() ? "_" : out;
 }
 
 // Iceberg maps with non-string keys are Avro arrays of key/value records.
@@ -148,7 +180,7 @@ arrow::Result<std::string> ManifestSchemaJson(const Type& partition_type) {
   Json partition_fields = Json::array();
   for (const NestedField& f : partition_type.fields()) {
     ARROW_ASSIGN_OR_RAISE(Json t, AvroType(*f.type, f.id));
-    partition_fields.push_back(Field(f.name, f.id, std::move(t), false));
+    partition_fields.push_back(Field(AvroName(f.name), f.id, std::move(t), false));
   }
   Json partition = Json::object();
   partition["type"] = "record";

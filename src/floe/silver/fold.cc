@@ -301,7 +301,9 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> BuildUpserts(
   const int64_t changes_length = changes.length();
   std::vector<std::shared_ptr<arrow::Array>> out;
   for (const auto& field : schema->fields()) {
-    if (field->name() == kCdcCommitLsn) {
+    const bool source_column = std::find(changes.names.begin(), changes.names.end(),
+                                         field->name()) != changes.names.end();
+    if (field->name() == kCdcCommitLsn && !source_column) {
       arrow::Int64Builder b;
       ARROW_RETURN_NOT_OK(b.Reserve(n));
       for (const FoldedKey* k : rows) b.UnsafeAppend(k->commit_lsn);

@@ -969,10 +969,15 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
     fields.back().name = c.name;
     silver_name[c.bronze->id] = c.name;
   }
-  const ice::NestedField* lsn_field = bronze_schema.FindField(kCdcCommitLsn);
-  fields.push_back(ice::NestedField::Optional(
-      lsn_field->id, kCdcCommitLsn, ice::Type::Long(),
-      "Bronze cdc_commit_lsn of the last change applied to this row"));
+  // The debugging column, unless the source has a column of that name (then that
+  // column is the one Silver holds).
+  if (std::none_of(row_columns.begin(), row_columns.end(),
+                   [](const RowColumn& c) { return c.name == kCdcCommitLsn; })) {
+    const ice::NestedField* lsn_field = bronze_schema.FindField(kCdcCommitLsn);
+    fields.push_back(ice::NestedField::Optional(
+        lsn_field->id, kCdcCommitLsn, ice::Type::Long(),
+        "Bronze cdc_commit_lsn of the last change applied to this row"));
+  }
   ARROW_ASSIGN_OR_RAISE(ice::Schema pre, ice::Schema::Make(0, std::move(fields)));
   std::map<int32_t, int32_t> field_map;
   ARROW_ASSIGN_OR_RAISE(ice::Schema schema, ice::AssignFreshFieldIds(pre, &field_map));
