@@ -6,8 +6,9 @@
 #   make demo       a throwaway PostgreSQL, a live workload and `floe run --duration 30s`
 #                   into build/demo/, then what landed, read through DuckDB
 #   make bench      run the benchmarks and write BENCHMARKS.md (minutes)
-#   make fuzz       build the libFuzzer targets with clang and fuzz the pgoutput
-#                   decoder for FUZZ_SECONDS (default 60)
+#   make fuzz       build the libFuzzer targets with clang (ASan+UBSan) and run each of
+#                   FUZZ_TARGETS for FUZZ_SECONDS (per target, default 60) on its seeds
+#                   from tests/fuzz/corpus/; fails if any target crashes
 #   make soak       the randomized differential test (tests/integration/differential.py)
 #                   with random seeds for SOAK_SECONDS (default 3600), floe killed at
 #                   random; prints rounds, kills, changes checked and the seeds, and
@@ -18,6 +19,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 PYTEST_ARGS ?=
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= pgoutput copy_binary type_text message_json manifest table_metadata
 SOAK_SECONDS ?= 3600
 
 .PHONY: bootstrap build test unit-test integration-test test-asan bench demo fuzz soak format clean
@@ -51,10 +53,8 @@ fuzz:
 	@scripts/bootstrap --fuzz
 	CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DFLOE_FUZZ=ON -DFLOE_BUILD_TESTS=OFF >/dev/null
-	cmake --build build/fuzz -j2 --target pgoutput_fuzz
-	mkdir -p build/fuzz/corpus/pgoutput
-	build/fuzz/pgoutput_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  build/fuzz/corpus/pgoutput
+	cmake --build build/fuzz -j2 --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+	scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 soak: build
 	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python tests/integration/differential.py \
