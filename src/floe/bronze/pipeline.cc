@@ -1077,10 +1077,25 @@ arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionI
                                       const pg::TableChanges& changes) {
   backfill->recent_xids.insert(tx.xid);
   const bool counts = backfill->window && backfill->window->Counts(tx.xid);
-  auto ops = std::dynamic_pointer_cast<arrow::StringArray>(
-      changes.batch->GetColumnByName(pg::kCdcOp));
-  auto unchanged = std::dynamic_pointer_cast<arrow::ListArray>(
-      changes.batch->GetColumnByName(pg::kCdcUnchanged));
+  // By position: the CDC columns follow the row columns (CdcMetadataFields), and a
+  // source column may have a CDC column's name.
+  const int first_cdc = static_cast<int>(changes.shape->relation.columns.size());
+  const auto cdc_fields = pg::CdcMetadataFields();
+  if (changes.batch->num_columns() != first_cdc + static_cast<int>(cdc_fields.size())) {
+    return arrow::Status::Invalid("change batch of ", changes.batch->num_columns(),
+                                  " columns for a table of ", first_cdc);
+  }
+  auto column_of = [&](const char* name) {
+    for (size_t i = 0; i < cdc_fields.size(); ++i) {
+      if (cdc_fields[i]->name() == name) {
+        return changes.batch->column(first_cdc + static_cast<int>(i));
+      }
+    }
+    return std::shared_ptr<arrow::Array>();
+  };
+  auto ops = std::dynamic_pointer_cast<arrow::StringArray>(column_of(pg::kCdcOp));
+  auto unchanged =
+      std::dynamic_pointer_cast<arrow::ListArray>(column_of(pg::kCdcUnchanged));
   if (!ops || !unchanged) {
     return arrow::Status::Invalid("change batch without ", pg::kCdcOp, " or ",
                                   pg::kCdcUnchanged);
