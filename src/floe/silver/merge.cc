@@ -132,9 +132,15 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
           "promote, and a Silver table cannot change its key in place: drop the "
           "Silver table (the next floe silver pass rebuilds it from Bronze)");
     }
-    ARROW_ASSIGN_OR_RAISE(auto deleted,
-                          ice::DeleteColumn(e.schema, e.last_column_id, name));
-    e.schema = std::move(deleted.schema);
+    // By field id: DeleteColumn takes a dotted path, and a source column may be
+    // named `a.b`.
+    std::vector<ice::NestedField> kept;
+    for (const auto& f : e.schema.fields()) {
+      if (f.id != it->second) kept.push_back(f);
+    }
+    ARROW_ASSIGN_OR_RAISE(e.schema,
+                          ice::Schema::Make(e.schema.schema_id(), std::move(kept),
+                                            e.schema.identifier_field_ids()));
     e.changes.push_back("removed column " + name +
                         " (dropped in the source, or retyped to a new column)");
     it = e.field_map.erase(it);
