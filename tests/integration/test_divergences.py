@@ -608,11 +608,20 @@ def test_odd_key_names_and_a_column_named_like_a_cdc_column(floe, pg, duckdb_con
     for _ in range(2):
         pg.execute('UPDATE a SET v = v || \'+\' WHERE "Kéy" % 3 = 0')
         pg.execute('DELETE FROM b WHERE "k""q" % 5 = 0')
-        pg.execute("UPDATE c SET cdc_commit_lsn = -cdc_commit_lsn WHERE id % 4 = 0")
+        pg.execute("UPDATE c SET cdc_commit_lsn = -cdc_commit_lsn WHERE id % 4 = 0" if _ == 0
+                   else "UPDATE c SET cdc_commit_lsn = cdc_commit_lsn || '!' WHERE id % 4 = 0")
         wait_flushed(run, pg)
         silver(run)
         same_as_source(run, pg, duckdb_con, "public", "a", ["Kéy"])
         same_as_source(run, pg, duckdb_con, "public", "b", ["key col", 'k"q'])
         same_as_source(run, pg, duckdb_con, "public", "c", ["id"])
-        # A dropped column named like a nested path leaves Silver's schema too.
+        # A dropped column named like a nested path leaves Silver's schema too, and
+        # the source's cdc_commit_lsn retyped beyond promotion replaces Silver's.
         pg.execute('ALTER TABLE c DROP COLUMN IF EXISTS "a.b"')
+        if _ == 0:
+            pg.execute("ALTER TABLE c ALTER COLUMN cdc_commit_lsn TYPE text "
+                       "USING cdc_commit_lsn::text")
+            pg.execute("UPDATE c SET cdc_commit_lsn = 'x' WHERE id = 2")
+            run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog()
+                           .load_table(("bronze", SERVICE, "public", "c")).properties,
+                           what="the copy after the retype")

@@ -115,9 +115,13 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
     }
     return nullptr;  // absent, or nested (the map holds nested ids too)
   };
+  // Silver's debugging column comes from Bronze's own cdc_commit_lsn field (a
+  // source column of that name is bound like any other).
+  const ice::NestedField* cdc_lsn = bronze_schema.FindField(kCdcCommitLsn);
   for (auto it = e.field_map.begin(); it != e.field_map.end();) {
     const ice::NestedField* s = top_level(it->second);
-    if (bound.contains(it->first) || s == nullptr || s->name == kCdcCommitLsn) {
+    if (bound.contains(it->first) || s == nullptr ||
+        (cdc_lsn != nullptr && it->first == cdc_lsn->id)) {
       ++it;
       continue;
     }
