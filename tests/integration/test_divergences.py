@@ -625,3 +625,20 @@ def test_odd_key_names_and_a_column_named_like_a_cdc_column(floe, pg, duckdb_con
             run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog()
                            .load_table(("bronze", SERVICE, "public", "c")).properties,
                            what="the copy after the retype")
+
+
+def test_a_column_added_under_silvers_debugging_column_name_replaces_it(floe, pg,
+                                                                        duckdb_con):
+    """Found by make soak: ADD COLUMN cdc_commit_lsn on a table whose Silver table
+    already has its debugging column of that name."""
+    pg.execute("CREATE TABLE d (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO d SELECT g, 'v' FROM generate_series(1, 10) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    silver(run)
+    pg.execute("ALTER TABLE d ADD COLUMN cdc_commit_lsn timestamptz")
+    pg.execute("UPDATE d SET cdc_commit_lsn = '2026-01-02 03:04:05+00' WHERE id <= 3")
+    wait_flushed(run, pg)
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "d", ["id"])

@@ -155,6 +155,22 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
     const ice::NestedField* s =
         mapped == e.field_map.end() ? nullptr : e.schema.FindField(mapped->second);
     if (s == nullptr) {
+      // A source column that takes the debugging column's name replaces it.
+      if (const ice::NestedField* clash = e.schema.FindField(c.name);
+          clash != nullptr && cdc_lsn != nullptr && e.field_map.contains(cdc_lsn->id) &&
+          e.field_map.at(cdc_lsn->id) == clash->id) {
+        const int32_t debug_id = clash->id;
+        std::vector<ice::NestedField> kept;
+        for (const auto& field : e.schema.fields()) {
+          if (field.id != debug_id) kept.push_back(field);
+        }
+        ARROW_ASSIGN_OR_RAISE(e.schema,
+                              ice::Schema::Make(e.schema.schema_id(), std::move(kept),
+                                                e.schema.identifier_field_ids()));
+        e.field_map.erase(cdc_lsn->id);
+        e.changes.push_back("removed the debugging column " + c.name +
+                            " (the source now has a column of that name)");
+      }
       if (const ice::NestedField* clash = e.schema.FindField(c.name)) {
         return arrow::Status::Invalid(
             "Bronze column `", f->name, "` (field id ", f->id, ") is new to Silver as `",
