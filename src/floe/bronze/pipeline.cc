@@ -102,8 +102,7 @@ std::string CopySlotName(const std::string& slot, int64_t pid) {
   const std::string suffix = "_copy_" + std::to_string(pid);
   constexpr size_t kMaxName = 63;
   if (slot.size() + suffix.size() <= kMaxName) return slot + suffix;
-  uint64_t h = 14695981039346656037ull;  // FNV-1a
-  for (unsigned char c : slot) h = (h ^ c) * 1099511628211ull;
+  const uint64_t h = ice::Fnv1a64(slot);
   char hash[9];
   std::snprintf(hash, sizeof hash, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
   return slot.substr(0, kMaxName - suffix.size() - 9) + "_" + hash + suffix;

@@ -96,17 +96,6 @@ std::string HumanValue(const Transform& transform, const std::optional<Literal>&
   return LiteralToString(*value);
 }
 
-// FNV-1a, 64 bits: a stable hash for directory names (std::hash is not stable
-// across builds).
-uint64_t Fnv1a64(std::string_view text) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string UrlEscape(const std::string& text) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -314,6 +303,15 @@ Table::Table(Catalog* catalog, std::shared_ptr<FileIO> io, TableIdentifier id,
       id_(std::move(id)),
       metadata_(std::move(metadata)),
       metadata_location_(std::move(metadata_location)) {}
+
+uint64_t Fnv1a64(std::string_view text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 std::string LocationSegment(const std::string& name) {
   std::string out = UrlEscape(name);

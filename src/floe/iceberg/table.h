@@ -143,6 +143,10 @@ struct RewriteFilesRequest {
   bool validate_no_new_files = false;
 };
 
+/// FNV-1a, 64 bits: a hash that stays the same across builds and machines (unlike
+/// std::hash), for names that must not change (directory and slot names).
+uint64_t Fnv1a64(std::string_view text);
+
 /// `name` as one path segment: URL-escaped (RFC 3986 unreserved characters stay),
 /// and a name of dots only (`.`, `..`) or an empty one escaped whole, so that the
 /// segment never means "this directory" or "the parent".
