@@ -642,3 +642,107 @@ def test_a_column_added_under_silvers_debugging_column_name_replaces_it(floe, pg
     wait_flushed(run, pg)
     silver(run)
     same_as_source(run, pg, duckdb_con, "public", "d", ["id"])
+
+
+def bronze_columns(run, table: str) -> list[str]:
+    t = run.catalog().load_table(("bronze", SERVICE, *table.split(".")))
+    return [f.name for f in t.schema().fields if not f.name.startswith("cdc_")]
+
+
+def test_a_rename_replayed_after_a_restart_keeps_the_columns_values(floe, pg,
+                                                                      duckdb_con):
+    """A column renamed, then floe restarted from a slot position before the rename
+    (a SIGKILL between a checkpoint's commit and its flush does that): the stream
+    replays changes Bronze holds, described with the old column name. That old
+    shape must not re-bind Bronze's columns (before the fix it was taken for a drop
+    and an add: the column's values went null in Silver for every row not changed
+    since). A second slot created before the rename makes the replay certain."""
+    pg.execute("CREATE TABLE ren (id int PRIMARY KEY, a text, b int)")
+    pg.execute("INSERT INTO ren SELECT g, 'a' || g, g FROM generate_series(1, 30) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    pg.execute("SELECT pg_create_logical_replication_slot('floe_behind', 'pgoutput')")
+    pg.execute("UPDATE ren SET b = b + 100 WHERE id <= 3")  # replayed, old shape
+    pg.execute("ALTER TABLE ren RENAME COLUMN a TO a2")
+    pg.execute("UPDATE ren SET b = b + 100 WHERE id BETWEEN 4 AND 6")
+    wait_flushed(run, pg)
+    run.stop()
+    assert bronze_columns(run, "public.ren") == ["id", "a2", "b"]
+
+    # The same pipeline, from the slot that stayed behind.
+    run.config_path.write_text(run.config_path.read_text().replace(
+        f"slot: {run.slot}", "slot: floe_behind"))
+    pg.execute("SELECT pg_drop_replication_slot(%s)", (run.slot,))
+    run.slot = "floe_behind"
+    run.start()
+    run.wait_streaming()
+    pg.execute("UPDATE ren SET b = -1 WHERE id = 7")
+    wait_flushed(run, pg)
+    run.stop()
+    assert bronze_columns(run, "public.ren") == ["id", "a2", "b"]
+    # Nothing replayed twice.
+    rows = run.rows_pyiceberg("public.ren")
+    updates = sorted(r["id"] for r in rows if r["cdc_op"] == "u")
+    assert updates == [1, 2, 3, 4, 5, 6, 7], updates
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "ren", ["id"])
+
+
+def test_renames_made_while_floe_was_stopped_bind_each_column_right(floe, pg,
+                                                                   duckdb_con):
+    """While floe is stopped: a change, then `a` renamed to `b` and `c` to `a`, then
+    another change. At restart the stream describes the first change with the old
+    names, but the catalog already has the new ones; its `a` is the old `c`. Before
+    the fix the old `a` got the old `c`'s attnum, and Bronze wrote a's values into
+    c's column."""
+    pg.execute("CREATE TABLE sw (id int PRIMARY KEY, a text, c int)")
+    pg.execute("INSERT INTO sw SELECT g, 'a' || g, g FROM generate_series(1, 20) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    pg.execute("UPDATE sw SET a = 'old shape', c = -1 WHERE id = 1")
+    pg.execute("ALTER TABLE sw RENAME COLUMN a TO b")
+    pg.execute("ALTER TABLE sw RENAME COLUMN c TO a")
+    pg.execute("UPDATE sw SET b = 'new shape', a = -2 WHERE id = 2")
+    run.start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    rows = [r for r in run.rows_pyiceberg("public.sw") if r["cdc_op"] == "u"]
+    by_id = {r["id"]: r for r in rows}
+    assert by_id[1]["b"] == "old shape" and by_id[1]["a"] == -1, by_id[1]
+    assert by_id[2]["b"] == "new shape" and by_id[2]["a"] == -2, by_id[2]
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "sw", ["id"])
+
+
+def test_a_column_added_with_a_default_reaches_every_silver_row(floe, pg, duckdb_con):
+    """ADD COLUMN ... DEFAULT gives every existing row the default (a constant one
+    without touching them, a volatile one or an identity by rewriting the table);
+    logical decoding sends none of it. The table is copied again, and Silver has the
+    value in every row. A column added without a default is no reason to copy."""
+    pg.execute("CREATE TABLE addc (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO addc SELECT g, 'v' || g FROM generate_series(1, 25) g")
+    pg.execute("CREATE TABLE plain (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO plain SELECT g, 'v' || g FROM generate_series(1, 5) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    silver(run)
+    pg.execute("ALTER TABLE plain ADD COLUMN extra int")
+    pg.execute("UPDATE plain SET extra = 1 WHERE id = 1")
+    pg.execute("ALTER TABLE addc ADD COLUMN n int NOT NULL DEFAULT 7")
+    pg.execute("ALTER TABLE addc ADD COLUMN r float8 DEFAULT random()")
+    pg.execute("ALTER TABLE addc ADD COLUMN s int GENERATED ALWAYS AS IDENTITY")
+    pg.execute("UPDATE addc SET v = 'changed' WHERE id = 1")
+    run.wait_until(lambda: "public.addc: column(s) changed" in run.log_text(),
+                   what="the copy after ADD COLUMN ... DEFAULT")
+    wait_flushed(run, pg)
+    run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog().load_table(
+        ("bronze", SERVICE, "public", "addc")).properties, what="the copy to commit")
+    pg.execute("UPDATE addc SET n = 8 WHERE id = 2")
+    wait_flushed(run, pg)
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "addc", ["id"])
+    same_as_source(run, pg, duckdb_con, "public", "plain", ["id"])
+    assert "public.plain: column(s) changed" not in run.log_text()

@@ -78,6 +78,9 @@ struct SourceColumn {
   /// key, or its replica identity index: RelationInfo::row_key), recorded for
   /// Silver's merge key.
   bool is_row_key = false;
+  /// The catalog gives the column a default or an identity: added to a table with
+  /// rows, it filled them without a change in the WAL (the table is copied again).
+  bool defaulted = false;
   /// The Arrow type and converter kind the source produces for it.
   postgres::ColumnMapping mapping;
 };

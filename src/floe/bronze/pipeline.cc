@@ -131,6 +131,55 @@ std::string MovedColumns(const ColumnMap& before, const ColumnMap& after) {
   return out;
 }
 
+// Why a table whose bindings go from `before` to `after` (for the source `columns`)
+// must be copied again, or empty: a column moved to another field (MovedColumns); a
+// column added with a default or an identity (PostgreSQL filled the existing rows
+// without a change in the WAL); or a column dropped and another added while the
+// catalog no longer agreed with the stream's description (attnum unknown), which may
+// have been a rename. `had_rows`: Bronze holds rows of the table.
+std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
+                         const std::vector<SourceColumn>& columns, bool had_rows) {
+  std::string out = MovedColumns(before, after);
+  if (!had_rows || before.columns.empty()) return out;
+  auto same = [](int16_t attnum, const std::string& name, const ColumnBinding& b) {
+    return attnum != 0 && b.attnum != 0 ? attnum == b.attnum : name == b.name;
+  };
+  std::vector<std::string> defaulted;
+  bool added = false;
+  bool unknown_attnum = false;
+  for (const SourceColumn& c : columns) {
+    unknown_attnum |= c.attnum == 0;
+    const bool known = std::any_of(before.columns.begin(), before.columns.end(),
+                                   [&](const ColumnBinding& b) {
+                                     return same(c.attnum, c.name, b);
+                                   });
+    if (known) continue;
+    added = true;
+    if (c.defaulted) defaulted.push_back(c.name);
+  }
+  const bool dropped = std::any_of(
+      before.columns.begin(), before.columns.end(), [&](const ColumnBinding& b) {
+        return std::none_of(columns.begin(), columns.end(), [&](const SourceColumn& c) {
+          return same(c.attnum, c.name, b);
+        });
+      });
+  auto add = [&out](const std::string& why) {
+    if (!out.empty()) out += "; ";
+    out += why;
+  };
+  if (!defaulted.empty()) {
+    std::string names;
+    for (const auto& n : defaulted) names += (names.empty() ? "" : ", ") + n;
+    add("added with a default, which PostgreSQL gave the existing rows without a change "
+        "in the WAL: " + names);
+  }
+  if (added && dropped && unknown_attnum) {
+    add("a column dropped and one added while the catalog had moved on from the "
+        "stream (it may have been a rename)");
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------
 // Source columns
 
@@ -145,6 +194,7 @@ std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
     col.type_oid = c.type_oid;
     col.type_modifier = c.type_modifier;
     col.is_row_key = std::find(key.begin(), key.end(), static_cast<int>(i)) != key.end();
+    col.defaulted = c.defaulted;
     col.mapping = shape.mappings.at(i);
     out.push_back(std::move(col));
   }
@@ -171,6 +221,7 @@ arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
     col.type_oid = c.type_oid;
     col.type_modifier = c.type_modifier;
     col.is_row_key = std::find(key.begin(), key.end(), c.name) != key.end();
+    col.defaulted = c.defaulted;
     ARROW_ASSIGN_OR_RAISE(pg::PgTypeInfo type,
                           types.Resolve(col.type_oid, col.type_modifier));
     col.mapping = pg::MapType(type);
@@ -517,6 +568,12 @@ class Pipeline : public pg::ChangeSink {
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
   arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns);
+  /// True when Bronze already holds `table`'s changes of the transaction committed
+  /// at `commit_lsn`: the stream replays them after a restart.
+  static bool Replaying(const BronzeTable* table, Lsn commit_lsn) {
+    return table->appender && commit_lsn.value() != 0 &&
+           commit_lsn <= table->appender->committed_lsn();
+  }
   arrow::Result<bool> IsCopied(BronzeTable* table);
   // Whether the source table Bronze copied is not the one published now (re-created,
   // or removed from the publication and added back): compares `identity` with the
@@ -750,7 +807,9 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     // field lacks the values of every row not changed since. The table is copied
     // again; until that copy commits, Silver waits (kRecopyPendingProperty, set in
     // the same commit as the new bindings, so no reader sees one without the other).
-    const std::string moved = MovedColumns(table->bindings, plan.columns);
+    const std::string moved =
+        RecopyReason(table->bindings, plan.columns, columns,
+                     table->appender->has_snapshot());
     if (!moved.empty()) table->recopy_reason = moved;
     ARROW_RETURN_NOT_OK(t.UpdateMetadata(
         [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) {
@@ -817,9 +876,9 @@ arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& id
 void Pipeline::RecopyIfMoved(BronzeTable* table) {
   if (table->recopy_reason.empty() || table->awaiting_copy) return;
   spdlog::warn(
-      "{}: a type change Iceberg cannot promote moved column(s) {}; PostgreSQL "
-      "rewrote every row but logical decoding sends none of it, so the table is "
-      "copied again (Silver waits for that copy)",
+      "{}: column(s) changed in a way logical decoding does not send ({}): "
+      "PostgreSQL changed the existing rows without a change in the WAL, so the "
+      "table is copied again (Silver waits for that copy)",
       SourceName(table->source), table->recopy_reason);
   copied_.erase(table->source);
   table->awaiting_copy = true;
@@ -1143,6 +1202,9 @@ arrow::Status Pipeline::FinishChunk(Backfill* backfill, const pg::CapturedMessag
   std::vector<SourceColumn> columns = std::move(backfill->chunk_columns);
   backfill->chunk_rows.clear();
   backfill->chunk_columns.clear();
+  // The stream replayed an older shape of the table (OnRelationChange) and brought
+  // no change of it since: the chunk's columns, read from the catalog, are its shape.
+  if (!table->conformer) ARROW_RETURN_NOT_OK(SetShape(table, columns));
   bool same_shape = columns.size() == table->columns.size();
   for (size_t c = 0; same_shape && c < columns.size(); ++c) {
     same_shape = columns[c].name == table->columns[c].name &&
@@ -1249,8 +1311,20 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
   pg::QualifiedName source{rel.namespace_name, rel.relation_name};
   ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(source));
   if (!table->unnamed.empty()) return arrow::Status::OK();
-  ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*change.shape)));
-  RecopyIfMoved(table);
+  if (Replaying(table, change.commit_lsn)) {
+    // The stream replays changes Bronze already holds (after a restart), described
+    // as the table was then; Bronze's bindings follow a later shape, and binding this
+    // one again would take a column renamed since for a dropped one and a new one
+    // (its values lost in Silver). The shape of the first change Bronze does not
+    // hold yet is bound (OnTableChanges).
+    if (table->conformer) {
+      ARROW_RETURN_NOT_OK(FlushBuffered(table));
+      table->conformer.reset();
+    }
+  } else {
+    ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*change.shape)));
+    RecopyIfMoved(table);
+  }
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
     ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
     if (!copied && !table->awaiting_copy) {
@@ -1275,7 +1349,7 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     table_of_shape_.emplace(changes.shape.get(), std::pair{changes.shape, table});
   }
   if (!table->unnamed.empty()) return arrow::Status::OK();
-  if (!table->conformer) {
+  if (!table->conformer && !Replaying(table, tx.commit_lsn)) {
     ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape)));
     RecopyIfMoved(table);
   }

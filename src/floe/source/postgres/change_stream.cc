@@ -895,6 +895,7 @@ arrow::Status ChangeStream::DeliverTable(const TransactionInfo& info,
     RelationChange change;
     change.shape = changes.shape;
     change.previous = state->delivered;
+    change.commit_lsn = info.commit_lsn;
     if (change.previous)
       change.diff = Diff(change.previous->relation, change.shape->relation);
     ARROW_RETURN_NOT_OK(sink_->OnRelationChange(change));

@@ -146,6 +146,10 @@ struct RelationChange {
   /// first (then `diff` is empty).
   std::shared_ptr<const TableShape> previous;
   RelationDiff diff;
+  /// The commit LSN of the transaction whose changes of this table follow (the
+  /// shape is the table's as of that transaction: pgoutput describes a table with
+  /// the catalog of the position it decodes, which may lie behind the live one).
+  Lsn commit_lsn;
 };
 
 /// A value that could not be represented and was written as null: a quarantine

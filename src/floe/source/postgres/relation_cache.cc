@@ -175,6 +175,7 @@ arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(Oid relation
     a.type_oid = c.type_oid;
     a.type_modifier = c.type_modifier;
     a.is_primary_key = c.primary_key_position > 0;
+    a.defaulted = c.defaulted;
     out.push_back(std::move(a));
   }
   return out;
@@ -183,14 +184,36 @@ arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(Oid relation
 arrow::Status RelationCache::FillFromCatalog(RelationInfo* info) {
   if (lookup_ == nullptr) return arrow::Status::OK();
   ARROW_ASSIGN_OR_RAISE(auto attributes, lookup_->Lookup(info->relation_id));
+  // The message describes the table as of the position being decoded; the catalog
+  // as it is now, which may be later (floe lags, or replays after a restart). Its
+  // attnums are the columns' identities only where it still agrees with the message:
+  // every column there under the same name and type, in the same order. Otherwise
+  // a rename since would hand a column another column's attnum (a -> b then c -> a
+  // gives the message's `a` the attnum of `c`): attnums stay unknown, and Bronze
+  // binds by name (and copies the table again where that cannot tell a rename from
+  // a drop and an add).
+  bool agrees = true;
+  int16_t last_attnum = 0;
   for (RelationColumnInfo& col : info->columns) {
+    const AttributeInfo* found = nullptr;
     for (const AttributeInfo& a : attributes) {
       if (a.name == col.name) {
-        col.attnum = a.attnum;
-        col.is_primary_key = a.is_primary_key;
+        found = &a;
         break;
       }
     }
+    if (found == nullptr || found->type_oid != col.type_oid ||
+        found->type_modifier != col.type_modifier || found->attnum <= last_attnum) {
+      agrees = false;
+    }
+    if (found == nullptr) continue;
+    last_attnum = found->attnum;
+    col.attnum = found->attnum;
+    col.is_primary_key = found->is_primary_key;
+    col.defaulted = found->defaulted;
+  }
+  if (!agrees) {
+    for (RelationColumnInfo& col : info->columns) col.attnum = 0;
   }
   return arrow::Status::OK();
 }

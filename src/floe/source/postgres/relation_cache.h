@@ -37,8 +37,12 @@ struct RelationColumnInfo {
   bool is_replica_identity = false;
   /// Part of the table's primary key (from pg_index; false when unknown).
   bool is_primary_key = false;
-  /// pg_attribute.attnum; 0 when unknown.
+  /// pg_attribute.attnum; 0 when unknown, or when the catalog has moved on from the
+  /// message's description (FillFromCatalog).
   int16_t attnum = 0;
+  /// The catalog gives the column a default or an identity (DescribedColumn::
+  /// defaulted); false when unknown.
+  bool defaulted = false;
 
   bool operator==(const RelationColumnInfo&) const = default;
 };
@@ -127,6 +131,7 @@ struct AttributeInfo {
   Oid type_oid = 0;
   int32_t type_modifier = -1;
   bool is_primary_key = false;
+  bool defaulted = false;
 };
 
 /// Where attnums and primary keys come from: pg_attribute / pg_index on a server, a

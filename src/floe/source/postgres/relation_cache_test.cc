@@ -273,13 +273,53 @@ TEST(RelationCache, RenamedColumnIsToldApartFromDropPlusAddByAttnum) {
   EXPECT_EQ(cache.Find(100)->columns[1].name, "comment");
 
   // Drop "comment", add a new "comment": a new attnum.
-  lookup.catalog[100] = {{1, "id", kInt8, -1, true}, {3, "comment", kText, -1, false}};
+  lookup.catalog[100] = {{1, "id", kInt8, -1, true}, {3, "comment", kInt4, -1, false}};
   Message v3(100, {{"id", kInt8, true}, {"comment", kInt4, false}});
   update = cache.Apply(v3.msg);
   ASSERT_TRUE(update.ok());
   ASSERT_EQ(update->diff.columns.size(), 2u);
   EXPECT_EQ(update->diff.columns[0].kind, ColumnChangeKind::kDropped);
   EXPECT_EQ(update->diff.columns[1].kind, ColumnChangeKind::kAdded);
+}
+
+// The stream describes the table as it was at the position it decodes; the catalog
+// is read now. After `a` renamed to `b` and `c` to `a`, the catalog's `a` is the old
+// `c`: its attnum must not be given to the message's `a`.
+TEST(RelationCache, ACatalogThatMovedOnGivesNoAttnums) {
+  TableLookup lookup;
+  lookup.catalog[100] = {
+      {1, "id", kInt8, -1, true}, {2, "b", kText, -1, false}, {3, "a", kInt4, -1, false}};
+  RelationCache cache(&lookup);
+  Message old_shape(100, {{"id", kInt8, true}, {"a", kText, false}, {"c", kInt4, false}});
+  auto update = cache.Apply(old_shape.msg);
+  ASSERT_TRUE(update.ok());
+  for (const auto& c : update->relation->columns) EXPECT_EQ(c.attnum, 0) << c.name;
+  // The primary key is still known by name.
+  EXPECT_EQ(update->relation->primary_key(), std::vector<std::string>{"id"});
+
+  // The same names in another order (a swap) or under another type disagree too.
+  for (auto catalog : std::vector<std::vector<AttributeInfo>>{
+           {{1, "id", kInt8, -1, true}, {2, "c", kText, -1, false},
+            {3, "a", kText, -1, false}},
+           {{1, "id", kInt8, -1, true}, {2, "a", kInt8, -1, false},
+            {3, "c", kInt4, -1, false}}}) {
+    TableLookup other;
+    other.catalog[100] = catalog;
+    RelationCache fresh(&other);
+    Message m(100, {{"id", kInt8, true}, {"a", kText, false}, {"c", kText, false}});
+    auto u = fresh.Apply(m.msg);
+    ASSERT_TRUE(u.ok());
+    EXPECT_EQ(u->relation->columns[1].attnum, 0);
+    EXPECT_EQ(u->relation->columns[2].attnum, 0);
+  }
+
+  // Once the stream reaches the renames, the catalog agrees again: attnums say
+  // which column is which.
+  Message new_shape(100, {{"id", kInt8, true}, {"b", kText, false}, {"a", kInt4, false}});
+  update = cache.Apply(new_shape.msg);
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(update->relation->columns[1].attnum, 2);
+  EXPECT_EQ(update->relation->columns[2].attnum, 3);
 }
 
 TEST(RelationCache, ColumnMissingFromTheCatalogKeepsAnUnknownAttnum) {

@@ -19,7 +19,8 @@ constexpr char kDescribe[] =
     "COALESCE(array_position(ri.indkey::int2[], a.attnum) + 1 - "
     "array_lower(ri.indkey::int2[], 1), 0)::text, "
     "(a.attgenerated <> '')::text, "
-    "quote_ident(pn.nspname) || '.' || quote_ident(p.proname) "
+    "quote_ident(pn.nspname) || '.' || quote_ident(p.proname), "
+    "(a.atthasdef OR a.atthasmissing OR a.attidentity <> '')::text "
     "FROM pg_catalog.pg_class c "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
     "AND NOT a.attisdropped "
@@ -67,6 +68,7 @@ arrow::Result<std::optional<TableDescription>> Describe(
                           Parse<int>(row[8], "identity position"));
     c.generated = row[9].value_or("false") == "true";
     c.output_function = row[10].value_or("");
+    c.defaulted = row[11].value_or("false") == "true";
     d.columns.push_back(std::move(c));
   }
   return d;

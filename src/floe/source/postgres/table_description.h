@@ -32,6 +32,10 @@ struct DescribedColumn {
   int identity_index_position = 0;
   /// A generated column (`GENERATED ALWAYS AS (...) STORED`).
   bool generated = false;
+  /// The column has a default or an identity (atthasdef, atthasmissing or
+  /// attidentity): added to a table with rows, it filled them without a change in
+  /// the WAL.
+  bool defaulted = false;
   /// The type's output function, schema-qualified and quoted (for text COPY).
   std::string output_function;
 };
