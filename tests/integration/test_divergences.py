@@ -746,3 +746,39 @@ def test_a_column_added_with_a_default_reaches_every_silver_row(floe, pg, duckdb
     same_as_source(run, pg, duckdb_con, "public", "addc", ["id"])
     same_as_source(run, pg, duckdb_con, "public", "plain", ["id"])
     assert "public.plain: column(s) changed" not in run.log_text()
+
+
+def test_renames_swaps_dotted_names_and_a_renamed_key_follow_the_source(floe, pg,
+                                                                        duckdb_con):
+    """Silver follows renames by field id: two columns swapping names in one
+    transaction, a column named `a.b` renamed and promoted (a dotted path cannot name
+    it), and a primary-key column renamed (the same key under a new name, not a new
+    key). Before the fix each failed every `floe silver` pass."""
+    pg.execute('CREATE TABLE rn (id int PRIMARY KEY, x text, y text, "a.b" int)')
+    pg.execute("INSERT INTO rn SELECT g, 'x' || g, 'y' || g, g FROM "
+               "generate_series(1, 20) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "rn", ["id"])
+    with pg.connect(autocommit=False) as c:
+        c.execute("ALTER TABLE rn RENAME COLUMN x TO tmp")
+        c.execute("ALTER TABLE rn RENAME COLUMN y TO x")
+        c.execute("ALTER TABLE rn RENAME COLUMN tmp TO y")
+        c.execute('ALTER TABLE rn RENAME COLUMN "a.b" TO "c.d"')
+        c.execute('ALTER TABLE rn ALTER COLUMN "c.d" TYPE bigint')
+        c.execute("ALTER TABLE rn RENAME COLUMN id TO rn_id")
+        c.execute("UPDATE rn SET x = 'new x', \"c.d\" = 5000000000 WHERE rn_id = 1")
+        c.commit()
+    wait_flushed(run, pg)
+    out = silver(run)
+    t = run.catalog().load_table(silver_ident("public.rn"))
+    names = [f.name for f in t.schema().fields]
+    assert names[:4] == ["rn_id", "y", "x", "c.d"] or \
+        sorted(names) == sorted(["rn_id", "x", "y", "c.d", "cdc_commit_lsn"]), (names, out)
+    same_as_source(run, pg, duckdb_con, "public", "rn", ["rn_id"])
+    pg.execute("DELETE FROM rn WHERE rn_id = 2")
+    pg.execute("UPDATE rn SET y = 'later' WHERE rn_id = 3")
+    wait_flushed(run, pg)
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "rn", ["rn_id"])

@@ -695,7 +695,7 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
     if (!d.promote) continue;
     ARROW_ASSIGN_OR_RAISE(
         iceberg::SchemaChange c,
-        iceberg::UpdateColumnType(s, last, TopLevelField(s, d.field_id)->name, d.type));
+        iceberg::UpdateColumnType(s, last, d.field_id, d.type));
     s = std::move(c.schema);
     last = c.last_column_id;
   }
@@ -728,7 +728,7 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
     std::string temp = "__floe_renaming_" + std::to_string(id);
     while (s.as_struct()->FindChild(temp) != nullptr) temp += "_";
     ARROW_ASSIGN_OR_RAISE(iceberg::SchemaChange c,
-                          iceberg::RenameColumn(s, last, name, temp));
+                          iceberg::RenameColumn(s, last, id, temp));
     s = std::move(c.schema);
   }
   for (size_t i : renamed) {
@@ -737,7 +737,7 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
         FreeName(BaseName(d.source->name), *d.type, taken_by_other(d.field_id));
     ARROW_ASSIGN_OR_RAISE(
         iceberg::SchemaChange c,
-        iceberg::RenameColumn(s, last, TopLevelField(s, d.field_id)->name, name));
+        iceberg::RenameColumn(s, last, d.field_id, name));
     s = std::move(c.schema);
     const std::string& before = old_names[d.field_id];
     if (before == name) continue;

@@ -776,15 +776,31 @@ TypePtr AssignFreshIds(const TypePtr& type, int32_t* last_id) {
   return type->WithFields(std::move(fields));
 }
 
-arrow::Status CheckNewName(std::string_view name) {
+// A new name for a field of the table's top level (`top_level`) or of a nested
+// struct. A top-level name may hold '.' (a source column may be named `a.b`; such a
+// field is edited by id) as long as it is not also the dotted name of a nested field;
+// a nested one may not (its dotted name would be ambiguous).
+arrow::Status CheckNewName(const Schema& schema, std::string_view name, bool top_level) {
   if (name.empty()) return arrow::Status::Invalid("a column name cannot be empty");
-  if (name.find('.') != std::string_view::npos) {
+  if (name.find('.') == std::string_view::npos) return arrow::Status::OK();
+  if (!top_level) {
     return arrow::Status::Invalid(
         "column name '", name,
         "' contains '.', which would make dotted names ambiguous; name a nested "
         "column's parent separately");
   }
+  if (const NestedField* f = schema.FindField(name);
+      f != nullptr && schema.FindParentId(f->id).has_value()) {
+    return arrow::Status::AlreadyExists("column name '", name,
+                                        "' is the dotted name of a nested field");
+  }
   return arrow::Status::OK();
+}
+
+arrow::Result<const NestedField*> LookupId(const Schema& schema, int32_t id) {
+  const NestedField* f = schema.FindField(id);
+  if (f == nullptr) return arrow::Status::KeyError("no field id ", id, " in the schema");
+  return f;
 }
 
 }  // namespace
@@ -792,7 +808,7 @@ arrow::Status CheckNewName(std::string_view name) {
 arrow::Result<SchemaChange> AddColumn(const Schema& schema, int32_t last_column_id,
                                       std::string_view parent, std::string_view name,
                                       const TypePtr& type, std::string_view doc) {
-  ARROW_RETURN_NOT_OK(CheckNewName(name));
+  ARROW_RETURN_NOT_OK(CheckNewName(schema, name, parent.empty()));
   if (type == nullptr) return arrow::Status::Invalid("column '", name, "' has no type");
   if (last_column_id < schema.highest_field_id()) {
     return arrow::Status::Invalid("last-column-id ", last_column_id,
@@ -844,8 +860,15 @@ arrow::Result<SchemaChange> RenameColumn(const Schema& schema, int32_t last_colu
                                          std::string_view name,
                                          std::string_view new_name) {
   ARROW_ASSIGN_OR_RAISE(const NestedField* f, Lookup(schema, name));
-  ARROW_RETURN_NOT_OK(CheckNewName(new_name));
-  const Type& container = ContainerOf(schema, f->id);
+  return RenameColumn(schema, last_column_id, f->id, new_name);
+}
+
+arrow::Result<SchemaChange> RenameColumn(const Schema& schema, int32_t last_column_id,
+                                         int32_t id, std::string_view new_name) {
+  ARROW_ASSIGN_OR_RAISE(const NestedField* f, LookupId(schema, id));
+  const std::string name = *schema.FindColumnName(id);
+  const Type& container = ContainerOf(schema, id);
+  ARROW_RETURN_NOT_OK(CheckNewName(schema, new_name, &container == schema.as_struct().get()));
   if (container.id() != TypeId::kStruct) {
     return arrow::Status::Invalid("cannot rename '", name,
                                   "': list elements and map keys / values have fixed "
@@ -856,7 +879,6 @@ arrow::Result<SchemaChange> RenameColumn(const Schema& schema, int32_t last_colu
     return arrow::Status::AlreadyExists("cannot rename '", name, "' to '", new_name,
                                         "': a column of that name exists beside it");
   }
-  const int32_t id = f->id;
   return EditField(schema, last_column_id, id,
                    [&](NestedField* field) { field->name = std::string(new_name); });
 }
@@ -912,7 +934,13 @@ arrow::Result<SchemaChange> UpdateColumnType(const Schema& schema, int32_t last_
                                              std::string_view name,
                                              const TypePtr& new_type) {
   ARROW_ASSIGN_OR_RAISE(const NestedField* f, Lookup(schema, name));
-  const int32_t id = f->id;
+  return UpdateColumnType(schema, last_column_id, f->id, new_type);
+}
+
+arrow::Result<SchemaChange> UpdateColumnType(const Schema& schema, int32_t last_column_id,
+                                             int32_t id, const TypePtr& new_type) {
+  ARROW_ASSIGN_OR_RAISE(const NestedField* f, LookupId(schema, id));
+  const std::string name = *schema.FindColumnName(id);
   if (new_type == nullptr) return arrow::Status::Invalid("no new type for '", name, "'");
   if (!f->type->is_primitive() || !new_type->is_primitive()) {
     return arrow::Status::Invalid("cannot change '", name, "' from ", f->type->ToString(),

@@ -242,17 +242,20 @@ struct SchemaChange {
 };
 
 /// Adds an optional column `name` of `type` to the struct named `parent` (the top
-/// level when `parent` is empty; a list of structs or a map with struct values may be
+/// level when `parent` is empty, where `name` may hold '.'; a list of structs or a map with struct values may be
 /// named directly). The column gets id last_column_id + 1 and every field nested in
 /// `type` a fresh id after it (the ids inside `type` are ignored), in the order
 /// Iceberg assigns them: a struct's own fields first, then their children.
 arrow::Result<SchemaChange> AddColumn(const Schema& schema, int32_t last_column_id,
                                       std::string_view parent, std::string_view name,
                                       const TypePtr& type, std::string_view doc = {});
-/// Renames a struct field (its id and everything else stay).
+/// Renames a struct field (its id and everything else stay). By field id too: a
+/// top-level name may hold '.', which a dotted name cannot tell from a nested one.
 arrow::Result<SchemaChange> RenameColumn(const Schema& schema, int32_t last_column_id,
                                          std::string_view name,
                                          std::string_view new_name);
+arrow::Result<SchemaChange> RenameColumn(const Schema& schema, int32_t last_column_id,
+                                         int32_t id, std::string_view new_name);
 /// Deletes a struct field and everything nested in it. Identifier fields cannot be
 /// deleted, nor list elements or map keys / values.
 arrow::Result<SchemaChange> DeleteColumn(const Schema& schema, int32_t last_column_id,
@@ -267,6 +270,8 @@ arrow::Result<SchemaChange> MakeColumnOptional(const Schema& schema,
 arrow::Result<SchemaChange> UpdateColumnType(const Schema& schema, int32_t last_column_id,
                                              std::string_view name,
                                              const TypePtr& new_type);
+arrow::Result<SchemaChange> UpdateColumnType(const Schema& schema, int32_t last_column_id,
+                                             int32_t id, const TypePtr& new_type);
 
 /// Whether Iceberg v2 allows widening a `from` column to `to` (identical types
 /// included).

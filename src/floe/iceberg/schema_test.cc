@@ -443,7 +443,9 @@ TEST(SchemaEvolution, AddColumnRejectsConflictsDotsNonStructParentsAndStaleIds) 
   auto conflict = AddColumn(schema, 20, "", "data", Type::Int());
   EXPECT_TRUE(conflict.status().IsAlreadyExists()) << conflict.status().ToString();
   EXPECT_FALSE(AddColumn(schema, 20, "meta", "day", Type::Int()).ok());
-  EXPECT_FALSE(AddColumn(schema, 20, "", "a.b", Type::Int()).ok());
+  // A dot only at the top level, and not the dotted name of a nested field.
+  EXPECT_FALSE(AddColumn(schema, 20, "meta", "a.b", Type::Int()).ok());
+  EXPECT_TRUE(AddColumn(schema, 20, "", "meta.day", Type::Int()).status().IsAlreadyExists());
   EXPECT_FALSE(AddColumn(schema, 20, "", "", Type::Int()).ok());
   auto not_struct = AddColumn(schema, 20, "props", "x", Type::Int());
   ASSERT_FALSE(not_struct.ok());
@@ -462,8 +464,24 @@ TEST(SchemaEvolution, RenameKeepsTheIdAndRejectsConflicts) {
 
   EXPECT_TRUE(RenameColumn(SampleSchema(), 20, "data", "id").status().IsAlreadyExists());
   EXPECT_FALSE(RenameColumn(SampleSchema(), 20, "points.element", "item").ok());
-  EXPECT_FALSE(RenameColumn(SampleSchema(), 20, "data", "a.b").ok());
+  EXPECT_FALSE(RenameColumn(SampleSchema(), 20, "meta.day", "a.b").ok());
+  EXPECT_FALSE(RenameColumn(SampleSchema(), 20, "data", "meta.day").ok());
   EXPECT_TRUE(RenameColumn(SampleSchema(), 20, "nope", "x").status().IsKeyError());
+  EXPECT_TRUE(RenameColumn(SampleSchema(), 20, 999, "x").status().IsKeyError());
+}
+
+// A source column may be named `a.b`: a top-level field of that name is added, then
+// renamed and promoted by field id (its dotted name would read as a nested path).
+TEST(SchemaEvolution, ATopLevelColumnNamedWithADotIsEditedById) {
+  auto added = ValueOrDie(AddColumn(SampleSchema(), 20, "", "a.b", Type::Int()));
+  EXPECT_EQ(added.last_column_id, 21);
+  EXPECT_EQ(added.schema.as_struct()->FindChild("a.b")->id, 21);
+  auto promoted = ValueOrDie(UpdateColumnType(added.schema, 21, 21, Type::Long()));
+  EXPECT_TRUE(promoted.schema.FindField(21)->type->Equals(*Type::Long()));
+  auto renamed = ValueOrDie(RenameColumn(promoted.schema, 21, 21, "c.d"));
+  EXPECT_EQ(renamed.schema.FindField(21)->name, "c.d");
+  auto back = ValueOrDie(RenameColumn(renamed.schema, 21, 21, "plain"));
+  EXPECT_EQ(back.schema.FindField("plain")->id, 21);
 }
 
 TEST(SchemaEvolution, DeleteRemovesTheColumnButNeverAnIdentifierField) {

@@ -413,6 +413,9 @@ arrow::Result<ParquetWriterOptions> Table::WriterOptions() const {
     if (it->second != "true") continue;
     BloomFilterColumn bloom;
     bloom.column = it->first.substr(enabled_prefix.size());
+    // A column renamed or dropped since the property was set: Iceberg keys these
+    // properties by name, and a rename does not carry them along.
+    if (schema().FindField(bloom.column) == nullptr) continue;
     auto fpp = props.find(kBloomFilterFppPrefix + bloom.column);
     if (fpp != props.end()) {
       try {

@@ -97,6 +97,24 @@ bool SameTypeIgnoringIds(const ice::Type& a, const ice::Type& b) {
   return true;
 }
 
+// The names of Silver's merge key as its table property records them (a JSON array).
+std::vector<std::string> SilverKeyNames(const ice::TableMetadata& silver) {
+  std::vector<std::string> out;
+  auto it = silver.properties.find(kSilverKeyProperty);
+  if (it == silver.properties.end()) return out;
+  const json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_array()) return out;
+  for (const auto& v : parsed) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+bool IsSilverKeyColumn(const ice::TableMetadata& silver, const std::string& name) {
+  const auto names = SilverKeyNames(silver);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
                                              const ice::TableMetadata& bronze) {
   const ice::Schema& bronze_schema = *bronze.CurrentSchema();
@@ -126,9 +144,7 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
       continue;
     }
     const std::string name = s->name;
-    if (auto key = silver.properties.find(kSilverKeyProperty);
-        key != silver.properties.end() &&
-        key->second.find("\"" + name + "\"") != std::string::npos) {
+    if (IsSilverKeyColumn(silver, name)) {
       // The partition spec and sort order are built on it.
       return arrow::Status::Invalid(
           "key column `", name,
@@ -149,29 +165,61 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
                         " (dropped in the source, or retyped to a new column)");
     it = e.field_map.erase(it);
   }
+  // A source column that takes the debugging column's name replaces it.
+  auto free_debug_name = [&](const std::string& name) -> arrow::Status {
+    const ice::NestedField* clash = e.schema.as_struct()->FindChild(name);
+    if (clash == nullptr || cdc_lsn == nullptr || !e.field_map.contains(cdc_lsn->id) ||
+        e.field_map.at(cdc_lsn->id) != clash->id) {
+      return arrow::Status::OK();
+    }
+    const int32_t debug_id = clash->id;
+    std::vector<ice::NestedField> kept;
+    for (const auto& field : e.schema.fields()) {
+      if (field.id != debug_id) kept.push_back(field);
+    }
+    ARROW_ASSIGN_OR_RAISE(e.schema, ice::Schema::Make(e.schema.schema_id(), std::move(kept),
+                                                      e.schema.identifier_field_ids()));
+    e.field_map.erase(cdc_lsn->id);
+    e.changes.push_back("removed the debugging column " + name +
+                        " (the source now has a column of that name)");
+    return arrow::Status::OK();
+  };
+  // Renames first, through temporary names, so that names can move between columns
+  // (a <-> b) in one schema change; by field id, as a dotted path cannot name a
+  // column called `a.b`.
+  std::vector<std::pair<int32_t, std::string>> renames;  // Silver id, new name
+  for (const RowColumn& c : columns) {
+    auto mapped = e.field_map.find(c.bronze->id);
+    if (mapped == e.field_map.end()) continue;
+    const ice::NestedField* s = top_level(mapped->second);
+    if (s != nullptr && s->name != c.name) renames.emplace_back(s->id, c.name);
+  }
+  for (const auto& [id, name] : renames) {
+    std::string temp = "__floe_renaming_" + std::to_string(id);
+    while (e.schema.as_struct()->FindChild(temp) != nullptr) temp += "_";
+    e.changes.push_back("renamed column " + top_level(id)->name + " to " + name);
+    ARROW_ASSIGN_OR_RAISE(auto renamed,
+                          ice::RenameColumn(e.schema, e.last_column_id, id, temp));
+    e.schema = std::move(renamed.schema);
+  }
+  for (const auto& [id, name] : renames) {
+    ARROW_RETURN_NOT_OK(free_debug_name(name));
+    auto renamed = ice::RenameColumn(e.schema, e.last_column_id, id, name);
+    if (!renamed.ok()) {
+      return renamed.status().WithMessage(
+          "Silver cannot rename a column to `", name, "`: ", renamed.status().message(),
+          "; drop the Silver table to rebuild it");
+    }
+    e.schema = std::move(renamed->schema);
+  }
   for (const RowColumn& c : columns) {
     const ice::NestedField* f = c.bronze;
     auto mapped = e.field_map.find(f->id);
     const ice::NestedField* s =
         mapped == e.field_map.end() ? nullptr : e.schema.FindField(mapped->second);
     if (s == nullptr) {
-      // A source column that takes the debugging column's name replaces it.
-      if (const ice::NestedField* clash = e.schema.FindField(c.name);
-          clash != nullptr && cdc_lsn != nullptr && e.field_map.contains(cdc_lsn->id) &&
-          e.field_map.at(cdc_lsn->id) == clash->id) {
-        const int32_t debug_id = clash->id;
-        std::vector<ice::NestedField> kept;
-        for (const auto& field : e.schema.fields()) {
-          if (field.id != debug_id) kept.push_back(field);
-        }
-        ARROW_ASSIGN_OR_RAISE(e.schema,
-                              ice::Schema::Make(e.schema.schema_id(), std::move(kept),
-                                                e.schema.identifier_field_ids()));
-        e.field_map.erase(cdc_lsn->id);
-        e.changes.push_back("removed the debugging column " + c.name +
-                            " (the source now has a column of that name)");
-      }
-      if (const ice::NestedField* clash = e.schema.FindField(c.name)) {
+      ARROW_RETURN_NOT_OK(free_debug_name(c.name));
+      if (const ice::NestedField* clash = e.schema.as_struct()->FindChild(c.name)) {
         return arrow::Status::Invalid(
             "Bronze column `", f->name, "` (field id ", f->id, ") is new to Silver as `",
             c.name, "`, but Silver already has a column of that name (field id ",
@@ -179,29 +227,24 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
             ") copied from another Bronze column; rename one of them in the "
             "source, or drop the Silver table to rebuild it");
       }
+      // AddColumn gives the column the next id.
+      const int32_t id = e.last_column_id + 1;
       ARROW_ASSIGN_OR_RAISE(
           auto added, ice::AddColumn(e.schema, e.last_column_id, "", c.name, f->type));
       e.schema = std::move(added.schema);
       e.last_column_id = added.last_column_id;
-      e.field_map[f->id] = e.schema.FindField(c.name)->id;
+      e.field_map[f->id] = id;
       e.changes.push_back("added column " + c.name + " " + f->type->ToString());
       continue;
     }
-    std::string name = s->name;
-    if (name != c.name) {
-      ARROW_ASSIGN_OR_RAISE(auto renamed,
-                            ice::RenameColumn(e.schema, e.last_column_id, name, c.name));
-      e.schema = std::move(renamed.schema);
-      e.changes.push_back("renamed column " + name + " to " + c.name);
-      name = c.name;
-      s = e.schema.FindField(name);
-    }
+    const int32_t id = s->id;
+    const std::string name = s->name;
     if (!SameTypeIgnoringIds(*s->type, *f->type)) {
       if (s->type->is_primitive() && f->type->is_primitive() &&
           ice::IsAllowedPromotion(*s->type, *f->type)) {
         ARROW_ASSIGN_OR_RAISE(
             auto promoted,
-            ice::UpdateColumnType(e.schema, e.last_column_id, name, f->type));
+            ice::UpdateColumnType(e.schema, e.last_column_id, id, f->type));
         e.schema = std::move(promoted.schema);
         e.changes.push_back("promoted column " + name + " from " + s->type->ToString() +
                             " to " + f->type->ToString());
@@ -893,6 +936,24 @@ arrow::Result<std::vector<RowColumn>> RowColumnsOf(const ice::TableMetadata& bro
 
 // Bronze field id -> Silver field id: the table property, or (a table created by a
 // merge that crashed before recording it) by name.
+bool SameKeyColumns(const ice::TableMetadata& silver, const ice::Schema& bronze_schema,
+                    const std::vector<RowColumn>& row_columns,
+                    const std::vector<std::string>& key) {
+  const std::vector<std::string> old_names = SilverKeyNames(silver);
+  if (old_names.empty() || old_names.size() != key.size()) return false;
+  const std::map<int32_t, int32_t> field_map = FieldMapOf(silver, bronze_schema);
+  const ice::Schema& schema = *silver.CurrentSchema();
+  for (size_t i = 0; i < key.size(); ++i) {
+    const ice::NestedField* old_field = schema.as_struct()->FindChild(old_names[i]);
+    auto column = std::find_if(row_columns.begin(), row_columns.end(),
+                               [&](const RowColumn& c) { return c.name == key[i]; });
+    if (old_field == nullptr || column == row_columns.end()) return false;
+    auto mapped = field_map.find(column->bronze->id);
+    if (mapped == field_map.end() || mapped->second != old_field->id) return false;
+  }
+  return true;
+}
+
 std::map<int32_t, int32_t> FieldMapOf(const ice::TableMetadata& silver,
                                       const ice::Schema& bronze) {
   std::map<int32_t, int32_t> out;
@@ -1167,8 +1228,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       pending != bronze.properties.end()) {
     stats.outcome = MergeOutcome::kWaiting;
     stats.message = bronze_id.ToString() + ": waiting for floe run to copy " + source +
-                    " again after column(s) " + pending->second +
-                    " changed type in a way Iceberg cannot promote";
+                    " again: " + pending->second;
     return stats;
   }
   const uint64_t bronze_lsn = bronze::CommittedLsnOf(bronze).value();
@@ -1198,7 +1258,11 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     bool backfill = silver == nullptr;
     if (silver != nullptr) {
       auto it = silver->metadata().properties.find(kSilverKeyProperty);
-      if (it != silver->metadata().properties.end() && it->second != key_json) {
+      const bool renamed_key =
+          it != silver->metadata().properties.end() && it->second != key_json &&
+          SameKeyColumns(silver->metadata(), bronze_schema, row_columns, key);
+      if (it != silver->metadata().properties.end() && it->second != key_json &&
+          !renamed_key) {
         return arrow::Status::Invalid(
             silver_id.ToString(), " was built with merge key ", it->second,
             " but the key is now ", key_json,
@@ -1208,6 +1272,31 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       }
       ARROW_RETURN_NOT_OK(
           EvolveSilver(silver.get(), bronze, &stats.schema_changes));
+      if (renamed_key) {
+        // The same columns under new names (RENAME COLUMN of a key column): the
+        // partition spec and sort order follow them by field id.
+        // Bloom filter properties are keyed by column name: they move along.
+        const std::vector<std::string> old_names = SilverKeyNames(silver->metadata());
+        ARROW_RETURN_NOT_OK(silver->UpdateMetadata(
+            [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) {
+              std::map<std::string, std::string> set{{kSilverKeyProperty, key_json}};
+              std::vector<std::string> remove;
+              for (size_t i = 0; i < old_names.size() && i < key.size(); ++i) {
+                if (old_names[i] == key[i]) continue;
+                for (const char* prefix :
+                     {ice::kBloomFilterEnabledPrefix, ice::kBloomFilterFppPrefix}) {
+                  auto p = base.properties.find(prefix + old_names[i]);
+                  if (p == base.properties.end()) continue;
+                  set[prefix + key[i]] = p->second;
+                  remove.push_back(p->first);
+                }
+              }
+              b->SetProperties(set);
+              if (!remove.empty()) b->RemoveProperties(remove);
+              return arrow::Status::OK();
+            }));
+        stats.schema_changes.push_back("merge key renamed to " + key_json);
+      }
       ARROW_RETURN_NOT_OK(SyncConfiguredProperties(silver.get(), options));
       watermark = SilverWatermark(silver->metadata());
       if (watermark >= bronze_lsn) {

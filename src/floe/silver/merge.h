@@ -65,6 +65,12 @@ arrow::Result<std::vector<RowColumn>> RowColumnsOf(const iceberg::TableMetadata&
 
 /// Bronze field id -> Silver field id: the table property kSilverFieldMapProperty,
 /// or (a table created by a merge that crashed before recording it) by name.
+/// Whether the merge key `key` (names of `row_columns`) is the key Silver was built
+/// with (kSilverKeyProperty), under other names: the same Silver fields by id.
+bool SameKeyColumns(const iceberg::TableMetadata& silver,
+                    const iceberg::Schema& bronze_schema,
+                    const std::vector<RowColumn>& row_columns,
+                    const std::vector<std::string>& key);
 std::map<int32_t, int32_t> FieldMapOf(const iceberg::TableMetadata& silver,
                                       const iceberg::Schema& bronze);
 /// Bronze table properties Silver reads.
