@@ -78,6 +78,9 @@ struct SourceColumn {
   /// key, or its replica identity index: RelationInfo::row_key), recorded for
   /// Silver's merge key.
   bool is_row_key = false;
+  /// Carried by every change, a delete included: part of the replica identity (the
+  /// primary key, the identity index's columns, or every column under FULL).
+  bool in_identity = false;
   /// The catalog gives the column a default or an identity: added to a table with
   /// rows, it filled them without a change in the WAL (the table is copied again).
   bool defaulted = false;

@@ -80,6 +80,8 @@ constexpr char kSourceIdentityProperty[] = "floe.source.identity";
 /// JSON array of the source table's primary key columns (current names); empty when
 /// it has none. Silver's default merge key.
 constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
+// The columns a delete carries (the replica identity), JSON names in column order.
+constexpr char kIdentityColumnsProperty[] = "floe.source.identity-columns";
 
 int64_t NowUnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -195,6 +197,7 @@ std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
     col.type_modifier = c.type_modifier;
     col.is_row_key = std::find(key.begin(), key.end(), static_cast<int>(i)) != key.end();
     col.defaulted = c.defaulted;
+    col.in_identity = c.is_replica_identity;
     col.mapping = shape.mappings.at(i);
     out.push_back(std::move(col));
   }
@@ -213,6 +216,7 @@ arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
                                    " has no columns or does not exist");
   }
   const std::vector<std::string> key = described->RowKey();
+  const std::vector<std::string> identity = described->IdentityColumns();
   std::vector<SourceColumn> out;
   for (const pg::DescribedColumn& c : described->Replicated()) {
     SourceColumn col;
@@ -222,6 +226,7 @@ arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
     col.type_modifier = c.type_modifier;
     col.is_row_key = std::find(key.begin(), key.end(), c.name) != key.end();
     col.defaulted = c.defaulted;
+    col.in_identity = std::find(identity.begin(), identity.end(), c.name) != identity.end();
     ARROW_ASSIGN_OR_RAISE(pg::PgTypeInfo type,
                           types.Resolve(col.type_oid, col.type_modifier));
     col.mapping = pg::MapType(type);
@@ -259,7 +264,10 @@ arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
           // partition, changing it and attaching it again leaves the same set of
           // partitions, but a new pg_inherits row.
           "CASE WHEN c.relkind = 'p' THEN ', partitions ' || coalesce((SELECT "
-          "string_agg(i.inhrelid::text || ':' || i.xmin::text, ',' ORDER BY "
+          // and its relfilenode: PostgreSQL sends nothing when a partition is
+          // truncated on its own under publish_via_partition_root.
+          "string_agg(i.inhrelid::text || ':' || i.xmin::text || ':' || "
+          "coalesce(pg_catalog.pg_relation_filenode(i.inhrelid)::text, ''), ',' ORDER BY "
           "i.inhrelid) FROM pg_catalog.pg_inherits i WHERE i.inhrelid IN (SELECT "
           "relid FROM pg_partition_tree(c.oid) WHERE relid <> c.oid)), '') ELSE '' END "
           "FROM pg_catalog.pg_publication p "
@@ -786,12 +794,59 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     if (c.is_row_key) key.push_back(c.name);
   }
   const std::string key_json = key.dump();
+  nlohmann::json identity = nlohmann::json::array();
+  for (const auto& c : columns) {
+    if (c.in_identity) identity.push_back(c.name);
+  }
+  const std::string identity_json = identity.dump();
+  if (auto it = t.metadata().properties.find(kIdentityColumnsProperty);
+      it == t.metadata().properties.end() || it->second != identity_json) {
+    // A delete now carries a column it did not (REPLICA IDENTITY FULL, say): the
+    // deletes Bronze holds lack it, and a Silver merge key declared on it could not
+    // match them. A copy again starts Bronze's latest state afresh.
+    std::string reason;
+    if (it != t.metadata().properties.end() && table->appender->has_snapshot()) {
+      const auto before = nlohmann::json::parse(it->second, nullptr, false);
+      for (const auto& name : identity) {
+        if (!before.is_array() ||
+            std::find(before.begin(), before.end(), name) == before.end()) {
+          reason = "a delete now carries " + identity_json + " (it carried " +
+                   it->second + ")";
+          break;
+        }
+      }
+    }
+    if (!reason.empty()) {
+      table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
+    }
+    ARROW_RETURN_NOT_OK(
+        t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->SetProperties({{kIdentityColumnsProperty, identity_json}});
+          if (!reason.empty()) {
+            b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
+          }
+          return arrow::Status::OK();
+        }));
+  }
   {
     auto it = t.metadata().properties.find(kPrimaryKeyProperty);
     if (it == t.metadata().properties.end() || it->second != key_json) {
+      // The key changed (a new primary key, or a replica identity index): the
+      // changes Bronze holds carry the old one (a delete only that), which a Silver
+      // table rebuilt with the new key could not match. A copy again starts Bronze's
+      // latest state afresh (its `t` row), and Silver waits for it.
+      std::string reason;
+      if (it != t.metadata().properties.end() && table->appender->has_snapshot()) {
+        reason = "the key every change carries changed from " + it->second + " to " +
+                 key_json;
+        table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
+      }
       ARROW_RETURN_NOT_OK(
           t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
             b->SetProperties({{kPrimaryKeyProperty, key_json}});
+            if (!reason.empty()) {
+              b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
+            }
             return arrow::Status::OK();
           }));
     }
@@ -810,7 +865,9 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     const std::string moved =
         RecopyReason(table->bindings, plan.columns, columns,
                      table->appender->has_snapshot());
-    if (!moved.empty()) table->recopy_reason = moved;
+    if (!moved.empty()) {
+      table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + moved;
+    }
     ARROW_RETURN_NOT_OK(t.UpdateMetadata(
         [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) {
           if (plan.schema_changed &&
@@ -819,7 +876,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
             b->SetCurrentSchema(*b->last_added_schema_id());
           }
           b->SetProperties({{kSourceColumnsProperty, json}});
-          if (!moved.empty()) b->SetProperties({{kRecopyPendingProperty, moved}});
+          if (!moved.empty()) b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
           return arrow::Status::OK();
         }));
     for (const auto& line : plan.changes) {
@@ -852,7 +909,8 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
   if (it->second == identity) return false;
   spdlog::warn(
       "{} is not the table Bronze copied ({}; now {}): it was re-created, removed "
-      "from publication {} and added back, or had partitions attached or detached, "
+      "from publication {} and added back, or had partitions attached, detached or "
+      "truncated on their own, "
       "and those changes never reached the stream. Copying it again: a `t` row in {} "
       "marks the gap",
       SourceName(table->source), it->second, identity, config_.source.publication,

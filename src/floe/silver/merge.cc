@@ -1210,6 +1210,29 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
         source + ": [column, ...]";
     return stats;
   }
+  // A declared key must be carried by a delete, or deletes cannot reach Silver.
+  if (options.key && !options.key->empty()) {
+    auto identity = bronze.properties.find(kIdentityColumnsProperty);
+    if (identity != bronze.properties.end()) {
+      const json carried = json::parse(identity->second, nullptr, false);
+      std::vector<std::string> missing;
+      for (const auto& k : key) {
+        if (!carried.is_array() ||
+            std::find(carried.begin(), carried.end(), json(k)) == carried.end()) {
+          missing.push_back(k);
+        }
+      }
+      if (!missing.empty()) {
+        return arrow::Status::Invalid(
+            bronze_id.ToString() + ": silver.keys declares " + JsonArray(key) +
+            " as the merge key of " + source + ", but a DELETE carries only " +
+            identity->second + " (its replica identity), so deletes could not reach "
+            "Silver; nothing is merged. Make every change carry the key (ALTER TABLE " +
+            source + " REPLICA IDENTITY FULL, or USING INDEX on a unique index over " +
+            "it), or remove the entry from silver.keys");
+      }
+    }
+  }
   // Silver's row columns by their source names, and the Bronze fields they are read
   // from (a retyped column's new field is `code__int`, its Silver column `code`).
   ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));

@@ -76,6 +76,8 @@ std::map<int32_t, int32_t> FieldMapOf(const iceberg::TableMetadata& silver,
 /// Bronze table properties Silver reads.
 inline constexpr char kSourceTableProperty[] = "floe.source.table";
 inline constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
+/// The columns a delete carries (the source table's replica identity), JSON names.
+inline constexpr char kIdentityColumnsProperty[] = "floe.source.identity-columns";
 
 /// The Iceberg properties that tell engines how to write a table's deletes, updates
 /// and merges; Silver sets all three to the mode its merges use.

@@ -130,6 +130,18 @@ std::vector<std::string> TableDescription::RowKeyInColumnOrder() const {
   return out;
 }
 
+std::vector<std::string> TableDescription::IdentityColumns() const {
+  std::vector<std::string> out;
+  for (const auto& c : Replicated()) {
+    const bool in = replica_identity == 'f'   ? true
+                    : replica_identity == 'i' ? c.identity_index_position > 0
+                    : replica_identity == 'd' ? c.primary_key_position > 0
+                                              : false;
+    if (in) out.push_back(c.name);
+  }
+  return out;
+}
+
 arrow::Result<std::optional<TableDescription>> DescribeTable(PgConnection& conn,
                                                              Oid oid) {
   return Describe(conn, "$1::oid", {std::to_string(oid)});

@@ -62,6 +62,10 @@ struct TableDescription {
   std::vector<std::string> RowKey() const;
   /// RowKey() in attnum order (the order Bronze records it in).
   std::vector<std::string> RowKeyInColumnOrder() const;
+  /// The replicated columns a delete carries, in attnum order: every one under
+  /// REPLICA IDENTITY FULL, the identity index's under USING INDEX, the primary
+  /// key's under DEFAULT, none under NOTHING (what pgoutput flags as key columns).
+  std::vector<std::string> IdentityColumns() const;
 };
 
 /// Describes the relation `oid`; nullopt when it does not exist (any more).
