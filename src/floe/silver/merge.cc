@@ -1210,11 +1210,27 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
         source + ": [column, ...]";
     return stats;
   }
+  // Silver's row columns by their source names, and the Bronze fields they are read
+  // from (a retyped column's new field is `code__int`, its Silver column `code`).
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
+  std::vector<std::string> row_names, bronze_names;
+  for (const RowColumn& c : row_columns) {
+    row_names.push_back(c.name);
+    bronze_names.push_back(c.bronze->name);
+  }
+  std::vector<int> key_columns;
+  std::vector<const ice::NestedField*> key_bronze_fields;
+  ARROW_RETURN_NOT_OK(ResolveKey(row_columns, key, bronze_id, &key_columns,
+                                 &key_bronze_fields));
   // A declared key must be carried by a delete, or deletes cannot reach Silver.
   if (options.key && !options.key->empty()) {
     auto identity = bronze.properties.find(kIdentityColumnsProperty);
-    if (identity != bronze.properties.end()) {
-      const json carried = json::parse(identity->second, nullptr, false);
+    const json carried = identity == bronze.properties.end()
+                             ? json()
+                             : json::parse(identity->second, nullptr, false);
+    // None: the table has no replica identity, so PostgreSQL refuses its updates and
+    // deletes (or the publication does not publish them); inserts carry every column.
+    if (carried.is_array() && !carried.empty()) {
       std::vector<std::string> missing;
       for (const auto& k : key) {
         if (!carried.is_array() ||
@@ -1233,18 +1249,6 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       }
     }
   }
-  // Silver's row columns by their source names, and the Bronze fields they are read
-  // from (a retyped column's new field is `code__int`, its Silver column `code`).
-  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
-  std::vector<std::string> row_names, bronze_names;
-  for (const RowColumn& c : row_columns) {
-    row_names.push_back(c.name);
-    bronze_names.push_back(c.bronze->name);
-  }
-  std::vector<int> key_columns;
-  std::vector<const ice::NestedField*> key_bronze_fields;
-  ARROW_RETURN_NOT_OK(ResolveKey(row_columns, key, bronze_id, &key_columns,
-                                 &key_bronze_fields));
   // A column moved to a new field lacks the values of the rows not changed since
   // until floe run's copy of the table commits: merging now would leave them null.
   if (auto pending = bronze.properties.find(bronze::kRecopyPendingProperty);
