@@ -430,6 +430,7 @@ std::string ColumnMap::ToJson() const {
                   {"type-oid", b.type_oid},
                   {"typmod", b.type_modifier}};
     if (!b.retired_field_ids.empty()) entry["retired-field-ids"] = b.retired_field_ids;
+    if (!b.former_names.empty()) entry["former-names"] = b.former_names;
     out.push_back(std::move(entry));
   }
   // Postgres sends names in UTF-8 (client_encoding is pinned); replace rather than
@@ -509,6 +510,15 @@ arrow::Result<ColumnMap> ColumnMap::FromJson(std::string_view text) {
           return BadEntry(i, "\"retired-field-ids\" holds a non-id: " + id.dump());
         }
         b.retired_field_ids.push_back(id.get<int32_t>());
+      }
+    }
+    if (auto r = e.find("former-names"); r != e.end()) {
+      if (!r->is_array()) return BadEntry(i, "\"former-names\" is not an array");
+      for (const json& n : *r) {
+        if (!n.is_string()) {
+          return BadEntry(i, "\"former-names\" holds a non-name: " + n.dump());
+        }
+        b.former_names.push_back(n.get<std::string>());
       }
     }
     map.columns.push_back(std::move(b));
@@ -810,9 +820,23 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
     });
     int16_t attnum = d.source->attnum;
     if (attnum == 0 && d.old != nullptr) attnum = d.old->attnum;
+    std::vector<std::string> former;
+    if (d.old != nullptr) {
+      former = d.old->former_names;
+      if (d.old->name != d.source->name) {
+        std::erase(former, d.old->name);
+        former.push_back(d.old->name);
+      }
+      std::erase(former, d.source->name);
+      if (former.size() > kMaxFormerNames) {
+        former.erase(former.begin(),
+                     former.begin() + static_cast<std::ptrdiff_t>(former.size() -
+                                                                  kMaxFormerNames));
+      }
+    }
     columns.columns.push_back(ColumnBinding{attnum, d.source->name, d.field_id,
                                             d.source->type_oid, d.source->type_modifier,
-                                            std::move(d.retired)});
+                                            std::move(d.retired), std::move(former)});
   }
   const bool changed = !s.SameSchema(current);
   return EvolutionPlan{changed, std::move(s), last, std::move(columns),

@@ -109,15 +109,20 @@ struct ColumnBinding {
   /// it works after a rename too, and a dropped column's field is never taken over
   /// by another column that happens to get its name.
   std::vector<int32_t> retired_field_ids;
+  /// Names the column had before (oldest first, at most kMaxFormerNames): the
+  /// cdc_unchanged lists of rows written before a rename name it by them.
+  std::vector<std::string> former_names;
   bool operator==(const ColumnBinding&) const = default;
 };
+
+inline constexpr size_t kMaxFormerNames = 16;
 
 /// The bindings of a Bronze table's live source columns (dropped columns have none).
 struct ColumnMap {
   std::vector<ColumnBinding> columns;
 
   /// JSON array of {"attnum", "name", "field-id", "type-oid", "typmod"} plus
-  /// "retired-field-ids" when the column has any. FromJson ignores unknown members
+  /// "retired-field-ids" and "former-names" when the column has any. FromJson ignores unknown members
   /// and reports the first malformed entry.
   std::string ToJson() const;
   static arrow::Result<ColumnMap> FromJson(std::string_view json);

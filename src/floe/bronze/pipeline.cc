@@ -82,6 +82,9 @@ constexpr char kSourceIdentityProperty[] = "floe.source.identity";
 constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
 // The columns a delete carries (the replica identity), JSON names in column order.
 constexpr char kIdentityColumnsProperty[] = "floe.source.identity-columns";
+// The source table's relfilenode when Bronze last changed its columns: a column added
+// while it changed was added by a rewrite (a volatile default or an identity).
+constexpr char kRelFilenodeProperty[] = "floe.source.relfilenode";
 
 int64_t NowUnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -138,15 +141,18 @@ std::string MovedColumns(const ColumnMap& before, const ColumnMap& after) {
 // column added with a default or an identity (PostgreSQL filled the existing rows
 // without a change in the WAL); or a column dropped and another added while the
 // catalog no longer agreed with the stream's description (attnum unknown), which may
-// have been a rename. `had_rows`: Bronze holds rows of the table.
+// have been a rename. `had_rows`: Bronze holds rows of the table; `rewritten`: the
+// table's relfilenode is not the one Bronze last recorded (floe.source.relfilenode).
 std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
-                         const std::vector<SourceColumn>& columns, bool had_rows) {
+                         const std::vector<SourceColumn>& columns, bool had_rows,
+                         bool rewritten) {
   std::string out = MovedColumns(before, after);
   if (!had_rows || before.columns.empty()) return out;
   auto same = [](int16_t attnum, const std::string& name, const ColumnBinding& b) {
     return attnum != 0 && b.attnum != 0 ? attnum == b.attnum : name == b.name;
   };
   std::vector<std::string> defaulted;
+  std::vector<std::string> added_names;
   bool added = false;
   bool unknown_attnum = false;
   for (const SourceColumn& c : columns) {
@@ -157,25 +163,42 @@ std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
                                    });
     if (known) continue;
     added = true;
+    added_names.push_back(c.name);
     if (c.defaulted) defaulted.push_back(c.name);
   }
-  const bool dropped = std::any_of(
-      before.columns.begin(), before.columns.end(), [&](const ColumnBinding& b) {
-        return std::none_of(columns.begin(), columns.end(), [&](const SourceColumn& c) {
+  std::vector<std::string> readded;
+  bool dropped = false;
+  for (const ColumnBinding& b : before.columns) {
+    if (std::none_of(columns.begin(), columns.end(), [&](const SourceColumn& c) {
           return same(c.attnum, c.name, b);
-        });
-      });
+        })) {
+      dropped = true;
+      // Bound by name only (the catalog had moved on when it was bound).
+      unknown_attnum |= b.attnum == 0;
+      if (std::find(added_names.begin(), added_names.end(), b.name) != added_names.end()) {
+        readded.push_back(b.name);
+      }
+    }
+  }
   auto add = [&out](const std::string& why) {
     if (!out.empty()) out += "; ";
     out += why;
   };
+  // A volatile default or an identity rewrites the table; dropped right after,
+  // nothing in the catalog says so but the table's new relfilenode.
+  if (defaulted.empty() && rewritten) defaulted = added_names;
   if (!defaulted.empty()) {
     std::string names;
     for (const auto& n : defaulted) names += (names.empty() ? "" : ", ") + n;
     add("added with a default, which PostgreSQL gave the existing rows without a change "
         "in the WAL: " + names);
   }
-  if (added && dropped && unknown_attnum) {
+  if (!readded.empty()) {
+    std::string names;
+    for (const auto& n : readded) names += (names.empty() ? "" : ", ") + n;
+    // Seen at once, the stream cannot tell which changes came before the drop.
+    add("dropped and added again under the same name: " + names);
+  } else if (added && dropped && unknown_attnum) {
     add("a column dropped and one added while the catalog had moved on from the "
         "stream (it may have been a rename)");
   }
@@ -576,6 +599,9 @@ class Pipeline : public pg::ChangeSink {
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
   arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns);
+  /// The table's current relfilenode as text; empty when it has none (partitioned)
+  /// or no longer exists.
+  arrow::Result<std::string> RelFilenodeOf(const pg::QualifiedName& table);
   /// True when Bronze already holds `table`'s changes of the transaction committed
   /// at `commit_lsn`: the stream replays them after a restart.
   static bool Replaying(const BronzeTable* table, Lsn commit_lsn) {
@@ -799,6 +825,35 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     if (c.in_identity) identity.push_back(c.name);
   }
   const std::string identity_json = identity.dump();
+  ARROW_ASSIGN_OR_RAISE(const std::string filenode, RelFilenodeOf(table->source));
+  if (!filenode.empty() && !t.metadata().properties.contains(kRelFilenodeProperty)) {
+    ARROW_RETURN_NOT_OK(
+        t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->SetProperties({{kRelFilenodeProperty, filenode}});
+          return arrow::Status::OK();
+        }));
+  }
+  // The same columns under the names Bronze's bindings still have: a column renamed
+  // since is the same column (a renamed key is no new key).
+  auto by_bound_names = [&](auto pick) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : columns) {
+      if (!pick(c)) continue;
+      std::string name = c.name;
+      for (const ColumnBinding& b : table->bindings.columns) {
+        if (c.attnum != 0 && b.attnum != 0 ? c.attnum == b.attnum : c.name == b.name) {
+          name = b.name;
+          break;
+        }
+      }
+      out.push_back(name);
+    }
+    return out.dump();
+  };
+  const std::string key_as_bound =
+      by_bound_names([](const SourceColumn& c) { return c.is_row_key; });
+  const std::string identity_as_bound =
+      by_bound_names([](const SourceColumn& c) { return c.in_identity; });
   if (auto it = t.metadata().properties.find(kIdentityColumnsProperty);
       it == t.metadata().properties.end() || it->second != identity_json) {
     // A delete now carries a column it did not (REPLICA IDENTITY FULL, say): the
@@ -807,7 +862,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     std::string reason;
     if (it != t.metadata().properties.end() && table->appender->has_snapshot()) {
       const auto before = nlohmann::json::parse(it->second, nullptr, false);
-      for (const auto& name : identity) {
+      for (const auto& name : nlohmann::json::parse(identity_as_bound)) {
         if (!before.is_array() ||
             std::find(before.begin(), before.end(), name) == before.end()) {
           reason = "a delete now carries " + identity_json + " (it carried " +
@@ -836,7 +891,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
       // table rebuilt with the new key could not match. A copy again starts Bronze's
       // latest state afresh (its `t` row), and Silver waits for it.
       std::string reason;
-      if (it != t.metadata().properties.end() && table->appender->has_snapshot()) {
+      if (it != t.metadata().properties.end() && table->appender->has_snapshot() &&
+          it->second != key_as_bound) {
         reason = "the key every change carries changed from " + it->second + " to " +
                  key_json;
         table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
@@ -862,9 +918,14 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     // field lacks the values of every row not changed since. The table is copied
     // again; until that copy commits, Silver waits (kRecopyPendingProperty, set in
     // the same commit as the new bindings, so no reader sees one without the other).
+    const auto recorded = t.metadata().properties.find(kRelFilenodeProperty);
+    const bool rewritten = recorded != t.metadata().properties.end() &&
+                           !filenode.empty() && recorded->second != filenode;
     const std::string moved =
         RecopyReason(table->bindings, plan.columns, columns,
-                     table->appender->has_snapshot());
+                     table->appender->has_snapshot() ||
+                         table->appender->pending_rows() > 0,
+                     rewritten);
     if (!moved.empty()) {
       table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + moved;
     }
@@ -876,6 +937,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
             b->SetCurrentSchema(*b->last_added_schema_id());
           }
           b->SetProperties({{kSourceColumnsProperty, json}});
+          if (!filenode.empty()) b->SetProperties({{kRelFilenodeProperty, filenode}});
           if (!moved.empty()) b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
           return arrow::Status::OK();
         }));
@@ -889,6 +951,17 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   table->conformer.emplace(std::move(conformer));
   table->columns = std::move(columns);
   return arrow::Status::OK();
+}
+
+arrow::Result<std::string> Pipeline::RelFilenodeOf(const pg::QualifiedName& table) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows,
+      sql_->Query("SELECT pg_catalog.pg_relation_filenode(c.oid)::text FROM "
+                  "pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = "
+                  "c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+                  {table.schema, table.table}));
+  if (rows.empty() || rows[0].empty() || !rows[0][0]) return std::string();
+  return *rows[0][0];
 }
 
 arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& identity) {
@@ -2083,6 +2156,10 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   streaming_ = repl_.get();
   pg::ReplicationMessageSource source(repl_.get());
   pg::ChangeStream::Options stream_options;
+  // A merge key declared for Silver: an update changing it is a key change too.
+  for (const auto& [name, key] : config_.silver.keys) {
+    stream_options.extra_key_columns[{name.schema, name.table}] = key;
+  }
   ARROW_ASSIGN_OR_RAISE(auto stream,
                         pg::ChangeStream::Make(&source, decoder, &attributes, types_.get(),
                                                this, stream_options));

@@ -37,6 +37,12 @@ class UnchangedLookup {
     for (size_t i = 0; i < changes.names.size(); ++i) {
       index_[changes.names[i]] = static_cast<int>(i);
     }
+    // A column renamed since an older change named it (emplace: a current name wins).
+    for (size_t i = 0; i < changes.former_names.size(); ++i) {
+      for (const auto& name : changes.former_names[i]) {
+        index_.emplace(name, static_cast<int>(i));
+      }
+    }
   }
 
   arrow::Result<std::vector<int>> Of(int64_t row) const {
@@ -58,8 +64,7 @@ class UnchangedLookup {
     }
     for (int64_t i = list->value_offset(row); i < list->value_offset(row + 1); ++i) {
       if (values->IsNull(i)) continue;
-      // A name Silver does not know (a column renamed since) cannot be kept; the new
-      // value of such a column is null in the change, which is the best we have.
+      // A name neither current nor former (a column dropped since): nothing to keep.
       auto it = index_.find(std::string(values->GetView(i)));
       if (it != index_.end()) out.push_back(it->second);
     }

@@ -45,6 +45,9 @@ struct Changes {
   std::shared_ptr<arrow::Array> commit_lsn;  // int64
   std::shared_ptr<arrow::Array> seq;         // int32
   std::shared_ptr<arrow::Array> unchanged;   // list<utf8>, may be null (all null)
+  /// Per row column (or empty): the names it had before renames, which the
+  /// cdc_unchanged lists of older changes use. A current name wins.
+  std::vector<std::vector<std::string>> former_names;
 
   int64_t length() const { return op ? op->length() : 0; }
 };

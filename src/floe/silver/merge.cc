@@ -929,7 +929,7 @@ arrow::Result<std::vector<RowColumn>> RowColumnsOf(const ice::TableMetadata& bro
                                     "` to field id ", b.field_id,
                                     ", which its current schema lacks");
     }
-    out.push_back({b.name, f});
+    out.push_back({b.name, f, b.former_names});
   }
   return out;
 }
@@ -1346,6 +1346,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                           ReadBronze(bronze, *bronze_io, watermark, bronze_lsn));
     ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*rows, bronze_names));
     changes.names = row_names;
+    for (const RowColumn& c : row_columns) changes.former_names.push_back(c.former_names);
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
     ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, key_columns, silver_has_rows));

@@ -53,6 +53,8 @@ inline constexpr char kSilverFieldMapProperty[] = "floe.silver.bronze-field-ids"
 struct RowColumn {
   std::string name;
   const iceberg::NestedField* bronze = nullptr;
+  /// The column's names before renames (ColumnBinding::former_names).
+  std::vector<std::string> former_names;
 };
 
 /// Silver's row columns, from Bronze's column bindings (`floe.source.columns`): the

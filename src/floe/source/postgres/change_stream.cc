@@ -622,6 +622,20 @@ arrow::Status ChangeStream::ApplyRelation(Transaction* tx,
   // IDENTITY FULL: then an update would look like a key change whenever any value
   // changed).
   next->key_columns = shape->relation.row_key();
+  if (auto extra = options_.extra_key_columns.find(
+          {shape->relation.namespace_name, shape->relation.relation_name});
+      extra != options_.extra_key_columns.end()) {
+    for (const std::string& name : extra->second) {
+      const int i = shape->relation.FindColumn(name);
+      if (i < 0 || !shape->relation.columns[static_cast<size_t>(i)].is_replica_identity) {
+        continue;  // the old tuple lacks it: a change of it cannot be seen
+      }
+      if (std::find(next->key_columns.begin(), next->key_columns.end(), i) ==
+          next->key_columns.end()) {
+        next->key_columns.push_back(i);
+      }
+    }
+  }
   next->shape = std::move(shape);
   if (state) next->delivered = std::move(state->delivered);
   state = std::move(next);

@@ -255,6 +255,11 @@ class ChangeStream {
     /// called when this much time passed since the last call (checked every 256
     /// messages). Well under any sensible `wal_sender_timeout`.
     std::chrono::milliseconds replay_keepalive_interval{2'000};
+    /// Per table: more columns whose change makes an update a delete of the old key
+    /// plus an insert of the new one (a merge key declared downstream, silver.keys).
+    /// Only those the old tuple carries count (REPLICA IDENTITY FULL, or the identity
+    /// index's columns).
+    std::map<QualifiedName, std::vector<std::string>> extra_key_columns;
   };
 
   /// `source`, `attributes` (for the relation cache; may be null), `types` and

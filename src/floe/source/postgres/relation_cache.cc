@@ -1,5 +1,7 @@
 #include "floe/source/postgres/relation_cache.h"
 
+#include <algorithm>
+
 #include <charconv>
 
 #include "floe/source/postgres/pg_connection.h"
@@ -176,6 +178,7 @@ arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(Oid relation
     a.type_modifier = c.type_modifier;
     a.is_primary_key = c.primary_key_position > 0;
     a.defaulted = c.defaulted;
+    a.generated = c.generated;
     out.push_back(std::move(a));
   }
   return out;
@@ -211,6 +214,15 @@ arrow::Status RelationCache::FillFromCatalog(RelationInfo* info) {
     col.attnum = found->attnum;
     col.is_primary_key = found->is_primary_key;
     col.defaulted = found->defaulted;
+  }
+  // And no column the catalog has beyond them (`b` renamed to `c` and a new `b`
+  // added: the message's `b` is the old one, the catalog's the new one).
+  for (const AttributeInfo& a : attributes) {
+    if (a.generated) continue;
+    if (std::none_of(info->columns.begin(), info->columns.end(),
+                     [&](const RelationColumnInfo& c) { return c.name == a.name; })) {
+      agrees = false;
+    }
   }
   if (!agrees) {
     for (RelationColumnInfo& col : info->columns) col.attnum = 0;

@@ -132,6 +132,8 @@ struct AttributeInfo {
   int32_t type_modifier = -1;
   bool is_primary_key = false;
   bool defaulted = false;
+  /// A generated column (pgoutput before PostgreSQL 18 does not send it).
+  bool generated = false;
 };
 
 /// Where attnums and primary keys come from: pg_attribute / pg_index on a server, a

@@ -322,6 +322,30 @@ TEST(RelationCache, ACatalogThatMovedOnGivesNoAttnums) {
   EXPECT_EQ(update->relation->columns[2].attnum, 3);
 }
 
+// `b` renamed to `c` and a new `b` added since: every name of the message is in the
+// catalog, in order, but the catalog's `b` is another column (and it has one more).
+TEST(RelationCache, ACatalogWithAColumnTheMessageLacksGivesNoAttnums) {
+  TableLookup lookup;
+  lookup.catalog[100] = {{1, "id", kInt8, -1, true},
+                         {3, "c", kText, -1, false},
+                         {4, "b", kText, -1, false}};
+  RelationCache cache(&lookup);
+  Message m(100, {{"id", kInt8, true}, {"b", kText, false}});
+  auto update = cache.Apply(m.msg);
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(update->relation->columns[0].attnum, 0);
+  EXPECT_EQ(update->relation->columns[1].attnum, 0);
+  // A generated column the message leaves out does not count.
+  TableLookup generated;
+  AttributeInfo g{5, "g", kInt8, -1, false};
+  g.generated = true;
+  generated.catalog[100] = {{1, "id", kInt8, -1, true}, {2, "b", kText, -1, false}, g};
+  RelationCache with_generated(&generated);
+  update = with_generated.Apply(m.msg);
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(update->relation->columns[1].attnum, 2);
+}
+
 TEST(RelationCache, ColumnMissingFromTheCatalogKeepsAnUnknownAttnum) {
   TableLookup lookup;  // relation already dropped: the catalog knows nothing
   RelationCache cache(&lookup);
