@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import psycopg
@@ -138,3 +139,38 @@ def duckdb_con():
         yield con
     finally:
         con.close()
+
+
+def _set_decoding_memory(pg_cluster, value: str | None) -> None:
+    """ALTER SYSTEM (RE)SET logical_decoding_work_mem and reload, then wait until new
+    backends see it: pg_reload_conf() only signals the postmaster, and a walsender
+    forked before it re-reads the file keeps the old value (a 300k-row transaction
+    then arrives whole instead of streamed)."""
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        if value is None:
+            admin.execute("ALTER SYSTEM RESET logical_decoding_work_mem")
+        else:
+            admin.execute(f"ALTER SYSTEM SET logical_decoding_work_mem = '{value}'")
+        admin.execute("SELECT pg_reload_conf()")
+        want = admin.execute("SELECT boot_val FROM pg_settings WHERE name = "
+                             "'logical_decoding_work_mem'").fetchone()[0] \
+            if value is None else value
+    deadline = time.monotonic() + 30
+    while True:
+        with psycopg.connect(pg_cluster.dsn(), autocommit=True) as c:
+            now = c.execute("SELECT setting || coalesce(unit, '') FROM pg_settings "
+                            "WHERE name = 'logical_decoding_work_mem'").fetchone()[0]
+        if now.lower() == want.lower() or now.lower() == f"{want}kb".lower():
+            return
+        assert time.monotonic() < deadline, f"logical_decoding_work_mem is {now}, not {want}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def small_decoding_memory(pg_cluster):
+    """logical_decoding_work_mem at its minimum, so large transactions stream."""
+    _set_decoding_memory(pg_cluster, "64kB")
+    try:
+        yield
+    finally:
+        _set_decoding_memory(pg_cluster, None)

@@ -233,18 +233,6 @@ def test_interleaved_transactions_arrive_in_commit_order(tool, pg):
     assert commits[0]["xid"] > commits[1]["xid"]
 
 
-@pytest.fixture
-def small_decoding_memory(pg_cluster):
-    """logical_decoding_work_mem at its minimum, so large transactions stream."""
-    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
-        admin.execute("ALTER SYSTEM SET logical_decoding_work_mem = '64kB'")
-        admin.execute("SELECT pg_reload_conf()")
-    try:
-        yield
-    finally:
-        with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
-            admin.execute("ALTER SYSTEM RESET logical_decoding_work_mem")
-            admin.execute("SELECT pg_reload_conf()")
 
 
 LARGE_ROWS = 300_000

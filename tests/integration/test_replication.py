@@ -99,18 +99,6 @@ def lsn_int(text: str) -> int:
     return (int(hi, 16) << 32) | int(lo, 16)
 
 
-@pytest.fixture
-def small_decoding_memory(pg_cluster):
-    """logical_decoding_work_mem at its minimum, so modest transactions stream."""
-    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
-        admin.execute("ALTER SYSTEM SET logical_decoding_work_mem = '64kB'")
-        admin.execute("SELECT pg_reload_conf()")
-    try:
-        yield
-    finally:
-        with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
-            admin.execute("ALTER SYSTEM RESET logical_decoding_work_mem")
-            admin.execute("SELECT pg_reload_conf()")
 
 
 TABLE_DDL = """

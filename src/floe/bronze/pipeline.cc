@@ -466,6 +466,10 @@ struct BronzeTable {
   /// Columns SetShape moved to another field (MovedColumns): the table must be
   /// copied again (kRecopyPendingProperty); cleared when that copy commits.
   std::string recopy_reason;
+  /// The stream delivered a TRUNCATE of it (CountEvents), and the relfilenode read
+  /// right after: SetShape's baseline instead of floe.source.relfilenode.
+  bool truncated = false;
+  std::string filenode_after_truncate;
   /// Why the catalog cannot hold this table's Bronze identifier (e.g. a schema
   /// named "a.b" in the SQL catalog); empty when it can. Such a table is skipped,
   /// never holding back the others or the slot, until naming.tables names it.
@@ -919,8 +923,12 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     // again; until that copy commits, Silver waits (kRecopyPendingProperty, set in
     // the same commit as the new bindings, so no reader sees one without the other).
     const auto recorded = t.metadata().properties.find(kRelFilenodeProperty);
-    const bool rewritten = recorded != t.metadata().properties.end() &&
-                           !filenode.empty() && recorded->second != filenode;
+    const std::string baseline =
+        !table->filenode_after_truncate.empty() ? table->filenode_after_truncate
+        : recorded != t.metadata().properties.end() ? recorded->second
+                                                     : std::string();
+    const bool rewritten = !baseline.empty() && !filenode.empty() && baseline != filenode;
+    table->filenode_after_truncate.clear();
     const std::string moved =
         RecopyReason(table->bindings, plan.columns, columns,
                      table->appender->has_snapshot() ||
@@ -1492,6 +1500,11 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
   }
   if (tx.commit_lsn <= table->appender->committed_lsn()) return arrow::Status::OK();
   CountEvents(table, *changes.batch);
+  if (table->truncated) {
+    // TRUNCATE gave the table a new relfilenode: not a rewrite that added values.
+    table->truncated = false;
+    ARROW_ASSIGN_OR_RAISE(table->filenode_after_truncate, RelFilenodeOf(table->source));
+  }
   if (changes.batch->num_rows() >= kSmallBatchRows) {
     ARROW_RETURN_NOT_OK(FlushBuffered(table));
     ARROW_ASSIGN_OR_RAISE(auto conformed,
@@ -1535,6 +1548,7 @@ void Pipeline::CountEvents(BronzeTable* table, const arrow::RecordBatch& batch) 
   for (size_t k = 0; k < table->events.size(); ++k) {
     if (counts[k] > 0) table->events[k].Inc(static_cast<double>(counts[k]));
   }
+  if (counts[3] > 0) table->truncated = true;  // kEventOps[3] == 't'
 }
 
 arrow::Status Pipeline::OnMessage(const pg::CapturedMessage& message) {
