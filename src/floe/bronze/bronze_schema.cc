@@ -299,6 +299,20 @@ std::vector<int> MatchBindings(const std::vector<SourceColumn>& source,
       }
     }
   }
+  // Then by a name the column had before (a shape from before a rename, described
+  // after the catalog moved on: a restart replaying changes Bronze does not hold yet).
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (match[i] != -1) continue;
+    for (size_t j = 0; j < bound.size(); ++j) {
+      const auto& former = bound[j].former_names;
+      if (!used[j] && (source[i].attnum == 0 || bound[j].attnum == 0) &&
+          std::find(former.begin(), former.end(), source[i].name) != former.end()) {
+        match[i] = static_cast<int>(j);
+        used[j] = true;
+        break;
+      }
+    }
+  }
   return match;
 }
 

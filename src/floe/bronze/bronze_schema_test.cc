@@ -441,6 +441,26 @@ TEST(PlanEvolution, ARenameKeepsTheFieldId) {
   EXPECT_EQ(Binding(t.columns, "name"), nullptr);
 }
 
+// A rename keeps the old name; a shape from before the rename whose attnums are
+// unknown (the catalog moved on: a restart replaying changes Bronze does not hold
+// yet) finds the column by it instead of taking it for a new one.
+TEST(PlanEvolution, AShapeFromBeforeARenameFindsTheColumnByItsFormerName) {
+  ASSERT_OK_AND_ASSIGN(Table t, Create({Col("id", 1, "int8"), Col("v", 2, "text")}));
+  const int32_t id = Field(t.schema, "id").id;
+  ASSERT_OK_AND_ASSIGN(EvolutionPlan renamed,
+                       Evolve(&t, {Col("id2", 1, "int8"), Col("v", 2, "text")}));
+  ASSERT_NE(Binding(t.columns, "id2"), nullptr);
+  EXPECT_EQ(Binding(t.columns, "id2")->former_names, std::vector<std::string>{"id"});
+  ASSERT_OK_AND_ASSIGN(EvolutionPlan replayed,
+                       Evolve(&t, {Col("id", 0, "int8"), Col("v", 0, "text")}));
+  EXPECT_EQ(Field(t.schema, "id").id, id);  // the same field, no new one
+  EXPECT_EQ(Names(t.schema), WithCdc({"id", "v"}));
+  ASSERT_OK_AND_ASSIGN(EvolutionPlan again,
+                       Evolve(&t, {Col("id2", 1, "int8"), Col("v", 2, "text")}));
+  EXPECT_EQ(Field(t.schema, "id2").id, id);
+  EXPECT_EQ(Names(t.schema), WithCdc({"id2", "v"}));
+}
+
 TEST(PlanEvolution, TwoColumnsCanSwapNames) {
   ASSERT_OK_AND_ASSIGN(Table t, Create({Col("a", 1, "int4"), Col("b", 2, "text")}));
   const int32_t a = Field(t.schema, "a").id;

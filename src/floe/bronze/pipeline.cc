@@ -149,7 +149,9 @@ std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
   std::string out = MovedColumns(before, after);
   if (!had_rows || before.columns.empty()) return out;
   auto same = [](int16_t attnum, const std::string& name, const ColumnBinding& b) {
-    return attnum != 0 && b.attnum != 0 ? attnum == b.attnum : name == b.name;
+    if (attnum != 0 && b.attnum != 0) return attnum == b.attnum;
+    return name == b.name || std::find(b.former_names.begin(), b.former_names.end(),
+                                       name) != b.former_names.end();
   };
   std::vector<std::string> defaulted;
   std::vector<std::string> added_names;
@@ -186,7 +188,13 @@ std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
   };
   // A volatile default or an identity rewrites the table; dropped right after,
   // nothing in the catalog says so but the table's new relfilenode.
-  if (defaulted.empty() && rewritten) defaulted = added_names;
+  if (defaulted.empty() && rewritten && !added_names.empty()) {
+    std::string names;
+    for (const auto& n : added_names) names += (names.empty() ? "" : ", ") + n;
+    add("added while the table got a new relfilenode (a rewrite by a volatile default "
+        "or an identity; or a VACUUM FULL, CLUSTER or TRUNCATE floe did not see): " +
+        names);
+  }
   if (!defaulted.empty()) {
     std::string names;
     for (const auto& n : defaulted) names += (names.empty() ? "" : ", ") + n;
@@ -739,9 +747,34 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
       break;
     }
   }
+  // Two source tables never share a Bronze table (naming.tables may map one onto
+  // another's name): their changes would interleave under one set of bindings.
+  for (const auto& [other, t] : tables_) {
+    if (entry->unnamed.empty() && t && t.get() != entry.get() && t->id == entry->id) {
+      entry->unnamed = entry->id.ToString() + " is the Bronze table of " +
+                       SourceName(other) + " already";
+    }
+  }
+  std::unique_ptr<ice::Table> existing;
+  if (entry->unnamed.empty()) {
+    auto loaded = ice::Table::Load(catalog_, io_, entry->id);
+    if (loaded.ok()) {
+      existing = std::move(*loaded);
+      auto owner = existing->metadata().properties.find(kSourceTableProperty);
+      if (owner != existing->metadata().properties.end() &&
+          owner->second != SourceName(source)) {
+        entry->unnamed = entry->id.ToString() + " is the Bronze table of " +
+                         owner->second;
+        existing.reset();
+      }
+    } else if (ice::GetCatalogErrorKind(loaded.status()) !=
+               ice::CatalogErrorKind::kNoSuchTable) {
+      return loaded.status();
+    }
+  }
   if (!entry->unnamed.empty()) {
     spdlog::error(
-        "{} cannot be replicated under its default name ({}); its changes are skipped "
+        "{} cannot be replicated under its name ({}); its changes are skipped "
         "and the other tables go on. Name it in the pipeline file, then restart floe "
         "run, which copies it:\n  naming:\n    tables:\n      {}: {{bronze: "
         "bronze.{}.<schema>.<table>, silver: silver.{}.<schema>.<table>}}",
@@ -760,17 +793,12 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
         "(compute them in the reader; docs/schema-evolution.md, \"Generated columns\")",
         SourceName(source), nlohmann::json((*described)->GeneratedColumns()).dump());
   }
-  auto loaded = ice::Table::Load(catalog_, io_, entry->id);
-  if (loaded.ok()) {
-    std::unique_ptr<ice::Table> table = std::move(*loaded);
-    auto it = table->metadata().properties.find(kSourceColumnsProperty);
-    if (it != table->metadata().properties.end()) {
+  if (existing) {
+    auto it = existing->metadata().properties.find(kSourceColumnsProperty);
+    if (it != existing->metadata().properties.end()) {
       ARROW_ASSIGN_OR_RAISE(entry->bindings, ColumnMap::FromJson(it->second));
     }
-    entry->appender = std::make_unique<TableAppender>(std::move(table));
-  } else if (ice::GetCatalogErrorKind(loaded.status()) !=
-             ice::CatalogErrorKind::kNoSuchTable) {
-    return loaded.status();
+    entry->appender = std::make_unique<TableAppender>(std::move(existing));
   }
   return entry.get();
 }
@@ -829,13 +857,25 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     if (c.in_identity) identity.push_back(c.name);
   }
   const std::string identity_json = identity.dump();
+  // Sets a table property; a non-empty `reason` also schedules a copy again, marked
+  // pending in the same commit (no reader sees one without the other).
+  auto record = [&](const char* property, const std::string& value,
+                    const std::string& reason) -> arrow::Status {
+    if (!reason.empty()) {
+      table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
+    }
+    return t.UpdateMetadata(
+        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->SetProperties({{property, value}});
+          if (!reason.empty()) {
+            b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
+          }
+          return arrow::Status::OK();
+        });
+  };
   ARROW_ASSIGN_OR_RAISE(const std::string filenode, RelFilenodeOf(table->source));
   if (!filenode.empty() && !t.metadata().properties.contains(kRelFilenodeProperty)) {
-    ARROW_RETURN_NOT_OK(
-        t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-          b->SetProperties({{kRelFilenodeProperty, filenode}});
-          return arrow::Status::OK();
-        }));
+    ARROW_RETURN_NOT_OK(record(kRelFilenodeProperty, filenode, ""));
   }
   // The same columns under the names Bronze's bindings still have: a column renamed
   // since is the same column (a renamed key is no new key).
@@ -875,17 +915,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
         }
       }
     }
-    if (!reason.empty()) {
-      table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
-    }
-    ARROW_RETURN_NOT_OK(
-        t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-          b->SetProperties({{kIdentityColumnsProperty, identity_json}});
-          if (!reason.empty()) {
-            b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
-          }
-          return arrow::Status::OK();
-        }));
+    ARROW_RETURN_NOT_OK(record(kIdentityColumnsProperty, identity_json, reason));
   }
   {
     auto it = t.metadata().properties.find(kPrimaryKeyProperty);
@@ -899,16 +929,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
           it->second != key_as_bound) {
         reason = "the key every change carries changed from " + it->second + " to " +
                  key_json;
-        table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
       }
-      ARROW_RETURN_NOT_OK(
-          t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-            b->SetProperties({{kPrimaryKeyProperty, key_json}});
-            if (!reason.empty()) {
-              b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
-            }
-            return arrow::Status::OK();
-          }));
+      ARROW_RETURN_NOT_OK(record(kPrimaryKeyProperty, key_json, reason));
     }
   }
   ARROW_ASSIGN_OR_RAISE(EvolutionPlan plan,
@@ -1502,8 +1524,16 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
   CountEvents(table, *changes.batch);
   if (table->truncated) {
     // TRUNCATE gave the table a new relfilenode: not a rewrite that added values.
+    // Recorded at once, so a restart does not take it for one.
     table->truncated = false;
     ARROW_ASSIGN_OR_RAISE(table->filenode_after_truncate, RelFilenodeOf(table->source));
+    if (!table->filenode_after_truncate.empty()) {
+      ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+          [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+            b->SetProperties({{kRelFilenodeProperty, table->filenode_after_truncate}});
+            return arrow::Status::OK();
+          }));
+    }
   }
   if (changes.batch->num_rows() >= kSmallBatchRows) {
     ARROW_RETURN_NOT_OK(FlushBuffered(table));

@@ -242,12 +242,14 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
     if (!SameTypeIgnoringIds(*s->type, *f->type)) {
       if (s->type->is_primitive() && f->type->is_primitive() &&
           ice::IsAllowedPromotion(*s->type, *f->type)) {
+        // `s` points into e.schema: done with it before e.schema is replaced.
+        const std::string from = s->type->ToString();
         ARROW_ASSIGN_OR_RAISE(
             auto promoted,
             ice::UpdateColumnType(e.schema, e.last_column_id, id, f->type));
         e.schema = std::move(promoted.schema);
-        e.changes.push_back("promoted column " + name + " from " + s->type->ToString() +
-                            " to " + f->type->ToString());
+        e.changes.push_back("promoted column " + name + " from " + from + " to " +
+                            f->type->ToString());
       } else {
         return arrow::Status::NotImplemented("Bronze column `", f->name,
                                              "` changed type from ", s->type->ToString(),
