@@ -71,6 +71,14 @@ def wait_flushed(run, pg, timeout: float = 90) -> None:
                    what=f"the slot to confirm {target:X}")
 
 
+def wait_copied(run, table: str, timeout: float = 90) -> None:
+    """Waits until floe run's copy again of public.`table` commits (Bronze drops
+    floe.source.recopy-pending in that commit)."""
+    run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog().load_table(
+        ("bronze", SERVICE, "public", table)).properties, timeout=timeout,
+        what=f"the copy of {table} to commit")
+
+
 def test_an_update_right_after_another_rows_delete_keeps_its_own_toast(floe, pg,
                                                                        duckdb_con):
     """#1: DELETE a; UPDATE b SET title (b's body unchanged TOAST) in one transaction
@@ -389,9 +397,7 @@ def test_a_retyped_or_dropped_column_looks_like_the_source_in_silver(floe, pg,
                    "copied public.acc" in run.log_text().split("retyped")[-1],
                    what="the copy after the type change")
     wait_flushed(run, pg)
-    run.wait_until(lambda: "floe.source.recopy-pending" not in
-                   run.catalog().load_table(("bronze", SERVICE, "public", "acc")).properties,
-                   what="the copy to commit")
+    wait_copied(run, "acc")
     silver(run)
     t = run.catalog().load_table(silver_ident("public.acc"))
     types = {f.name: str(f.field_type) for f in t.schema().fields}
@@ -749,8 +755,7 @@ def test_a_column_added_with_a_default_reaches_every_silver_row(floe, pg, duckdb
     run.wait_until(lambda: "public.addc: column(s) changed" in run.log_text(),
                    what="the copy after ADD COLUMN ... DEFAULT")
     wait_flushed(run, pg)
-    run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog().load_table(
-        ("bronze", SERVICE, "public", "addc")).properties, what="the copy to commit")
+    wait_copied(run, "addc")
     pg.execute("UPDATE addc SET n = 8 WHERE id = 2")
     wait_flushed(run, pg)
     silver(run)
@@ -819,8 +824,7 @@ def test_a_new_row_key_copies_the_table_so_a_rebuilt_silver_drops_no_delete(
     run.wait_until(lambda: "the key every change carries changed" in run.log_text(),
                    what="the copy after the key change")
     wait_flushed(run, pg)
-    run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog().load_table(
-        ("bronze", SERVICE, "public", "rk")).properties, what="the copy to commit")
+    wait_copied(run, "rk")
     pg.execute("DELETE FROM rk WHERE id = 7")
     wait_flushed(run, pg)
     out = silver(run, None, expect_rc=1)
@@ -853,8 +857,7 @@ def test_a_declared_merge_key_a_delete_does_not_carry_is_refused(floe, pg, duckd
     run.wait_until(lambda: "a delete now carries" in run.log_text(),
                    what="the copy after REPLICA IDENTITY FULL")
     wait_flushed(run, pg)
-    run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog().load_table(
-        ("bronze", SERVICE, "public", "dk")).properties, what="the copy to commit")
+    wait_copied(run, "dk")
     pg.execute("DELETE FROM dk WHERE id = 4")
     wait_flushed(run, pg)
     silver(run)
@@ -906,9 +909,7 @@ def test_a_column_renamed_or_dropped_and_a_new_one_added_under_its_name(floe, pg
     run.wait_streaming()
     wait_flushed(run, pg)
     for t in ("q1", "q2"):
-        run.wait_until(lambda t=t: "floe.source.recopy-pending" not in
-                       run.catalog().load_table(("bronze", SERVICE, "public", t)).properties,
-                       what=f"the copy of {t} to commit")
+        wait_copied(run, t)
     silver(run)
     same_as_source(run, pg, duckdb_con, "public", "q1", ["id"])
     same_as_source(run, pg, duckdb_con, "public", "q2", ["id"])
@@ -956,8 +957,7 @@ def test_a_column_added_by_a_rewrite_whose_default_is_dropped_at_once(floe, pg,
     run.wait_until(lambda: "public.rw: column(s) changed" in run.log_text(),
                    what="the copy after the rewrite")
     wait_flushed(run, pg)
-    run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog().load_table(
-        ("bronze", SERVICE, "public", "rw")).properties, what="the copy to commit")
+    wait_copied(run, "rw")
     silver(run)
     same_as_source(run, pg, duckdb_con, "public", "rw", ["id"])
 
