@@ -113,7 +113,7 @@ FEATURES = {
     "toast", "arrays", "jsonb", "numeric", "odd_identifiers", "uuid_keys", "text_keys",
     "composite_keys", "replica_identity_full", "savepoints", "rollbacks", "truncate",
     "key_updates", "delete_then_touch", "add_column", "drop_column", "promote",
-    "rename_column",
+    "rename_column", "deferrable_keys",
     "new_table", "kills", "compact", "copy_on_write", "silver_kills",
 }
 
@@ -251,6 +251,7 @@ class Table:
     ident: list[str] = None     # audit / replica identity key (primary key unless RI index)
     toast: str | None = None    # name of the TOAST column
     replica_full: bool = False
+    deferrable: bool = False    # PRIMARY KEY ... DEFERRABLE (needs REPLICA IDENTITY FULL)
     partitioned: bool = False
     published: bool = True
     bronze_names: list = dataclasses.field(default_factory=list)  # every (schema, name) it had
@@ -435,6 +436,10 @@ class SchemaGen:
                 expr = sql.SQL("(coalesce({}, 0)::int8 * 2 + 1)").format(
                     sql.Identifier(src.name))
                 add(gname, "int8", generated=expr)
+        # A deferrable key can hold two rows for a moment (a swap in one statement);
+        # it cannot be the replica identity, so only FULL tables get one.
+        t.deferrable = t.replica_full and "deferrable_keys" in self.features \
+            and key_kind != "composite" and rng.random() < 0.6
         if "replica_identity_index" in self.features and rng.random() < 0.5 \
                 and key_kind != "composite" and not partitioned:
             aname = "alt key" if self.odd() else "alt_key"
@@ -640,7 +645,8 @@ def create_table_sql(t: Table, *, name: str | None = None, triggers: bool = True
         if c.notnull:
             d = sql.SQL("{} NOT NULL").format(d)
         defs.append(d)
-    defs.append(sql.SQL("PRIMARY KEY ({})").format(ids(t.key)))
+    defs.append(sql.SQL("PRIMARY KEY ({}){}").format(
+        ids(t.key), sql.SQL(" DEFERRABLE" if t.deferrable else "")))
     tail = sql.SQL(" PARTITION BY RANGE ({})").format(ids(t.key)) if t.partitioned else sql.SQL("")
     out.append(sql.SQL("CREATE TABLE {} ({}){}").format(qname, sql.SQL(", ").join(defs), tail))
     if t.partitioned:
@@ -848,6 +854,8 @@ class Writer(threading.Thread):
                 ops += [("delete_then_touch", 5)]
         if "key_updates" in f:
             ops += [("key_change", 5)]
+            if t.deferrable and t.ident == t.key:
+                ops += [("key_swap", 4)]
         if "savepoints" in f:
             ops += [("savepoint", 5)]
         if "truncate" in f:
@@ -986,6 +994,18 @@ class Writer(threading.Thread):
         cond, kp = key_where(t, keys[0])
         tx.exec(sql.SQL("UPDATE {} SET {} WHERE {}").format(
             t.qname, sql.SQL(", ").join(frags), cond), params + kp)
+
+    def op_key_swap(self, tx: Tx, t: Table, tables):
+        """Two rows trade keys in one statement: under the deferrable key one key has
+        two rows for a moment (Bronze: d a, c b, d b, c a), other columns unchanged."""
+        keys = self.pick_keys(tx, t, 2)
+        if len(keys) < 2:
+            return
+        (a,), (b,) = keys
+        k = sql.Identifier(t.key[0])
+        tx.exec(sql.SQL("UPDATE {} SET {} = CASE WHEN {} = %s THEN %s ELSE %s END "
+                        "WHERE {} IN (%s, %s)").format(t.qname, k, k, k),
+                [a, b, a, a, b])
 
     def op_savepoint(self, tx: Tx, t: Table, tables):
         rng = self.rng

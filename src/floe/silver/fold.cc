@@ -1,6 +1,7 @@
 #include "floe/silver/fold.h"
 
 #include <algorithm>
+#include <deque>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -170,9 +171,147 @@ arrow::Result<std::string> EncodeKey(const std::vector<const arrow::Array*>& col
   return out;
 }
 
+namespace {
+
+// Whether a key starts the run with the row Silver holds or with none, judged from
+// the changes: each start is ruled out when it makes a transaction remove or change a
+// row the key does not have, or end with two rows of the key.
+class StartOfKey {
+ public:
+  explicit StartOfKey(bool may_be_held) : held_ok_(may_be_held) {}
+
+  void Apply(char op) {
+    if (first_op_ == 0) first_op_ = op;
+    switch (op) {
+      case 'r':
+        // Exactly its own row from here on: both starts lead to the same state.
+        converged_ = true;
+        absent_ = held_ = 1;
+        return;
+      case 'c':
+        ++absent_;
+        ++held_;
+        return;
+      case 'd':
+        if (absent_ == 0) absent_ok_ = false; else --absent_;
+        if (held_ == 0) held_ok_ = false; else --held_;
+        return;
+      default:  // 'u'
+        if (absent_ == 0) absent_ok_ = false;
+        if (held_ == 0) held_ok_ = false;
+    }
+  }
+
+  // At the commit of a transaction that touched the key.
+  void Commit() {
+    if (absent_ > 1) absent_ok_ = false;
+    if (held_ > 1) held_ok_ = false;
+  }
+
+  enum class Start { kAbsent, kHeld, kUndecided };
+  Start Decide() const {
+    if (converged_) return Start::kAbsent;  // either: the outcome is the same
+    if (absent_ok_ && held_ok_) return Start::kUndecided;
+    if (absent_ok_) return Start::kAbsent;
+    if (held_ok_) return Start::kHeld;
+    // Neither fits (a declared key that is not unique): a key whose first change
+    // updates or deletes it is taken as held.
+    return first_op_ == 'u' || first_op_ == 'd' ? Start::kHeld : Start::kAbsent;
+  }
+
+ private:
+  int32_t absent_ = 0;
+  int32_t held_ = 1;
+  bool absent_ok_ = true;
+  bool held_ok_;
+  bool converged_ = false;
+  char first_op_ = 0;
+};
+
+// One row of a key while the changes are folded: where each value comes from.
+struct KeyRow {
+  std::vector<int64_t> sources;
+  std::string existing_key;
+};
+
+// The rows of each key, oldest first. Almost every key has at most one, kept in its
+// FoldedKey (`deleted` when none); the others wait in `more_`.
+class KeyRows {
+ public:
+  explicit KeyRows(std::vector<FoldedKey>* keys) : keys_(*keys) {}
+
+  bool Empty(size_t slot) const { return keys_[slot].deleted; }
+
+  void PushBack(size_t slot, KeyRow row) {
+    FoldedKey& k = keys_[slot];
+    if (k.deleted) {
+      Set(k, std::move(row));
+    } else {
+      more_[slot].push_back(std::move(row));
+    }
+  }
+
+  // Removes the oldest row (the key must have one).
+  KeyRow PopFront(size_t slot) {
+    FoldedKey& k = keys_[slot];
+    KeyRow out{std::move(k.sources), std::move(k.existing_key)};
+    k.sources.clear();
+    k.existing_key.clear();
+    auto it = more_.empty() ? more_.end() : more_.find(slot);
+    if (it == more_.end()) {
+      k.deleted = true;
+      return out;
+    }
+    Set(k, std::move(it->second.front()));
+    it->second.pop_front();
+    if (it->second.empty()) more_.erase(it);
+    return out;
+  }
+
+  // Changes the oldest row (the key must have one), which becomes the newest.
+  template <typename F>
+  void Update(size_t slot, F&& change) {
+    FoldedKey& k = keys_[slot];
+    KeyRow changed = change(KeyRow{std::move(k.sources), std::move(k.existing_key)});
+    auto it = more_.empty() ? more_.end() : more_.find(slot);
+    if (it == more_.end()) {
+      Set(k, std::move(changed));
+      return;
+    }
+    it->second.push_back(std::move(changed));
+    Set(k, std::move(it->second.front()));
+    it->second.pop_front();
+  }
+
+  // Leaves exactly `row`.
+  void Replace(size_t slot, KeyRow row) {
+    if (!more_.empty()) more_.erase(slot);
+    Set(keys_[slot], std::move(row));
+  }
+
+  // At the end: a key that still has several rows (a key that is not unique) keeps
+  // the newest.
+  void Finish() {
+    for (auto& [slot, rows] : more_) Set(keys_[slot], std::move(rows.back()));
+    more_.clear();
+  }
+
+ private:
+  static void Set(FoldedKey& k, KeyRow row) {
+    k.deleted = false;
+    k.sources = std::move(row.sources);
+    k.existing_key = std::move(row.existing_key);
+  }
+
+  std::vector<FoldedKey>& keys_;
+  std::unordered_map<size_t, std::deque<KeyRow>> more_;
+};
+
+}  // namespace
+
 arrow::Result<FoldResult> Fold(const Changes& changes,
-                               const std::vector<int>& key_columns,
-                               bool silver_has_rows) {
+                               const std::vector<int>& key_columns, bool silver_has_rows,
+                               const std::unordered_set<std::string>* held) {
   const int64_t n = changes.length();
   const size_t width = changes.columns.size();
   for (const auto& c : changes.columns) {
@@ -194,6 +333,12 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
           "a Bronze change has a null cdc_op, cdc_commit_lsn or "
           "cdc_seq; the table is not a floe Bronze changelog");
     }
+    const std::string_view o = op->GetView(i);
+    if (o != "c" && o != "u" && o != "d" && o != "r" && o != "t") {
+      return arrow::Status::Invalid("unknown cdc_op `", std::string(o),
+                                    "` at cdc_commit_lsn ", lsn->Value(i), ", cdc_seq ",
+                                    seq->Value(i));
+    }
   }
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return std::pair(lsn->Value(a), seq->Value(a)) <
@@ -207,84 +352,156 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
     }
     keys.push_back(changes.columns[k].get());
   }
-  UnchangedLookup unchanged(changes);
 
   FoldResult result;
+  // A truncate empties the table: only what follows the last one counts, from nothing.
+  size_t start = 0;
+  for (size_t i = order.size(); i-- > 0;) {
+    if (op->GetView(order[i]) == "t") {
+      result.truncated = true;
+      start = i + 1;
+      break;
+    }
+  }
+  const bool may_be_held = silver_has_rows && !result.truncated;
+
+  // Pass 1: each change's key, and how each key starts.
   std::unordered_map<std::string, size_t> slot_of_key;
-  slot_of_key.reserve(static_cast<size_t>(n));
-  // What a key's previous values are before its first change in this run.
-  int64_t initial_source = silver_has_rows ? kFromExisting : kNullValue;
-  // The last delete and the values its key had before it, for the new row of a
-  // key-changing update.
+  slot_of_key.reserve(order.size() - start);
+  std::vector<size_t> slot_of(order.size() - start);
+  std::vector<StartOfKey> starts;
+  std::vector<size_t> touched;          // keys the current transaction touched
+  std::vector<int64_t> touched_in;      // per key: the commit LSN that last touched it
+  auto commit = [&] {
+    for (size_t slot : touched) starts[slot].Commit();
+    touched.clear();
+  };
+  for (size_t i = start; i < order.size(); ++i) {
+    const int64_t row = order[i];
+    if (i > start && lsn->Value(row) != lsn->Value(order[i - 1])) commit();
+    ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(keys, row));
+    auto [it, inserted] = slot_of_key.emplace(std::move(key), result.keys.size());
+    if (inserted) {
+      FoldedKey fresh;
+      fresh.key = it->first;
+      fresh.deleted = true;
+      result.keys.push_back(std::move(fresh));
+      starts.emplace_back(may_be_held);
+      touched_in.push_back(-1);
+    }
+    const size_t slot = it->second;
+    slot_of[i - start] = slot;
+    if (may_be_held) {
+      starts[slot].Apply(op->GetView(row)[0]);
+      if (touched_in[slot] != lsn->Value(row)) {
+        touched_in[slot] = lsn->Value(row);
+        touched.push_back(slot);
+      }
+    }
+  }
+  commit();
+  touched_in = {};
+  slot_of_key = {};
+
+  KeyRows rows(&result.keys);
+  if (may_be_held) {
+    std::vector<StartOfKey::Start> start_of(result.keys.size());
+    bool undecided = false;
+    for (size_t slot = 0; slot < result.keys.size(); ++slot) {
+      start_of[slot] = starts[slot].Decide();
+      if (start_of[slot] != StartOfKey::Start::kUndecided) continue;
+      if (held == nullptr) {
+        undecided = true;
+      } else {
+        start_of[slot] = held->contains(result.keys[slot].key)
+                             ? StartOfKey::Start::kHeld
+                             : StartOfKey::Start::kAbsent;
+      }
+    }
+    if (undecided) {
+      // A row of each: the caller looks the keys up in Silver and folds again.
+      for (size_t i = start; i < order.size(); ++i) {
+        StartOfKey::Start& s = start_of[slot_of[i - start]];
+        if (s != StartOfKey::Start::kUndecided) continue;
+        s = StartOfKey::Start::kAbsent;  // listed once
+        result.undecided.push_back(order[i]);
+      }
+      result.keys.clear();
+      return result;
+    }
+    for (size_t slot = 0; slot < result.keys.size(); ++slot) {
+      if (start_of[slot] == StartOfKey::Start::kHeld) {
+        rows.PushBack(slot, KeyRow{std::vector<int64_t>(width, kFromExisting), {}});
+      }
+    }
+  }
+  starts = {};
+
+  // Pass 2: the rows of each key, change by change.
+  UnchangedLookup unchanged(changes);
+  // The row the last delete removed, for the new row of a key-changing update.
   struct LastDelete {
     int64_t lsn = -1;
     int32_t seq = -1;
-    std::string key;
-    std::vector<int64_t> sources;
-    std::string existing_key;
+    size_t slot = 0;
+    std::optional<KeyRow> row;
   };
   std::optional<LastDelete> last_delete;
-  for (int64_t row : order) {
-    const std::string_view o = op->GetView(row);
-    if (o == "t") {
-      result.truncated = true;
-      result.keys.clear();
-      slot_of_key.clear();
-      initial_source = kNullValue;
-      last_delete.reset();
-      continue;
-    }
-    const bool is_delete = o == "d";
-    if (!is_delete && o != "c" && o != "u" && o != "r") {
-      return arrow::Status::Invalid("unknown cdc_op `", std::string(o),
-                                    "` at cdc_commit_lsn ", lsn->Value(row), ", cdc_seq ",
-                                    seq->Value(row));
-    }
-    ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(keys, row));
-    auto [it, inserted] = slot_of_key.emplace(key, result.keys.size());
-    if (inserted) {
-      FoldedKey fresh;
-      fresh.key = key;
-      fresh.sources.assign(width, initial_source);
-      result.keys.push_back(std::move(fresh));
-    }
-    FoldedKey& state = result.keys[it->second];
-    const bool had_row = !state.deleted;
+  std::vector<bool> keep;
+  for (size_t i = start; i < order.size(); ++i) {
+    const int64_t row = order[i];
+    const size_t slot = slot_of[i - start];
+    const char o = op->GetView(row)[0];
+    FoldedKey& state = result.keys[slot];
     state.key_row = row;
     state.commit_lsn = lsn->Value(row);
-    if (is_delete) {
-      last_delete = LastDelete{lsn->Value(row), seq->Value(row), key, state.sources,
-                               state.existing_key};
-      state.deleted = true;
+    if (o == 'd') {
+      LastDelete removed{lsn->Value(row), seq->Value(row), slot, std::nullopt};
+      if (!rows.Empty(slot)) {
+        removed.row = rows.PopFront(slot);
+        if (removed.row->existing_key.empty()) removed.row->existing_key = state.key;
+      }
+      last_delete = std::move(removed);
       continue;
     }
     ARROW_ASSIGN_OR_RAISE(std::vector<int> kept, unchanged.Of(row));
-    // The new row of a key-changing update is a `c` that lacks values: an insert
-    // always carries every value, so only that half of a `d`+`c` pair can. A `u`
-    // right after another key's delete (DELETE a; UPDATE b SET title = ...) is an
-    // update of its own row and keeps its own previous values.
-    if (o == "c" && !kept.empty() && last_delete && last_delete->key != key &&
-        last_delete->lsn == lsn->Value(row) && last_delete->seq + 1 == seq->Value(row)) {
-      // The new row of a key-changing update: its unsent values are the old key's.
-      state.sources = last_delete->sources;
-      state.existing_key = last_delete->existing_key.empty() ? last_delete->key
-                                                             : last_delete->existing_key;
-    } else if (!had_row) {
-      // The previous values: this run's state of the key, nothing after a delete.
-      std::fill(state.sources.begin(), state.sources.end(), kNullValue);
-      state.existing_key.clear();
+    // `row`'s values over `previous`: each column it sent.
+    auto over = [&](KeyRow previous) {
+      if (kept.empty()) {
+        std::fill(previous.sources.begin(), previous.sources.end(), row);
+        return previous;
+      }
+      keep.assign(width, false);
+      for (int c : kept) keep[c] = true;
+      for (size_t c = 0; c < width; ++c) {
+        if (!keep[c]) previous.sources[c] = row;
+      }
+      return previous;
+    };
+    auto nothing = [&] {
+      return KeyRow{std::vector<int64_t>(width, kNullValue), {}};
+    };
+    if (o == 'r') {
+      rows.Replace(slot, over(nothing()));
+    } else if (o == 'c') {
+      // The new row of a key-changing update is a `c` that lacks values: an insert
+      // always carries every value, so only that half of a `d`+`c` pair can. A `u`
+      // right after another key's delete (DELETE a; UPDATE b SET title = ...) is an
+      // update of its own row and keeps its own previous values.
+      const bool moved = !kept.empty() && last_delete && last_delete->slot != slot &&
+                         last_delete->lsn == lsn->Value(row) &&
+                         last_delete->seq + 1 == seq->Value(row) && last_delete->row;
+      rows.PushBack(slot, over(moved ? std::move(*last_delete->row) : nothing()));
+    } else if (rows.Empty(slot)) {
+      // An update of a row the key does not have (only when neither start fits).
+      rows.PushBack(slot, over(nothing()));
+    } else {
+      // The oldest row changes, and becomes the newest.
+      rows.Update(slot, [&](KeyRow r) { return over(std::move(r)); });
     }
-    state.deleted = false;
-    if (kept.empty()) {
-      std::fill(state.sources.begin(), state.sources.end(), row);
-      continue;
-    }
-    std::vector<bool> keep(width, false);
-    for (int c : kept) keep[c] = true;
-    for (size_t c = 0; c < width; ++c) {
-      if (!keep[c]) state.sources[c] = row;
-    }
+    last_delete.reset();
   }
+  rows.Finish();
   for (const FoldedKey& k : result.keys) {
     if (k.deleted) continue;
     if (std::find(k.sources.begin(), k.sources.end(), kFromExisting) != k.sources.end()) {

@@ -12,12 +12,26 @@
 //    of a key-changing update (the `c` right after the `d` of the old key, same
 //    transaction, consecutive cdc_seq) takes it from the old key's row: Postgres
 //    does not send an unchanged TOAST value even when the key changes.
+//
+// Keys are unique when a transaction commits, not inside it: a deferrable key, or
+// one statement that shifts or swaps keys (UPDATE t SET id = id + 1), holds two rows
+// of one key for a moment, and Bronze then reads `d1 c2 d2 c3`, where `d2` deletes
+// the row that was key 2 before the statement, not the one `c2` just made. So the
+// fold follows the rows of each key, not only its last change: a `c` adds a row, a
+// `d` removes the oldest, a `u` changes the oldest and makes it the newest (a
+// statement changes each row once), `r` leaves exactly its own. Whether a key
+// starts with Silver's row or none is what makes every transaction end with at most
+// one row per key; when both starts do (`c2 d2` within one transaction: an insert
+// and delete of a new key, or a key moved in and the old row moved out), only
+// Silver can tell, and the fold asks for it (FoldResult::undecided).
+
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <arrow/array.h>
@@ -82,6 +96,9 @@ struct FoldedKey {
 struct FoldResult {
   /// A `t` was among the changes: every row Silver held before is gone.
   bool truncated = false;
+  /// When non-empty, nothing else is set: a row of each key whose outcome depends on
+  /// whether Silver holds it before these changes. Fold again with `held`.
+  std::vector<int64_t> undecided;
   /// One entry per key touched after the last truncate, in order of first touch.
   std::vector<FoldedKey> keys;
   /// Some upserted key takes a value from the row Silver already holds.
@@ -93,10 +110,13 @@ struct FoldResult {
 
 /// Folds `changes` on the key columns `key_columns` (indexes into changes.columns).
 /// `silver_has_rows`: whether Silver may already hold rows for these keys (false for
-/// a backfill, where previous values are null). Errors on an unknown cdc_op or a
-/// row whose ordering columns are null.
+/// a backfill, where previous values are null). `held`: the encoded keys (EncodeKey)
+/// Silver holds, of those a previous call listed as undecided; keys absent from it are
+/// taken as not held. Errors on an unknown cdc_op or a row whose ordering columns are
+/// null.
 arrow::Result<FoldResult> Fold(const Changes& changes,
-                               const std::vector<int>& key_columns, bool silver_has_rows);
+                               const std::vector<int>& key_columns, bool silver_has_rows,
+                               const std::unordered_set<std::string>* held = nullptr);
 
 /// The rows Silver already holds for some keys, for values kept by cdc_unchanged:
 /// columns aligned with Changes::names, and the row of each encoded key.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <arrow/api.h>
@@ -345,6 +346,154 @@ TEST(Fold, CompositeKeysAndRejectedInput) {
   auto r = Fold(bad, {0}, true);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("unknown cdc_op `z`"), std::string::npos);
+}
+
+// Silver's rows for ids 1, 2, 3 (names "old-<id>", blobs "blob-<id>").
+ExistingRows SilverOneTwoThree() {
+  arrow::Int64Builder ids;
+  arrow::StringBuilder names, blobs;
+  EXPECT_TRUE(ids.AppendValues({1, 2, 3}).ok());
+  EXPECT_TRUE(names.AppendValues({"old-1", "old-2", "old-3"}).ok());
+  EXPECT_TRUE(blobs.AppendValues({"blob-1", "blob-2", "blob-3"}).ok());
+  ExistingRows existing;
+  existing.columns = {ids.Finish().ValueOrDie(), names.Finish().ValueOrDie(),
+                      blobs.Finish().ValueOrDie()};
+  for (int64_t i = 0; i < 3; ++i) {
+    existing.row_of_key[*EncodeKey({existing.columns[0].get()}, i)] = i;
+  }
+  return existing;
+}
+
+// The ids of the undecided keys of a first fold.
+std::vector<int64_t> UndecidedIds(const Changes& changes, const FoldResult& fold) {
+  std::vector<int64_t> out;
+  const auto& ids = static_cast<const arrow::Int64Array&>(*changes.columns[0]);
+  for (int64_t row : fold.undecided) out.push_back(ids.Value(row));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The encoded keys of `ids`, as a merge finds them in Silver.
+std::unordered_set<std::string> Held(const std::vector<int64_t>& ids) {
+  arrow::Int64Builder b;
+  EXPECT_TRUE(b.AppendValues(ids).ok());
+  auto array = b.Finish().ValueOrDie();
+  std::unordered_set<std::string> out;
+  for (int64_t i = 0; i < array->length(); ++i) out.insert(*EncodeKey({array.get()}, i));
+  return out;
+}
+
+TEST(Fold, KeysShiftedByOneStatementKeepEveryRowAndItsOwnToastValue) {
+  // UPDATE t SET id = id + 1 over ids 1, 2, 3 with a deferrable key, blob unchanged:
+  // for a moment key 2 has two rows, and d(2) removes the one that was 2 before.
+  const std::vector<Change> shift = {
+      {"d", 200, 0, 1, std::nullopt, std::nullopt},
+      {"c", 200, 1, 2, "old-1", std::nullopt, {"blob"}},
+      {"d", 200, 2, 2, std::nullopt, std::nullopt},
+      {"c", 200, 3, 3, "old-2", std::nullopt, {"blob"}},
+      {"d", 200, 4, 3, std::nullopt, std::nullopt},
+      {"c", 200, 5, 4, "old-3", std::nullopt, {"blob"}},
+  };
+  // A merge: whether keys 2 and 3 start with Silver's row only Silver can say.
+  auto c = Make(shift);
+  auto asked = Fold(c, {0}, true);
+  ASSERT_TRUE(asked.ok()) << asked.status().ToString();
+  EXPECT_EQ(UndecidedIds(c, *asked), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(asked->keys.empty());
+  auto held = Held({2, 3});
+  auto fold = Fold(c, {0}, true, &held);
+  ASSERT_TRUE(fold.ok()) << fold.status().ToString();
+  EXPECT_TRUE(fold->undecided.empty());
+  ASSERT_TRUE(fold->needs_existing);
+  ExistingRows existing = SilverOneTwoThree();
+  EXPECT_EQ(Rows(c, *fold, &existing),
+            (std::vector<std::string>{"2 old-1 blob-1 200", "3 old-2 blob-2 200",
+                                      "4 old-3 blob-3 200"}));
+  EXPECT_EQ(DeletedIds(c, *fold), (std::vector<int64_t>{1}));
+
+  // A backfill: the copy's rows say which keys exist.
+  std::vector<Change> backfill = {
+      {"r", 100, 0, 1, "old-1", "copied-1"},
+      {"r", 100, 1, 2, "old-2", "copied-2"},
+      {"r", 100, 2, 3, "old-3", "copied-3"},
+  };
+  backfill.insert(backfill.end(), shift.begin(), shift.end());
+  auto b = Make(backfill);
+  auto fold2 = MustFold(b, /*silver_has_rows=*/false);
+  EXPECT_FALSE(fold2.needs_existing);
+  EXPECT_EQ(Rows(b, fold2),
+            (std::vector<std::string>{"2 old-1 copied-1 200", "3 old-2 copied-2 200",
+                                      "4 old-3 copied-3 200"}));
+  EXPECT_EQ(DeletedIds(b, fold2), (std::vector<int64_t>{1}));
+  // The same changes in a merge after the copy: nothing left to ask.
+  auto fold3 = MustFold(b, /*silver_has_rows=*/true);
+  EXPECT_TRUE(fold3.undecided.empty());
+  EXPECT_EQ(Rows(b, fold3), Rows(b, fold2));
+}
+
+TEST(Fold, KeysSwappedByOneStatementTradeTheirToastValues) {
+  // UPDATE t SET id = 3 - id WHERE id IN (1, 2), blob unchanged: d1 c2 d2 c1.
+  auto c = Make({
+      {"d", 200, 0, 1, std::nullopt, std::nullopt},
+      {"c", 200, 1, 2, "old-1", std::nullopt, {"blob"}},
+      {"d", 200, 2, 2, std::nullopt, std::nullopt},
+      {"c", 200, 3, 1, "old-2", std::nullopt, {"blob"}},
+  });
+  // Key 1 starts held (its first change deletes it); key 2 could also be a row moved
+  // from 1 to 2 and back by two statements.
+  auto asked = MustFold(c);
+  EXPECT_EQ(UndecidedIds(c, asked), (std::vector<int64_t>{2}));
+  auto held = Held({1, 2});
+  auto fold = Fold(c, {0}, true, &held);
+  ASSERT_TRUE(fold.ok());
+  ExistingRows existing = SilverOneTwoThree();
+  EXPECT_EQ(Rows(c, *fold, &existing),
+            (std::vector<std::string>{"1 old-2 blob-2 200", "2 old-1 blob-1 200"}));
+  EXPECT_TRUE(DeletedIds(c, *fold).empty());
+  // Without key 2 in Silver: one row moved to 2 and back to 1, keeping its blob.
+  auto one = Held({1});
+  auto fold2 = Fold(c, {0}, true, &one);
+  ASSERT_TRUE(fold2.ok());
+  EXPECT_EQ(Rows(c, *fold2, &existing),
+            (std::vector<std::string>{"1 old-2 blob-1 200"}));
+  EXPECT_EQ(DeletedIds(c, *fold2), (std::vector<int64_t>{2}));
+}
+
+TEST(Fold, AKeyInsertedAndDeletedInOneTransactionAsksSilver) {
+  auto c = Make({
+      {"c", 200, 0, 5, "new", "x"},
+      {"d", 200, 1, 5, std::nullopt, std::nullopt},
+      {"u", 200, 2, 1, "one", std::nullopt, {"blob"}},
+  });
+  auto asked = Fold(c, {0}, true);
+  ASSERT_TRUE(asked.ok());
+  EXPECT_EQ(UndecidedIds(c, *asked), (std::vector<int64_t>{5}));
+  // Silver lacks it: an insert and a delete of a new key.
+  auto none = Held({});
+  auto fold = Fold(c, {0}, true, &none);
+  ASSERT_TRUE(fold.ok());
+  EXPECT_EQ(DeletedIds(c, *fold), (std::vector<int64_t>{5}));
+  ExistingRows existing = SilverOneTwoThree();
+  EXPECT_EQ(Rows(c, *fold, &existing), (std::vector<std::string>{"1 one blob-1 200"}));
+  // Silver holds it: a row moved in under the key and the old one out.
+  auto five = Held({5});
+  auto fold2 = Fold(c, {0}, true, &five);
+  ASSERT_TRUE(fold2.ok());
+  EXPECT_TRUE(DeletedIds(c, *fold2).empty());
+  EXPECT_EQ(Rows(c, *fold2, &existing),
+            (std::vector<std::string>{"1 one blob-1 200", "5 new x 200"}));
+}
+
+TEST(Fold, AKeyThatIsNotUniqueKeepsItsNewestRow) {
+  // silver.keys declared on a column that repeats: no start fits, nothing is lost.
+  auto c = Make({
+      {"c", 100, 0, 7, "first", "a"},
+      {"c", 100, 1, 7, "second", "b"},
+      {"d", 110, 0, 7, std::nullopt, std::nullopt},
+  });
+  auto fold = MustFold(c);
+  EXPECT_TRUE(fold.undecided.empty());
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"7 second b 110"}));
 }
 
 TEST(EncodeKey, DistinguishesBoundariesAndNulls) {

@@ -658,6 +658,29 @@ arrow::Result<ExistingRows> ReadExistingRows(const ice::TableMetadata& silver,
   return out;
 }
 
+// Which of the keys at `rows` of `changes` `silver` holds (encoded as EncodeKey does).
+arrow::Result<std::unordered_set<std::string>> HeldKeys(
+    const ice::TableMetadata& silver, ice::FileIO& io, const ice::Schema& schema,
+    const Changes& changes, const std::vector<int>& key_columns,
+    const std::vector<std::string>& key, const std::vector<int64_t>& rows) {
+  FoldResult asked;
+  for (int64_t row : rows) {
+    FoldedKey k;
+    k.key_row = row;
+    asked.keys.push_back(std::move(k));
+  }
+  std::vector<const ice::NestedField*> key_fields;
+  for (const auto& name : key) key_fields.push_back(schema.FindField(name));
+  std::vector<std::vector<ice::Literal>> values;
+  ARROW_ASSIGN_OR_RAISE(auto filter,
+                        KeyFilter(changes, asked, key_columns, key_fields, &values));
+  ARROW_ASSIGN_OR_RAISE(ExistingRows found,
+                        ReadExistingRows(silver, io, changes, key_columns, filter));
+  std::unordered_set<std::string> out;
+  for (auto& [encoded, row] : found.row_of_key) out.insert(encoded);
+  return out;
+}
+
 void DeleteFiles(ice::FileIO& io, const std::vector<ice::DataFile>& files) {
   for (const auto& f : files) ARROW_UNUSED(io.Delete(f.file_path));
 }
@@ -1352,6 +1375,14 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
     ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, key_columns, silver_has_rows));
+    if (!fold.undecided.empty()) {
+      // Keys whose changes fit both a start with Silver's row and one without: ask
+      // Silver which it holds, and fold again.
+      ARROW_ASSIGN_OR_RAISE(std::unordered_set<std::string> held,
+                            HeldKeys(silver->metadata(), *io, silver->schema(), changes,
+                                     key_columns, key, fold.undecided));
+      ARROW_ASSIGN_OR_RAISE(fold, Fold(changes, key_columns, silver_has_rows, &held));
+    }
     stats.changes = changes.length();
     stats.truncated = fold.truncated;
     stats.upserted = fold.upserts();
