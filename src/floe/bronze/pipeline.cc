@@ -240,8 +240,10 @@ std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
 // it for every path: in attnum order, the order pgoutput sends them in, and without
 // generated columns, which pgoutput does not send either.
 arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
-    pg::PgConnection& sql, pg::TypeResolver& types, const pg::QualifiedName& table) {
-  ARROW_ASSIGN_OR_RAISE(auto described, pg::DescribeTable(sql, table.schema, table.table));
+    pg::PgConnection& sql, pg::TypeResolver& types, const pg::QualifiedName& table,
+    const std::string& publication) {
+  ARROW_ASSIGN_OR_RAISE(auto described,
+                        pg::DescribeTable(sql, table.schema, table.table, publication));
   if (!described || described->Replicated().empty()) {
     return arrow::Status::KeyError("table ", SourceName(table),
                                    " has no columns or does not exist");
@@ -494,6 +496,9 @@ struct Backfill {
   /// The replica identity key (primary key, or the REPLICA IDENTITY USING INDEX
   /// columns), in index order: the chunk order.
   std::vector<std::string> key_columns;
+  /// The publication's row filter on the table (read at the first chunk): the chunks
+  /// select only the rows it publishes.
+  std::optional<std::string> row_filter;
   BackfillProgress progress;
   std::string committed;
   /// The chunk in flight: its window, rows (text forms of `chunk_columns`) and
@@ -1078,7 +1083,8 @@ arrow::Result<std::vector<std::string>> Pipeline::KeyColumnsOf(
   // backfill chunks by them); none for a partitioned parent or under REPLICA
   // IDENTITY NOTHING, which are copied through an exported snapshot.
   ARROW_ASSIGN_OR_RAISE(auto described,
-                        pg::DescribeTable(*sql_, table.schema, table.table));
+                        pg::DescribeTable(*sql_, table.schema, table.table,
+                                          config_.source.publication));
   if (!described || described->relkind != 'r' || described->replica_identity == 'n') {
     return std::vector<std::string>{};
   }
@@ -1099,7 +1105,8 @@ arrow::Status Pipeline::CopyLater(BronzeTable* table) {
   }
   if (!table->conformer) {
     ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source));
+                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                                   config_.source.publication));
     ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
   }
   BackfillProgress progress;
@@ -1157,7 +1164,8 @@ arrow::Status Pipeline::StartBackfill(BronzeTable* table,
                                       BackfillProgress progress, std::string committed) {
   if (!table->conformer) {
     ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source));
+                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                                   config_.source.publication));
     ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
   }
   auto backfill = std::make_unique<Backfill>();
@@ -1196,7 +1204,19 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   ARROW_ASSIGN_OR_RAISE(std::string schema_q, sql.QuoteIdentifier(table->source.schema));
   ARROW_ASSIGN_OR_RAISE(std::string table_q, sql.QuoteIdentifier(table->source.table));
   select += " FROM " + schema_q + "." + table_q;
+  if (!backfill->row_filter) {
+    ARROW_ASSIGN_OR_RAISE(auto described,
+                          pg::DescribeTable(*sql_, table->source.schema,
+                                            table->source.table, config_.source.publication));
+    backfill->row_filter = described ? described->row_filter : "";
+  }
+  // The publication's row filter, as the catalog prints it; the key conditions are
+  // ANDed on below.
+  const std::string filter =
+      backfill->row_filter->empty() ? "" : "(" + *backfill->row_filter + ")";
+  if (!filter.empty()) select += " WHERE " + filter;
   const std::string select_from = select;
+  const std::string where_or_and = filter.empty() ? " WHERE " : " AND ";
   std::string key_list;
   for (size_t k = 0; k < backfill->key_columns.size(); ++k) {
     ARROW_ASSIGN_OR_RAISE(std::string q, sql.QuoteIdentifier(backfill->key_columns[k]));
@@ -1215,7 +1235,7 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
       placeholders += (k == 0 ? "$" : ", $") + std::to_string(k + 1);
       params.push_back(after[k]);
     }
-    select += " WHERE (" + key_list + ") > (" + placeholders + ")";
+    select += where_or_and + "(" + key_list + ") > (" + placeholders + ")";
   }
   const int64_t limit = config_.source.backfill_chunk_rows;
   select += " ORDER BY " + key_list + " LIMIT " + std::to_string(limit);
@@ -1225,7 +1245,7 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   std::string reselect;
   std::vector<std::optional<std::string>> reselect_params;
   if (retried > 0) {
-    reselect = select_from + " WHERE (" + key_list + ") IN (";
+    reselect = select_from + where_or_and + "(" + key_list + ") IN (";
     for (size_t i = 0; i < retried; ++i) {
       if (retry[i].size() != backfill->key_columns.size()) {
         return arrow::Status::Invalid(table_name, ": a retried key has ", retry[i].size(),
@@ -1819,7 +1839,8 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;
   for (BronzeTable* table : tables) {
     ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source));
+                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                                   config_.source.publication));
     ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
     table->appender->Abandon();
     table->buffered.Clear();
@@ -1831,6 +1852,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
 
   pg::SnapshotOptions snap_options;
   snap_options.workers = options_.snapshot_workers;
+  snap_options.publication = config_.source.publication;
   snap_options.output = pg::SnapshotOutput::kArrow;
   // A bar redrawn on a terminal; otherwise log lines (JSON with --json-logs), not
   // bare lines in between the log's.
@@ -2158,7 +2180,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   const std::string& conninfo = config_.source.conninfo;
   ARROW_ASSIGN_OR_RAISE(sql_, pg::PgConnection::Connect(conninfo));
   types_ = std::make_unique<pg::PgTypeResolver>(sql_.get());
-  pg::PgAttributeLookup attributes(sql_.get());
+  pg::PgAttributeLookup attributes(sql_.get(), config_.source.publication);
   ARROW_ASSIGN_OR_RAISE(repl_, pg::ReplicationConnection::Connect(conninfo));
   ARROW_ASSIGN_OR_RAISE(pg::SystemIdentity who, repl_->IdentifySystem());
 

@@ -315,8 +315,8 @@ arrow::Result<std::vector<std::string>> DifferingColumns(
   return out;
 }
 
-SourceReader PostgresSourceReader(std::string conninfo) {
-  return [conninfo = std::move(conninfo)](
+SourceReader PostgresSourceReader(std::string conninfo, std::string publication) {
+  return [conninfo = std::move(conninfo), publication = std::move(publication)](
              const config::QualifiedName& table) -> arrow::Result<SourceRows> {
     ARROW_ASSIGN_OR_RAISE(auto conn, pg::PgConnection::Connect(conninfo));
     ARROW_RETURN_NOT_OK(
@@ -329,7 +329,8 @@ SourceReader PostgresSourceReader(std::string conninfo) {
     // The columns floe replicates, as every path describes them (no generated
     // columns: Silver has none).
     ARROW_ASSIGN_OR_RAISE(auto described,
-                          pg::DescribeTable(*conn, table.schema, table.table));
+                          pg::DescribeTable(*conn, table.schema, table.table,
+                                            publication));
     if (!described || described->Replicated().empty()) {
       return arrow::Status::KeyError("source table ", table.ToString(),
                                      " does not exist (or has no columns)");
@@ -345,7 +346,11 @@ SourceReader PostgresSourceReader(std::string conninfo) {
       select += (select.empty() ? "" : ", ") + q;
     }
     ARROW_ASSIGN_OR_RAISE(
-        auto rows, conn->Query("SELECT " + select + " FROM " + schema_q + "." + table_q));
+        auto rows,
+        conn->Query("SELECT " + select + " FROM " + schema_q + "." + table_q +
+                    (described->row_filter.empty()
+                         ? ""
+                         : " WHERE (" + described->row_filter + ")")));
     ARROW_RETURN_NOT_OK(conn->Query("COMMIT").status());
     arrow::FieldVector fields;
     arrow::ArrayVector arrays;
@@ -646,7 +651,8 @@ arrow::Result<std::vector<TableVerification>> VerifySilver(
       if (source) tables.insert(*source);
     }
   }
-  const SourceReader reader = PostgresSourceReader(config.source.conninfo);
+  const SourceReader reader =
+      PostgresSourceReader(config.source.conninfo, config.source.publication);
   std::vector<TableVerification> out;
   for (const auto& table : tables) {
     const TableNames names = NamesOf(config, table);

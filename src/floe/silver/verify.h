@@ -101,8 +101,10 @@ struct SourceRows {
 using SourceReader =
     std::function<arrow::Result<SourceRows>(const config::QualifiedName& table)>;
 
-/// Reads source tables over `conninfo` (a connection per call).
-SourceReader PostgresSourceReader(std::string conninfo);
+/// Reads source tables over `conninfo` (a connection per call): what `publication`
+/// publishes of them (its column list and row filter; every row and column when
+/// empty).
+SourceReader PostgresSourceReader(std::string conninfo, std::string publication = "");
 
 enum class SourceCheck {
   /// No source reader, or the table was not compared (see source_note).

@@ -166,11 +166,12 @@ RelationDiff Diff(const RelationInfo& before, const RelationInfo& after) {
 }
 
 arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(Oid relation_id) {
-  ARROW_ASSIGN_OR_RAISE(auto described, DescribeTable(*conn_, relation_id));
+  ARROW_ASSIGN_OR_RAISE(auto described, DescribeTable(*conn_, relation_id, publication_));
   std::vector<AttributeInfo> out;
   if (!described) return out;
   out.reserve(described->columns.size());
   for (const DescribedColumn& c : described->columns) {
+    if (!c.published) continue;
     AttributeInfo a;
     a.attnum = c.attnum;
     a.name = c.name;

@@ -149,11 +149,15 @@ class AttributeLookup {
 /// AttributeLookup over a plain SQL connection (which must outlive it).
 class PgAttributeLookup : public AttributeLookup {
  public:
-  explicit PgAttributeLookup(PgConnection* conn) : conn_(conn) {}
+  /// With a `publication`, the columns outside its column list for the table are
+  /// left out (pgoutput does not send them).
+  explicit PgAttributeLookup(PgConnection* conn, std::string publication = "")
+      : conn_(conn), publication_(std::move(publication)) {}
   arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id) override;
 
  private:
   PgConnection* conn_;
+  std::string publication_;
 };
 
 /// What Apply did with a Relation message.

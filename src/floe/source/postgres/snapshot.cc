@@ -542,9 +542,10 @@ arrow::Result<TableLayout> SnapshotReader::DescribeTable(PgConnection& conn,
 
   // The replicated columns, as every path describes them (generated columns are
   // left out: pgoutput does not send them either, PG <= 17).
-  ARROW_ASSIGN_OR_RAISE(auto described,
-                        ::floe::postgres::DescribeTable(conn, t.schema, t.name));
+  ARROW_ASSIGN_OR_RAISE(auto described, ::floe::postgres::DescribeTable(
+                                            conn, t.schema, t.name, options_.publication));
   if (described) {
+    layout.row_filter = described->row_filter;
     for (const DescribedColumn& c : described->Replicated()) {
       layout.columns.push_back(c.name);
       layout.type_oids.push_back(c.type_oid);
@@ -614,7 +615,12 @@ arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layou
   if (chunk.kind == ChunkKind::kKeyRange) {
     ARROW_ASSIGN_OR_RAISE(qkey, conn.QuoteIdentifier(*layout.integer_key));
   }
-  const std::string predicate = ChunkPredicate(chunk, qkey);
+  std::string predicate = ChunkPredicate(chunk, qkey);
+  if (!layout.row_filter.empty()) {
+    // The publication's row filter, as the catalog prints it (parenthesised).
+    predicate = (predicate.empty() ? "WHERE " : predicate + " AND ") + "(" +
+                layout.row_filter + ")";
+  }
   if (!predicate.empty()) sql += " " + predicate;
   sql += binary ? ") TO STDOUT (FORMAT binary)" : ") TO STDOUT";
 

@@ -205,6 +205,9 @@ struct TableLayout {
   std::vector<int32_t> typmods;
   /// Per column: its type's output function, quoted and schema-qualified.
   std::vector<std::string> output_functions;
+  /// The publication's row filter on the table (TableDescription::row_filter):
+  /// ANDed into every chunk's predicate. Empty: none.
+  std::string row_filter;
 };
 
 enum class ChunkKind {
@@ -315,6 +318,10 @@ struct SnapshotSource {
 
 struct SnapshotOptions {
   int workers = 4;
+  /// The publication whose column list and row filter the copy follows (a copy
+  /// reads what the stream would send: the listed columns, the rows the filter
+  /// publishes). Empty: every column and row.
+  std::string publication;
   /// Text values (what floe run consumes today) or Arrow arrays.
   SnapshotOutput output = SnapshotOutput::kText;
   /// kArrow only: which COPY format to read (binary unless measured otherwise; see

@@ -47,8 +47,21 @@ char FirstChar(const std::optional<std::string>& text, char otherwise) {
   return text && !text->empty() ? (*text)[0] : otherwise;
 }
 
+// The column list and row filter of the relation `oid` in a publication (PostgreSQL
+// 15+): no row when the table is not in it (for a partition published through its
+// root, the root is), else one per published column (attnames holds every published
+// column when there is no list), the filter repeated on each.
+constexpr char kPublished[] =
+    "SELECT unnest(pt.attnames)::text, pt.rowfilter "
+    "FROM pg_catalog.pg_publication_tables pt "
+    "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
+    "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename "
+    "WHERE pt.pubname = $1 AND c.oid = $2::oid";
+
 arrow::Result<std::optional<TableDescription>> Describe(
-    PgConnection& conn, const std::string& where, const std::vector<std::optional<std::string>>& params) {
+    PgConnection& conn, const std::string& where,
+    const std::vector<std::optional<std::string>>& params,
+    const std::string& publication) {
   ARROW_ASSIGN_OR_RAISE(auto rows, conn.Query(std::string(kDescribe) + where +
                                                   " ORDER BY a.attnum",
                                               params));
@@ -70,6 +83,17 @@ arrow::Result<std::optional<TableDescription>> Describe(
     c.output_function = row[10].value_or("");
     c.defaulted = row[11].value_or("false") == "true";
     d.columns.push_back(std::move(c));
+  }
+  if (!publication.empty()) {
+    ARROW_ASSIGN_OR_RAISE(auto published,
+                          conn.Query(kPublished, {publication, std::to_string(d.oid)}));
+    if (!published.empty()) {
+      d.row_filter = published[0][1].value_or("");
+      for (DescribedColumn& c : d.columns) {
+        c.published = std::any_of(published.begin(), published.end(),
+                                  [&](const PgRow& r) { return r[0] == c.name; });
+      }
+    }
   }
   return d;
 }
@@ -102,7 +126,7 @@ std::vector<const DescribedColumn*> KeyColumns(const TableDescription& d) {
 std::vector<DescribedColumn> TableDescription::Replicated() const {
   std::vector<DescribedColumn> out;
   for (const auto& c : columns) {
-    if (!c.generated) out.push_back(c);
+    if (!c.generated && c.published) out.push_back(c);
   }
   return out;
 }
@@ -142,20 +166,20 @@ std::vector<std::string> TableDescription::IdentityColumns() const {
   return out;
 }
 
-arrow::Result<std::optional<TableDescription>> DescribeTable(PgConnection& conn,
-                                                             Oid oid) {
-  return Describe(conn, "$1::oid", {std::to_string(oid)});
+arrow::Result<std::optional<TableDescription>> DescribeTable(
+    PgConnection& conn, Oid oid, const std::string& publication) {
+  return Describe(conn, "$1::oid", {std::to_string(oid)}, publication);
 }
 
-arrow::Result<std::optional<TableDescription>> DescribeTable(PgConnection& conn,
-                                                             const std::string& schema,
-                                                             const std::string& table) {
+arrow::Result<std::optional<TableDescription>> DescribeTable(
+    PgConnection& conn, const std::string& schema, const std::string& table,
+    const std::string& publication) {
   // The names as they are: the catalog compares them, nothing is parsed.
   return Describe(conn,
                   "(SELECT c2.oid FROM pg_catalog.pg_class c2 JOIN "
                   "pg_catalog.pg_namespace n2 ON n2.oid = c2.relnamespace "
                   "WHERE n2.nspname = $1 AND c2.relname = $2)",
-                  {schema, table});
+                  {schema, table}, publication);
 }
 
 }  // namespace floe::postgres

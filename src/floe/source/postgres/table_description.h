@@ -38,6 +38,9 @@ struct DescribedColumn {
   bool defaulted = false;
   /// The type's output function, schema-qualified and quoted (for text COPY).
   std::string output_function;
+  /// In the publication's column list (every column is when it has none, or when
+  /// the table was described without a publication).
+  bool published = true;
 };
 
 struct TableDescription {
@@ -46,12 +49,17 @@ struct TableDescription {
   char relkind = 'r';
   /// pg_class.relreplident: 'd' default, 'n' nothing, 'f' full, 'i' index.
   char replica_identity = 'd';
-  /// Every live column, generated ones included, in attnum order.
+  /// Every live column, generated and unpublished ones included, in attnum order.
   std::vector<DescribedColumn> columns;
+  /// The publication's row filter on the table (`CREATE PUBLICATION ... FOR TABLE t
+  /// WHERE (...)`), as PostgreSQL prints it (pg_publication_tables.rowfilter): SQL
+  /// of the catalog's own making, to AND into a copy's WHERE. Empty when none.
+  std::string row_filter;
 
   /// The columns a change of this table carries, in attnum order: pgoutput before
-  /// PostgreSQL 18 never sends generated columns, so the copy, the backfill and
-  /// verify leave them out too (docs/schema-evolution.md, "Generated columns").
+  /// PostgreSQL 18 never sends generated columns, nor a column outside the
+  /// publication's column list, so the copy, the backfill and verify leave them out
+  /// too (docs/schema-evolution.md, "Generated columns").
   std::vector<DescribedColumn> Replicated() const;
   /// Names of the generated columns left out of Replicated().
   std::vector<std::string> GeneratedColumns() const;
@@ -68,13 +76,15 @@ struct TableDescription {
   std::vector<std::string> IdentityColumns() const;
 };
 
-/// Describes the relation `oid`; nullopt when it does not exist (any more).
-arrow::Result<std::optional<TableDescription>> DescribeTable(PgConnection& conn,
-                                                             Oid oid);
+/// Describes the relation `oid`; nullopt when it does not exist (any more). With a
+/// `publication`, the table's column list and row filter in it are read too
+/// (DescribedColumn::published, row_filter); a table not in it has neither.
+arrow::Result<std::optional<TableDescription>> DescribeTable(
+    PgConnection& conn, Oid oid, const std::string& publication = "");
 /// Describes `schema`.`table` (names as they are, unquoted); nullopt when there is
 /// no such relation.
-arrow::Result<std::optional<TableDescription>> DescribeTable(PgConnection& conn,
-                                                             const std::string& schema,
-                                                             const std::string& table);
+arrow::Result<std::optional<TableDescription>> DescribeTable(
+    PgConnection& conn, const std::string& schema, const std::string& table,
+    const std::string& publication = "");
 
 }  // namespace floe::postgres
