@@ -444,7 +444,12 @@ std::string ColumnMap::ToJson() const {
                   {"type-oid", b.type_oid},
                   {"typmod", b.type_modifier}};
     if (!b.retired_field_ids.empty()) entry["retired-field-ids"] = b.retired_field_ids;
-    if (!b.former_names.empty()) entry["former-names"] = b.former_names;
+    if (!b.former_names.empty()) {
+      entry["former-names"] = b.former_names;
+      json through = json::array();
+      for (const ChangePosition& p : b.former_through) through.push_back({p.first, p.second});
+      entry["former-through"] = std::move(through);
+    }
     out.push_back(std::move(entry));
   }
   // Postgres sends names in UTF-8 (client_encoding is pinned); replace rather than
@@ -535,6 +540,22 @@ arrow::Result<ColumnMap> ColumnMap::FromJson(std::string_view text) {
         b.former_names.push_back(n.get<std::string>());
       }
     }
+    if (auto r = e.find("former-through"); r != e.end()) {
+      if (!r->is_array() || r->size() != b.former_names.size()) {
+        return BadEntry(i, "\"former-through\" is not an array as long as "
+                           "\"former-names\"");
+      }
+      for (const json& p : *r) {
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() ||
+            !p[1].is_number_integer() || p[1].get<int64_t>() < INT32_MIN ||
+            p[1].get<int64_t>() > kInt32Max) {
+          return BadEntry(i, "\"former-through\" holds a non-position: " + p.dump());
+        }
+        b.former_through.emplace_back(p[0].get<int64_t>(), p[1].get<int32_t>());
+      }
+    } else {
+      b.former_through.assign(b.former_names.size(), ChangePosition{0, 0});
+    }
     map.columns.push_back(std::move(b));
   }
   ARROW_RETURN_NOT_OK(CheckColumnMap(map));
@@ -613,7 +634,8 @@ struct Decision {
 
 arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_column_id,
                                            const ColumnMap& bound,
-                                           const std::vector<SourceColumn>& source) {
+                                           const std::vector<SourceColumn>& source,
+                                           ChangePosition written_through) {
   ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
   ARROW_RETURN_NOT_OK(CheckColumnMap(bound));
   // EvolutionPlan holds a Schema, which has no empty state: built at the end.
@@ -835,22 +857,34 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
     int16_t attnum = d.source->attnum;
     if (attnum == 0 && d.old != nullptr) attnum = d.old->attnum;
     std::vector<std::string> former;
+    std::vector<ChangePosition> through;
     if (d.old != nullptr) {
       former = d.old->former_names;
+      through = d.old->former_through;
+      through.resize(former.size(), ChangePosition{0, 0});
+      auto forget = [&](const std::string& name) {
+        for (size_t k = former.size(); k-- > 0;) {
+          if (former[k] != name) continue;
+          former.erase(former.begin() + static_cast<std::ptrdiff_t>(k));
+          through.erase(through.begin() + static_cast<std::ptrdiff_t>(k));
+        }
+      };
       if (d.old->name != d.source->name) {
-        std::erase(former, d.old->name);
+        forget(d.old->name);
         former.push_back(d.old->name);
+        through.push_back(written_through);
       }
-      std::erase(former, d.source->name);
+      forget(d.source->name);
       if (former.size() > kMaxFormerNames) {
-        former.erase(former.begin(),
-                     former.begin() + static_cast<std::ptrdiff_t>(former.size() -
-                                                                  kMaxFormerNames));
+        const auto extra = static_cast<std::ptrdiff_t>(former.size() - kMaxFormerNames);
+        former.erase(former.begin(), former.begin() + extra);
+        through.erase(through.begin(), through.begin() + extra);
       }
     }
     columns.columns.push_back(ColumnBinding{attnum, d.source->name, d.field_id,
                                             d.source->type_oid, d.source->type_modifier,
-                                            std::move(d.retired), std::move(former)});
+                                            std::move(d.retired), std::move(former),
+                                            std::move(through)});
   }
   const bool changed = !s.SameSchema(current);
   return EvolutionPlan{changed, std::move(s), last, std::move(columns),

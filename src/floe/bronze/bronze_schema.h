@@ -35,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <arrow/record_batch.h>
@@ -97,6 +98,9 @@ struct SourceColumn {
 arrow::Result<iceberg::TypePtr> IcebergTypeFor(const postgres::ColumnMapping& mapping);
 
 /// Binding of one live source column to the Iceberg field that receives it.
+/// A Bronze row's place in the table's order: (cdc_commit_lsn, cdc_seq).
+using ChangePosition = std::pair<int64_t, int32_t>;
+
 struct ColumnBinding {
   int16_t attnum = 0;
   /// The source column's current name.
@@ -112,6 +116,10 @@ struct ColumnBinding {
   /// Names the column had before (oldest first, at most kMaxFormerNames): the
   /// cdc_unchanged lists of rows written before a rename name it by them.
   std::vector<std::string> former_names;
+  /// Per former name: the (cdc_commit_lsn, cdc_seq) of the table's last row written
+  /// while the column had it, so that a name a new column took since reads right in
+  /// older rows ({0, 0}: not known, for maps written before floe kept it).
+  std::vector<ChangePosition> former_through;
   bool operator==(const ColumnBinding&) const = default;
 };
 
@@ -122,7 +130,8 @@ struct ColumnMap {
   std::vector<ColumnBinding> columns;
 
   /// JSON array of {"attnum", "name", "field-id", "type-oid", "typmod"} plus
-  /// "retired-field-ids" and "former-names" when the column has any. FromJson ignores unknown members
+  /// "retired-field-ids", "former-names" and "former-through" (an [lsn, seq] pair
+  /// per former name) when the column has any. FromJson ignores unknown members
   /// and reports the first malformed entry.
   std::string ToJson() const;
   static arrow::Result<ColumnMap> FromJson(std::string_view json);
@@ -168,9 +177,12 @@ struct EvolutionPlan {
 /// moved last, and added if an older table lacks one). The schema id is kept (the
 /// table metadata assigns the new one). Errors only on inconsistent input
 /// (duplicate columns, a map binding one field twice, a type with no Iceberg type).
+/// `written_through`: the position of the table's last row written with the
+/// bound names (ColumnBinding::former_through of a column renamed now).
 arrow::Result<EvolutionPlan> PlanEvolution(const iceberg::Schema& current,
                                            int32_t last_column_id, const ColumnMap& bound,
-                                           const std::vector<SourceColumn>& source);
+                                           const std::vector<SourceColumn>& source,
+                                           ChangePosition written_through = {0, 0});
 
 /// Turns change-stream batches (the source columns in `source` order, then the
 /// change stream's CDC columns: cdc_op, cdc_ts, cdc_source_lsn, cdc_source_tx_id,

@@ -120,10 +120,11 @@ arrow::Result<Table> Create(const std::vector<SourceColumn>& source) {
 
 // Plans and "commits" the evolution.
 arrow::Result<EvolutionPlan> Evolve(Table* table,
-                                    const std::vector<SourceColumn>& source) {
-  ARROW_ASSIGN_OR_RAISE(
-      EvolutionPlan plan,
-      PlanEvolution(table->schema, table->last_column_id, table->columns, source));
+                                    const std::vector<SourceColumn>& source,
+                                    ChangePosition written_through = {0, 0}) {
+  ARROW_ASSIGN_OR_RAISE(EvolutionPlan plan,
+                        PlanEvolution(table->schema, table->last_column_id,
+                                      table->columns, source, written_through));
   table->schema = plan.schema;
   table->last_column_id = plan.last_column_id;
   table->columns = plan.columns;
@@ -338,6 +339,28 @@ TEST(ColumnMap, JsonRoundTrip) {
 
   ASSERT_OK_AND_ASSIGN(ColumnMap empty, ColumnMap::FromJson(ColumnMap{}.ToJson()));
   EXPECT_TRUE(empty.columns.empty());
+
+  // Former names with the last position written under each.
+  ColumnMap renamed;
+  renamed.columns.push_back(
+      {2, "c", 4, 25, -1, {}, {"a", "b"}, {{0, 0}, {9000000000, 7}}});
+  const std::string renamed_text = renamed.ToJson();
+  EXPECT_NE(renamed_text.find("\"former-through\":[[0,0],[9000000000,7]]"),
+            std::string::npos)
+      << renamed_text;
+  ASSERT_OK_AND_ASSIGN(ColumnMap renamed_back, ColumnMap::FromJson(renamed_text));
+  EXPECT_EQ(renamed_back, renamed);
+  // A map written before the positions were kept: not known.
+  ASSERT_OK_AND_ASSIGN(
+      ColumnMap legacy,
+      ColumnMap::FromJson(R"([{"attnum":2,"name":"c","field-id":4,"type-oid":25,)"
+                          R"("typmod":-1,"former-names":["a","b"]}])"));
+  EXPECT_EQ(legacy.columns[0].former_through,
+            (std::vector<ChangePosition>{{0, 0}, {0, 0}}));
+  EXPECT_FALSE(ColumnMap::FromJson(
+                   R"([{"attnum":2,"name":"c","field-id":4,"type-oid":25,)"
+                   R"("typmod":-1,"former-names":["a"],"former-through":[[1]]}])")
+                   .ok());
 }
 
 TEST(ColumnMap, UnknownMembersAreIgnored) {
@@ -441,6 +464,34 @@ TEST(PlanEvolution, ARenameKeepsTheFieldId) {
   EXPECT_EQ(Binding(t.columns, "name"), nullptr);
 }
 
+// A rename records the last position written under the old name; renamed back, the
+// name is no former one any more.
+TEST(PlanEvolution, ARenameRecordsTheLastPositionWrittenUnderTheOldName) {
+  ASSERT_OK_AND_ASSIGN(Table t, Create({Col("id", 1, "int8"), Col("body", 2, "text")}));
+  ASSERT_OK_AND_ASSIGN(EvolutionPlan renamed,
+                       Evolve(&t, {Col("id", 1, "int8"), Col("content", 2, "text")},
+                              {500, 3}));
+  ASSERT_OK_AND_ASSIGN(
+      EvolutionPlan added,
+      Evolve(&t, {Col("id", 1, "int8"), Col("content", 2, "text"), Col("body", 3, "text")},
+             {600, 0}));
+  ASSERT_NE(Binding(t.columns, "content"), nullptr);
+  EXPECT_EQ(Binding(t.columns, "content")->former_names,
+            std::vector<std::string>{"body"});
+  EXPECT_EQ(Binding(t.columns, "content")->former_through,
+            (std::vector<ChangePosition>{{500, 3}}));
+  ASSERT_NE(Binding(t.columns, "body"), nullptr);
+  EXPECT_TRUE(Binding(t.columns, "body")->former_names.empty());
+  ASSERT_OK_AND_ASSIGN(
+      EvolutionPlan moved,
+      Evolve(&t, {Col("id", 1, "int8"), Col("text", 2, "text"), Col("body", 3, "text")},
+             {700, 1}));
+  EXPECT_EQ(Binding(t.columns, "text")->former_names,
+            (std::vector<std::string>{"body", "content"}));
+  EXPECT_EQ(Binding(t.columns, "text")->former_through,
+            (std::vector<ChangePosition>{{500, 3}, {700, 1}}));
+}
+
 // A rename keeps the old name; a shape from before the rename whose attnums are
 // unknown (the catalog moved on: a restart replaying changes Bronze does not hold
 // yet) finds the column by it instead of taking it for a new one.
@@ -451,6 +502,8 @@ TEST(PlanEvolution, AShapeFromBeforeARenameFindsTheColumnByItsFormerName) {
                        Evolve(&t, {Col("id2", 1, "int8"), Col("v", 2, "text")}));
   ASSERT_NE(Binding(t.columns, "id2"), nullptr);
   EXPECT_EQ(Binding(t.columns, "id2")->former_names, std::vector<std::string>{"id"});
+  EXPECT_EQ(Binding(t.columns, "id2")->former_through,
+            (std::vector<ChangePosition>{{0, 0}}));
   ASSERT_OK_AND_ASSIGN(EvolutionPlan replayed,
                        Evolve(&t, {Col("id", 0, "int8"), Col("v", 0, "text")}));
   EXPECT_EQ(Field(t.schema, "id").id, id);  // the same field, no new one

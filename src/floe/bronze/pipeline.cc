@@ -457,6 +457,9 @@ struct BronzeTable {
   pg::QualifiedName source;
   ice::TableIdentifier id;
   std::unique_ptr<TableAppender> appender;  // null until the table exists
+  /// The position of the last streamed row handed to the appender in this run
+  /// ({0, -1}: none yet): the rows through it were written with the bound names.
+  ChangePosition last_row{0, -1};
   std::vector<SourceColumn> columns;
   ColumnMap bindings;
   std::optional<BatchConformer> conformer;
@@ -618,7 +621,10 @@ class Pipeline : public pg::ChangeSink {
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns);
   /// The table's current relfilenode as text; empty when it has none (partitioned)
   /// or no longer exists.
-  arrow::Result<std::string> RelFilenodeOf(const pg::QualifiedName& table);
+  /// pg_relation_filenode of `table` (empty when none), and the xmin of its
+  /// pg_class row (the last transaction that changed it) when `xmin` is given.
+  arrow::Result<std::string> RelFilenodeOf(const pg::QualifiedName& table,
+                                           std::string* xmin = nullptr);
   /// True when Bronze already holds `table`'s changes of the transaction committed
   /// at `commit_lsn`: the stream replays them after a restart.
   static bool Replaying(const BronzeTable* table, Lsn commit_lsn) {
@@ -938,9 +944,16 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
       ARROW_RETURN_NOT_OK(record(kPrimaryKeyProperty, key_json, reason));
     }
   }
+  // Every row Bronze holds or was handed so far carries the bound names.
+  ChangePosition written_through = table->last_row;
+  if (written_through.second < 0) {
+    const int64_t committed = table->appender->committed_lsn().value();
+    written_through =
+        committed > 0 ? ChangePosition{committed, INT32_MAX} : ChangePosition{0, 0};
+  }
   ARROW_ASSIGN_OR_RAISE(EvolutionPlan plan,
                         PlanEvolution(t.schema(), t.metadata().last_column_id,
-                                      table->bindings, columns));
+                                      table->bindings, columns, written_through));
   if (plan.schema_changed || !(plan.columns == table->bindings)) {
     ARROW_RETURN_NOT_OK(table->appender->CloseFiles());
     const std::string json = plan.columns.ToJson();
@@ -988,14 +1001,16 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   return arrow::Status::OK();
 }
 
-arrow::Result<std::string> Pipeline::RelFilenodeOf(const pg::QualifiedName& table) {
+arrow::Result<std::string> Pipeline::RelFilenodeOf(const pg::QualifiedName& table,
+                                                   std::string* xmin) {
   ARROW_ASSIGN_OR_RAISE(
       auto rows,
-      sql_->Query("SELECT pg_catalog.pg_relation_filenode(c.oid)::text FROM "
-                  "pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = "
+      sql_->Query("SELECT pg_catalog.pg_relation_filenode(c.oid)::text, c.xmin::text "
+                  "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = "
                   "c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
                   {table.schema, table.table}));
-  if (rows.empty() || rows[0].empty() || !rows[0][0]) return std::string();
+  if (rows.empty() || rows[0].size() < 2 || !rows[0][0]) return std::string();
+  if (xmin != nullptr) *xmin = rows[0][1].value_or("");
   return *rows[0][0];
 }
 
@@ -1542,11 +1557,34 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
   }
   if (tx.commit_lsn <= table->appender->committed_lsn()) return arrow::Status::OK();
   CountEvents(table, *changes.batch);
+  if (const int64_t n = changes.batch->num_rows(); n > 0) {
+    // cdc_seq is the sixth CDC column.
+    const int column = changes.batch->num_columns() - pg::kCdcColumnCount + 5;
+    const auto* seq = column >= 0 ? dynamic_cast<const arrow::Int32Array*>(
+                                        changes.batch->column(column).get())
+                                  : nullptr;
+    if (seq != nullptr) table->last_row = {tx.commit_lsn.value(), seq->Value(n - 1)};
+  }
   if (table->truncated) {
     // TRUNCATE gave the table a new relfilenode: not a rewrite that added values.
-    // Recorded at once, so a restart does not take it for one.
+    // Recorded at once, so a restart does not take it for one. But the catalog is
+    // read now, not as of the truncate: the relfilenode is the truncate's only when
+    // no later transaction changed the table's pg_class row (its xmin is this one),
+    // and a rewrite later in this transaction added no value the stream lacks only
+    // when no row followed the truncate. Otherwise the baseline stays, and a column
+    // added since counts as added by a rewrite (the table is copied again).
     table->truncated = false;
-    ARROW_ASSIGN_OR_RAISE(table->filenode_after_truncate, RelFilenodeOf(table->source));
+    std::string xmin;
+    ARROW_ASSIGN_OR_RAISE(table->filenode_after_truncate,
+                          RelFilenodeOf(table->source, &xmin));
+    const auto& ops = *changes.batch->column(changes.batch->num_columns() -
+                                             pg::kCdcColumnCount);
+    const bool truncate_last =
+        ops.type_id() == arrow::Type::STRING &&
+        static_cast<const arrow::StringArray&>(ops).GetView(ops.length() - 1) == "t";
+    if (xmin != std::to_string(tx.xid) || !truncate_last) {
+      table->filenode_after_truncate.clear();
+    }
     if (!table->filenode_after_truncate.empty()) {
       ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
           [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {

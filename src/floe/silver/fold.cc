@@ -34,19 +34,32 @@ arrow::Result<std::shared_ptr<arrow::Array>> Joined(const arrow::ChunkedArray& c
 // Per change: the row column indexes listed in its cdc_unchanged.
 class UnchangedLookup {
  public:
+  using Position = std::pair<int64_t, int32_t>;
+
   UnchangedLookup(const Changes& changes) : changes_(changes) {
     for (size_t i = 0; i < changes.names.size(); ++i) {
       index_[changes.names[i]] = static_cast<int>(i);
     }
-    // A column renamed since an older change named it (emplace: a current name wins).
+    // A column renamed since an older change named it (emplace: a current name wins
+    // unless the change is known to be older than the rename).
     for (size_t i = 0; i < changes.former_names.size(); ++i) {
-      for (const auto& name : changes.former_names[i]) {
-        index_.emplace(name, static_cast<int>(i));
+      const auto& names = changes.former_names[i];
+      for (size_t k = 0; k < names.size(); ++k) {
+        const Position through = i < changes.former_through.size() &&
+                                         k < changes.former_through[i].size()
+                                     ? changes.former_through[i][k]
+                                     : Position{0, 0};
+        if (through != Position{0, 0}) {
+          renamed_[names[k]].push_back({through, static_cast<int>(i)});
+        } else {
+          index_.emplace(names[k], static_cast<int>(i));
+        }
       }
     }
+    for (auto& [name, columns] : renamed_) std::sort(columns.begin(), columns.end());
   }
 
-  arrow::Result<std::vector<int>> Of(int64_t row) const {
+  arrow::Result<std::vector<int>> Of(int64_t row, Position at) const {
     std::vector<int> out;
     const auto* list = dynamic_cast<const arrow::ListArray*>(changes_.unchanged.get());
     if (changes_.unchanged == nullptr ||
@@ -65,8 +78,21 @@ class UnchangedLookup {
     }
     for (int64_t i = list->value_offset(row); i < list->value_offset(row + 1); ++i) {
       if (values->IsNull(i)) continue;
+      const std::string name(values->GetView(i));
+      // The column that had the name when the change was written: the first one
+      // renamed away from it at or after the change, else the one holding it now.
+      if (!renamed_.empty()) {
+        if (auto r = renamed_.find(name); r != renamed_.end()) {
+          auto first = std::lower_bound(r->second.begin(), r->second.end(),
+                                        std::pair<Position, int>{at, -1});
+          if (first != r->second.end()) {
+            out.push_back(first->second);
+            continue;
+          }
+        }
+      }
       // A name neither current nor former (a column dropped since): nothing to keep.
-      auto it = index_.find(std::string(values->GetView(i)));
+      auto it = index_.find(name);
       if (it != index_.end()) out.push_back(it->second);
     }
     return out;
@@ -75,6 +101,8 @@ class UnchangedLookup {
  private:
   const Changes& changes_;
   std::unordered_map<std::string, int> index_;
+  // Former names with a known last position: per name, (position, column) sorted.
+  std::unordered_map<std::string, std::vector<std::pair<Position, int>>> renamed_;
 };
 
 void AppendFixed(const arrow::Array& array, int64_t row, int width, std::string* out) {
@@ -464,7 +492,8 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
       last_delete = std::move(removed);
       continue;
     }
-    ARROW_ASSIGN_OR_RAISE(std::vector<int> kept, unchanged.Of(row));
+    ARROW_ASSIGN_OR_RAISE(std::vector<int> kept,
+                          unchanged.Of(row, {lsn->Value(row), seq->Value(row)}));
     // `row`'s values over `previous`: each column it sent.
     auto over = [&](KeyRow previous) {
       if (kept.empty()) {

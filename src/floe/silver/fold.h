@@ -60,8 +60,12 @@ struct Changes {
   std::shared_ptr<arrow::Array> seq;         // int32
   std::shared_ptr<arrow::Array> unchanged;   // list<utf8>, may be null (all null)
   /// Per row column (or empty): the names it had before renames, which the
-  /// cdc_unchanged lists of older changes use. A current name wins.
+  /// cdc_unchanged lists of older changes use, and per name the (cdc_commit_lsn,
+  /// cdc_seq) of the last change written under it ({0, 0} or missing: not known).
+  /// A change through that position means this column by that name, even when
+  /// another column holds the name now; otherwise a current name wins.
   std::vector<std::vector<std::string>> former_names;
+  std::vector<std::vector<std::pair<int64_t, int32_t>>> former_through;
 
   int64_t length() const { return op ? op->length() : 0; }
 };

@@ -496,6 +496,24 @@ TEST(Fold, AKeyThatIsNotUniqueKeepsItsNewestRow) {
   EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"7 second b 110"}));
 }
 
+TEST(Fold, AFormerNameTakenByANewColumnMeansTheOldColumnInOlderChanges) {
+  // `blob` was renamed to `name` through (200, 1), and a new column took `blob`:
+  // here the columns are id, name (formerly blob) and blob (new).
+  auto c = Make({
+      {"c", 100, 0, 1, "big", "x"},
+      {"u", 200, 0, 1, std::nullopt, "x2", {"blob"}},  // old `blob`: keeps name
+      {"u", 300, 0, 1, "n3", std::nullopt, {"blob"}},  // new `blob`: keeps blob
+  });
+  c.former_names = {{}, {"blob"}, {}};
+  c.former_through = {{}, {{200, 1}}, {}};
+  auto fold = MustFold(c);
+  EXPECT_EQ(Rows(c, fold), (std::vector<std::string>{"1 n3 x2 300"}));
+  // Without the position (a map from before floe kept it) the current name wins.
+  c.former_through = {};
+  auto legacy = MustFold(c);
+  EXPECT_EQ(Rows(c, legacy), (std::vector<std::string>{"1 n3 x 300"}));
+}
+
 TEST(EncodeKey, DistinguishesBoundariesAndNulls) {
   arrow::StringBuilder a, b;
   ASSERT_TRUE(a.AppendValues({"a", "ab", ""}).ok());

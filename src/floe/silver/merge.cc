@@ -954,7 +954,7 @@ arrow::Result<std::vector<RowColumn>> RowColumnsOf(const ice::TableMetadata& bro
                                     "` to field id ", b.field_id,
                                     ", which its current schema lacks");
     }
-    out.push_back({b.name, f, b.former_names});
+    out.push_back({b.name, f, b.former_names, b.former_through});
   }
   return out;
 }
@@ -1028,6 +1028,26 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(const ice::TableMetadata
   }
   scan.columns = columns;
   return ice::ScanToArrow(bronze, io, scan);
+}
+
+// Whether `bronze` holds a `t` row (a truncate, or the start of a copy again) with
+// lower < cdc_commit_lsn <= upper.
+arrow::Result<bool> TruncatedSince(const ice::TableMetadata& bronze, ice::FileIO& io,
+                                   uint64_t lower, uint64_t upper) {
+  ice::ScanOptions scan;
+  scan.filter = ice::And(
+      ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)),
+               ice::LessThanOrEqual(kCdcCommitLsn, static_cast<int64_t>(upper))),
+      ice::Equal(kCdcOp, ice::Literal(std::string("t"))));
+  scan.columns = {kCdcOp};
+  ARROW_ASSIGN_OR_RAISE(auto rows, ice::ScanToArrow(bronze, io, scan));
+  for (const auto& chunk : rows->column(0)->chunks()) {
+    const auto& ops = static_cast<const arrow::StringArray&>(*chunk);
+    for (int64_t i = 0; i < ops.length(); ++i) {
+      if (!ops.IsNull(i) && ops.GetView(i) == "t") return true;
+    }
+  }
+  return false;
 }
 
 // The upserted rows sorted by key, written as data files of their buckets.
@@ -1315,6 +1335,27 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
           SameKeyColumns(silver->metadata(), bronze_schema, row_columns, key);
       if (it != silver->metadata().properties.end() && it->second != key_json &&
           !renamed_key) {
+        // Bronze was copied again after its key changed (floe run does that, and its
+        // `t` row ends everything before it): the merge replaces every Silver row
+        // anyway, so the table is rebuilt with the new key.
+        ARROW_ASSIGN_OR_RAISE(
+            bool copied_since,
+            TruncatedSince(bronze, *bronze_io, SilverWatermark(silver->metadata()),
+                           bronze_lsn));
+        if (copied_since) {
+          spdlog::warn(
+              "{}: the merge key changed from {} to {} and Bronze was copied again "
+              "since: rebuilding the Silver table with the new key (dropped and "
+              "backfilled from Bronze; readers find no table for that moment)",
+              silver_id.ToString(), it->second, key_json);
+          stats.schema_changes.push_back("rebuilt with merge key " + key_json);
+          auto dropped = catalog->DropTable(silver_id);
+          if (!dropped.ok() && ice::GetCatalogErrorKind(dropped) !=
+                                   ice::CatalogErrorKind::kNoSuchTable) {
+            return dropped;
+          }
+          continue;  // a backfill of the new table
+        }
         return arrow::Status::Invalid(
             silver_id.ToString(), " was built with merge key ", it->second,
             " but the key is now ", key_json,
@@ -1371,7 +1412,10 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                           ReadBronze(bronze, *bronze_io, watermark, bronze_lsn));
     ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*rows, bronze_names));
     changes.names = row_names;
-    for (const RowColumn& c : row_columns) changes.former_names.push_back(c.former_names);
+    for (const RowColumn& c : row_columns) {
+      changes.former_names.push_back(c.former_names);
+      changes.former_through.push_back(c.former_through);
+    }
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
     ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, key_columns, silver_has_rows));

@@ -53,8 +53,11 @@ inline constexpr char kSilverFieldMapProperty[] = "floe.silver.bronze-field-ids"
 struct RowColumn {
   std::string name;
   const iceberg::NestedField* bronze = nullptr;
-  /// The column's names before renames (ColumnBinding::former_names).
+  /// The column's names before renames (ColumnBinding::former_names), and per name
+  /// the (cdc_commit_lsn, cdc_seq) of the last row written under it
+  /// (ColumnBinding::former_through).
   std::vector<std::string> former_names;
+  std::vector<std::pair<int64_t, int32_t>> former_through;
 };
 
 /// Silver's row columns, from Bronze's column bindings (`floe.source.columns`): the
