@@ -905,10 +905,11 @@ def test_a_second_floe_run_on_the_same_slot_waits_and_duplicates_nothing(
     workload.start()
     second = twin(floe, first)
     second.start()
-    # The second finds the slot in use, says so, and retries.
-    busy = f'replication slot "{first.slot}" is active'
+    # The second finds the service's run in progress (its lock on the source), says
+    # so, and retries.
+    busy = "is using this source"
     second.wait_until(lambda: second.log_text().count(busy) >= 2, 60,
-                      what="the second floe run to be refused the slot twice")
+                      what="the second floe run to be refused twice")
     first.check_alive()
     assert "streaming slot" not in second.log_text()
     active = pg.execute("SELECT count(*) FROM pg_stat_replication r JOIN "
@@ -953,9 +954,9 @@ def test_a_table_published_while_a_second_floe_run_waits_is_copied_once(
                      what="the initial copy")
     second = twin(floe, first)
     second.start()
-    busy = f'replication slot "{first.slot}" is active'
+    busy = "is using this source"
     second.wait_until(lambda: second.log_text().count(busy) >= 2, 60,
-                      what="the second floe run to be refused the slot twice")
+                      what="the second floe run to be refused twice")
     pg.execute("ALTER PUBLICATION floe_pub ADD TABLE extra")
     if first_notices:
         pg.execute("INSERT INTO extra VALUES (-2, 'right after')")
@@ -1042,8 +1043,10 @@ def test_a_second_pipeline_with_its_own_slot_on_the_same_bronze_tables(
         floe, pg, duckdb_con):
     """A second pipeline file that differs from the first only in its slot (same
     warehouse, same service, so the same Bronze tables), started while the first
-    streams under a workload. It may be refused (and then must write nothing), or
-    run; either way Bronze must hold every change of the audit trail exactly once."""
+    streams under a workload: it waits (the service's run holds its lock on the
+    source) and writes nothing; once the first stops, it refuses to feed the Bronze
+    another slot fed, and exits naming both slots. Bronze holds every change of the
+    audit trail exactly once."""
     make_acc(pg)
     first = floe(tables=["public.acc"])
     first.start().wait_streaming()
@@ -1053,16 +1056,16 @@ def test_a_second_pipeline_with_its_own_slot_on_the_same_bronze_tables(
     workload.start()
     second = twin(floe, first, slot="floe_other")
     second.start()
-    first.wait_until(lambda: not second.running or
-                     "streaming slot floe_other" in second.log_text(), 60,
-                     what="the second pipeline to stream or to exit")
-    time.sleep(3)  # both up (or the second refused) while the workload runs
+    second.wait_until(lambda: "is using this source" in second.log_text(), 60,
+                      what="the second pipeline to wait for the first")
+    time.sleep(3)  # both up while the workload runs
     workload.finish()
     assert workload.commits > 50, workload.commits
     marker(pg, first)
     first.stop()
-    if second.running:
-        second.stop()
-    else:
-        print(f"the second pipeline exited {second.proc.returncode}")
+    second.wait_until(lambda: not second.running, 90, require_running=False,
+                      what="the second pipeline to refuse the other slot's Bronze")
+    assert second.proc.returncode != 0
+    assert 'was fed from replication slot "' + first.slot + '"' in second.log_text()
+    assert "streaming slot floe_other" not in second.log_text()
     check_acc(first, pg, duckdb_con)

@@ -616,6 +616,7 @@ class Pipeline : public pg::ChangeSink {
   ice::Namespace ServiceNamespace() const {
     return {config_.naming.bronze_namespace, config_.service};
   }
+  arrow::Status LockService(pg::PgConnection& sql);
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
   arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns);
@@ -2091,6 +2092,47 @@ arrow::Status Pipeline::Discover(bool at_start) {
   return CopyTables(batch);
 }
 
+arrow::Status Pipeline::LockService(pg::PgConnection& sql) {
+  // A session advisory lock on the source, held for as long as `sql` lives (a killed
+  // floe's connection ends, and the lock with it): one floe run per service and
+  // source. A second one would copy the tables again, and with a slot of its own
+  // write every change twice.
+  const std::string key = "floe run: " + config_.service;
+  // A few tries: this process's own previous connection (a retry after an error)
+  // may still be ending on the server.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    ARROW_ASSIGN_OR_RAISE(
+        auto locked,
+        sql.Query("SELECT pg_catalog.pg_try_advisory_lock("
+                  "pg_catalog.hashtextextended($1, 0))::text",
+                  {key}));
+    if (!locked.empty() && locked[0][0] == std::optional<std::string>("true")) {
+      return arrow::Status::OK();
+    }
+  }
+  ARROW_ASSIGN_OR_RAISE(
+      auto holder,
+      sql.Query("SELECT a.pid::text, coalesce(a.client_addr::text, 'local'), "
+                "coalesce(a.backend_start::text, '') FROM pg_catalog.pg_locks l "
+                "JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND ((l.classid::int8 << 32) | l.objid::int8) = "
+                "pg_catalog.hashtextextended($1, 0) LIMIT 1",
+                {key}));
+  std::string who = "another session";
+  if (!holder.empty() && holder[0][0]) {
+    who = "backend pid " + *holder[0][0] + " from " + holder[0][1].value_or("?") +
+          ", connected " + holder[0][2].value_or("?");
+  }
+  return arrow::Status::IOError(
+      "another floe run of service `", config_.service,
+      "` is using this source (", who,
+      "); waiting for it to stop. Two runs of one service would copy the tables "
+      "again and write changes twice. If it is a run you meant to stop, stop it; a "
+      "second pipeline needs its own `service:` name");
+}
+
 arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
                                   const pg::SystemIdentity& who) {
   const ice::Namespace ns = ServiceNamespace();
@@ -2117,6 +2159,18 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
     recorded = ParseU64(it->second);
   }
   const bool same_slot = state_.contains(kStateSlot) && state_.at(kStateSlot) == slot;
+  if (recorded && state_.contains(kStateSlot) && !same_slot && !resnapshot_) {
+    const std::string& old_slot = state_.at(kStateSlot);
+    return Fatal(ice::NamespaceToString(ns) + " was fed from replication slot \"" +
+                 old_slot + "\" up to LSN " + Lsn(*recorded).ToString() +
+                 ", but this pipeline names slot \"" + slot +
+                 "\": two slots feeding one Bronze would write changes twice, and a new "
+                 "slot starts after changes the old one still holds. Set source.slot "
+                 "back to \"" + old_slot + "\", or give this pipeline its own `service:` "
+                 "name. To move this service to the new slot, run floe run --resnapshot "
+                 "<config> (it copies every table again), then drop the old slot: SELECT "
+                 "pg_drop_replication_slot('" + old_slot + "')");
+  }
   // The server's history must reach what Bronze already holds. A WAL end before it
   // means the database was restored from a backup, or failed over to a server that
   // had not received those changes: its slot went backwards, and from here on the
@@ -2217,6 +2271,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
 
   const std::string& conninfo = config_.source.conninfo;
   ARROW_ASSIGN_OR_RAISE(sql_, pg::PgConnection::Connect(conninfo));
+  ARROW_RETURN_NOT_OK(LockService(*sql_));
   types_ = std::make_unique<pg::PgTypeResolver>(sql_.get());
   pg::PgAttributeLookup attributes(sql_.get(), config_.source.publication);
   ARROW_ASSIGN_OR_RAISE(repl_, pg::ReplicationConnection::Connect(conninfo));
