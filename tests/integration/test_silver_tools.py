@@ -196,3 +196,37 @@ def test_backfill_from_an_export(floe, pg, duckdb_con, tmp_path):
          "--lsn", nightly_lsn, "--replace")
     silver(run)
     check_silver(run, pg, duckdb_con, "public.orders", ["id"])
+
+
+def test_verify_compares_tables_with_dots_in_their_names_with_the_source(floe, pg):
+    """Source tables whose names hold dots and quotes, renamed by naming.tables or
+    not: `floe.source.table` (schema.table, unquoted) is ambiguous for them, and
+    verify read a wrong source name, did not compare, and called the table
+    consistent (found by the break-it pass). A source that moved on while floe was
+    stopped must make each of them inconsistent."""
+    pg.execute('CREATE TABLE "my.tab" (id int PRIMARY KEY, v int)')
+    pg.execute('CREATE SCHEMA "Odd Sch"')
+    pg.execute('CREATE TABLE "Odd Sch"."We.ird ""Tab""" (id int PRIMARY KEY, v int)')
+    pg.execute('CREATE TABLE "Odd Sch"."a.b" (id int PRIMARY KEY, v int)')
+    for t in ('"my.tab"', '"Odd Sch"."We.ird ""Tab"""', '"Odd Sch"."a.b"'):
+        pg.execute(f"INSERT INTO {t} SELECT g, g FROM generate_series(1, 5) g")
+    naming = ("naming:\n  tables:\n"
+              "    '\"Odd Sch\".\"We.ird \"\"Tab\"\"\"':\n"
+              "      bronze: bronze.svc.odd.weird\n      silver: silver.svc.odd.weird\n"
+              "    'public.\"my.tab\"':\n"
+              "      bronze: bronze.svc.pub.mytab\n      silver: silver.svc.pub.mytab\n")
+    run = floe(service=SERVICE, extra_yaml=naming).start()
+    run.wait_streaming()
+    run.wait_until(lambda: all(run.catalog().table_exists(i) for i in (
+        ("bronze", SERVICE, "odd", "weird"), ("bronze", SERVICE, "pub", "mytab"),
+        ("bronze", SERVICE, "Odd Sch", "a.b"))), what="the three Bronze tables")
+    run.stop()
+    silver(run)
+    out = tool(run, "verify", str(run.config_path))
+    assert "verify: 3 consistent, 0 inconsistent" in out, out
+    assert out.count("Silver vs source: OK") == 3, out
+    for t in ('"my.tab"', '"Odd Sch"."We.ird ""Tab"""', '"Odd Sch"."a.b"'):
+        pg.execute(f"UPDATE {t} SET v = 999 WHERE id = 1")
+    out = tool(run, "verify", str(run.config_path), expect_rc=1)
+    assert "not compared" not in out, out
+    assert "verify: 0 consistent, 3 inconsistent" in out, out

@@ -642,12 +642,23 @@ arrow::Result<std::vector<TableVerification>> VerifySilver(
     for (const auto& id : bronze_ids) {
       ARROW_ASSIGN_OR_RAISE(auto table, ice::Table::Load(catalog.get(), io, id));
       const auto& props = table->metadata().properties;
+      // Which source table this Bronze table follows. floe.source.table is
+      // `schema.table` unquoted, ambiguous when a name holds a dot: a table named
+      // in naming.tables is known by its entry, one named by default by its
+      // identifier (bronze.<service>.<schema>.<table>); only otherwise is the
+      // property parsed.
       std::optional<config::QualifiedName> source;
-      if (auto it = props.find(kSourceTableProperty); it != props.end()) {
-        source = config::ParseQualifiedName(it->second);
+      for (const auto& [name, naming] : config.naming.tables) {
+        if (ice::IdentifierFromLevels(config.BronzeIdentifier(name)) == id) source = name;
       }
-      if (!source && !id.ns.empty())
+      auto property = props.find(kSourceTableProperty);
+      if (!source && !id.ns.empty() &&
+          (property == props.end() || property->second == id.ns.back() + "." + id.name)) {
         source = config::QualifiedName{id.ns.back(), id.name};
+      }
+      if (!source && property != props.end()) {
+        source = config::ParseQualifiedName(property->second);
+      }
       if (source) tables.insert(*source);
     }
   }
