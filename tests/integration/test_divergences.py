@@ -1141,6 +1141,15 @@ def test_keys_shifted_or_swapped_by_one_statement_keep_every_row(floe, pg, duckd
         c.execute("INSERT INTO shifted VALUES (100, 'gone', 'x')")
         c.execute("DELETE FROM shifted WHERE id = 100")
         c.commit()
+    (a, _), (b, b_title) = pg.execute(
+        "SELECT id, title FROM shifted WHERE id BETWEEN 8 AND 9 ORDER BY id")
+    with pg.connect(autocommit=False) as c:
+        # A row parked on another's key and deleted there by its values (the delete
+        # carries them all under FULL): the other row stays.
+        c.execute("SET CONSTRAINTS ALL DEFERRED")
+        c.execute("UPDATE shifted SET id = %s WHERE id = %s", (a, b))
+        c.execute("DELETE FROM shifted WHERE id = %s AND title = %s", (a, b_title))
+        c.commit()
     wait_flushed(run, pg)
     assert sum(r["cdc_unchanged"] == ["body"]
                for r in run.rows_pyiceberg("public.shifted")) >= 2, \

@@ -296,6 +296,29 @@ class KeyRows {
     return out;
   }
 
+  // Removes the row `score` rates highest (the oldest of those), among several; the
+  // oldest when the key has one. score(sources) > score of any other row wins.
+  template <typename F>
+  KeyRow PopBest(size_t slot, F&& score) {
+    auto it = more_.empty() ? more_.end() : more_.find(slot);
+    if (it == more_.end()) return PopFront(slot);
+    FoldedKey& k = keys_[slot];
+    int best = score(k.sources);
+    size_t best_at = 0;
+    for (size_t i = 0; i < it->second.size(); ++i) {
+      const int s = score(it->second[i].sources);
+      if (s > best) {
+        best = s;
+        best_at = i + 1;
+      }
+    }
+    if (best_at == 0) return PopFront(slot);
+    KeyRow out = std::move(it->second[best_at - 1]);
+    it->second.erase(it->second.begin() + static_cast<std::ptrdiff_t>(best_at - 1));
+    if (it->second.empty()) more_.erase(it);
+    return out;
+  }
+
   // Changes the oldest row (the key must have one), which becomes the newest.
   template <typename F>
   void Update(size_t slot, F&& change) {
@@ -486,7 +509,24 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
     if (o == 'd') {
       LastDelete removed{lsn->Value(row), seq->Value(row), slot, std::nullopt};
       if (!rows.Empty(slot)) {
-        removed.row = rows.PopFront(slot);
+        // Of several rows, the one whose values the delete carries (all of them under
+        // REPLICA IDENTITY FULL): 2 when every value is known and equal, 1 when none
+        // is known to differ (Silver's values are not known here), 0 otherwise.
+        removed.row = rows.PopBest(slot, [&](const std::vector<int64_t>& sources) {
+          int score = 2;
+          for (size_t c = 0; c < width; ++c) {
+            const arrow::Array& values = *changes.columns[c];
+            if (sources[c] == kFromExisting) {
+              score = 1;
+            } else if (sources[c] == kNullValue ? !values.IsNull(row)
+                                                : !values.RangeEquals(sources[c],
+                                                                      sources[c] + 1, row,
+                                                                      values)) {
+              return 0;
+            }
+          }
+          return score;
+        });
         if (removed.row->existing_key.empty()) removed.row->existing_key = state.key;
       }
       last_delete = std::move(removed);

@@ -18,7 +18,8 @@
 // of one key for a moment, and Bronze then reads `d1 c2 d2 c3`, where `d2` deletes
 // the row that was key 2 before the statement, not the one `c2` just made. So the
 // fold follows the rows of each key, not only its last change: a `c` adds a row, a
-// `d` removes the oldest, a `u` changes the oldest and makes it the newest (a
+// `d` removes the row whose values it carries (a delete under REPLICA IDENTITY FULL
+// carries them all), else the oldest, a `u` changes the oldest and makes it the newest (a
 // statement changes each row once), `r` leaves exactly its own. Whether a key
 // starts with Silver's row or none is what makes every transaction end with at most
 // one row per key; when both starts do (`c2 d2` within one transaction: an insert

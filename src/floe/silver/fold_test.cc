@@ -514,6 +514,43 @@ TEST(Fold, AFormerNameTakenByANewColumnMeansTheOldColumnInOlderChanges) {
   EXPECT_EQ(Rows(c, legacy), (std::vector<std::string>{"1 n3 x 300"}));
 }
 
+TEST(Fold, ADeleteCarryingEveryValueRemovesThatRowOfSeveral) {
+  // Deferred key, REPLICA IDENTITY FULL: row (6, b) moves onto key 5, which Silver
+  // holds as (5, a), and the moved row is deleted again by its values.
+  const std::vector<Change> parked = {
+      {"d", 200, 0, 6, "b", "blob-b"},
+      {"c", 200, 1, 5, "b", "blob-b"},
+      {"d", 200, 2, 5, "b", "blob-b"},
+  };
+  auto c = Make(parked);
+  auto held = Held({5, 6});
+  auto fold = Fold(c, {0}, true, &held);
+  ASSERT_TRUE(fold.ok()) << fold.status().ToString();
+  ASSERT_TRUE(fold->undecided.empty());
+  arrow::Int64Builder ids;
+  arrow::StringBuilder names, blobs;
+  ASSERT_TRUE(ids.AppendValues({5, 6}).ok());
+  ASSERT_TRUE(names.AppendValues({"a", "b"}).ok());
+  ASSERT_TRUE(blobs.AppendValues({"blob-a", "blob-b"}).ok());
+  ExistingRows existing;
+  existing.columns = {ids.Finish().ValueOrDie(), names.Finish().ValueOrDie(),
+                      blobs.Finish().ValueOrDie()};
+  for (int64_t i = 0; i < 2; ++i) {
+    existing.row_of_key[*EncodeKey({existing.columns[0].get()}, i)] = i;
+  }
+  EXPECT_EQ(Rows(c, *fold, &existing), (std::vector<std::string>{"5 a blob-a 200"}));
+  EXPECT_EQ(DeletedIds(c, *fold), (std::vector<int64_t>{6}));
+  // In a backfill the copy's rows are known values.
+  std::vector<Change> backfill = {
+      {"r", 100, 0, 5, "a", "blob-a"},
+      {"r", 100, 1, 6, "b", "blob-b"},
+  };
+  backfill.insert(backfill.end(), parked.begin(), parked.end());
+  auto b = Make(backfill);
+  auto fold2 = MustFold(b, /*silver_has_rows=*/false);
+  EXPECT_EQ(Rows(b, fold2), (std::vector<std::string>{"5 a blob-a 200"}));
+}
+
 TEST(EncodeKey, DistinguishesBoundariesAndNulls) {
   arrow::StringBuilder a, b;
   ASSERT_TRUE(a.AppendValues({"a", "ab", ""}).ok());
