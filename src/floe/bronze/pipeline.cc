@@ -471,6 +471,8 @@ struct BronzeTable {
   /// floe_events_total{table, op} of each cdc_op (kEventOps), bound on first use.
   std::array<metrics::CounterSeries, 5> events;
   bool events_bound = false;
+  /// WarnIfAnInsertLacksValues said so once.
+  bool warned_insert_without_values = false;
   /// Rows are being skipped until a copy of the table commits.
   bool awaiting_copy = false;
   /// SourceIdentities' value when the copy awaited was scheduled: recorded in
@@ -617,6 +619,8 @@ class Pipeline : public pg::ChangeSink {
     return {config_.naming.bronze_namespace, config_.service};
   }
   arrow::Status LockService(pg::PgConnection& sql);
+  void WarnIfAnInsertLacksValues(BronzeTable* table, const arrow::RecordBatch& batch,
+                                 const int32_t* op_offsets, const uint8_t* op_chars);
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
   arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns);
@@ -1638,6 +1642,50 @@ void Pipeline::CountEvents(BronzeTable* table, const arrow::RecordBatch& batch) 
     if (counts[k] > 0) table->events[k].Inc(static_cast<double>(counts[k]));
   }
   if (counts[3] > 0) table->truncated = true;  // kEventOps[3] == 't'
+  if (counts[0] > 0 && !table->warned_insert_without_values) {
+    WarnIfAnInsertLacksValues(table, batch, offsets, chars);
+  }
+}
+
+// An insert always carries every value, except the new half of a key change (a `c`
+// right after its `d`), and one pgoutput makes of an update that moves a row into
+// the publication's row filter: that one lacks the unchanged TOAST values the old
+// tuple did not carry (REPLICA IDENTITY DEFAULT), and nothing can fill them in.
+// Said once per table, with the fix, so it is never a silent null.
+void Pipeline::WarnIfAnInsertLacksValues(BronzeTable* table, const arrow::RecordBatch& batch,
+                                         const int32_t* op_offsets,
+                                         const uint8_t* op_chars) {
+  const int n = batch.num_columns();
+  const auto* unchanged = dynamic_cast<const arrow::ListArray*>(batch.column(n - 1).get());
+  const auto* seq = dynamic_cast<const arrow::Int32Array*>(batch.column(n - 2).get());
+  if (unchanged == nullptr || seq == nullptr ||
+      unchanged->null_count() == unchanged->length()) {
+    return;
+  }
+  auto op = [&](int64_t i) {
+    return op_offsets[i + 1] - op_offsets[i] == 1 ? static_cast<char>(op_chars[op_offsets[i]])
+                                                  : '\0';
+  };
+  for (int64_t i = 0; i < batch.num_rows(); ++i) {
+    if (op(i) != 'c' || unchanged->IsNull(i) || unchanged->value_length(i) == 0) continue;
+    if (i > 0 && op(i - 1) == 'd' && seq->Value(i - 1) + 1 == seq->Value(i)) continue;
+    table->warned_insert_without_values = true;
+    const auto& names = static_cast<const arrow::StringArray&>(*unchanged->values());
+    std::string columns;
+    for (int64_t k = unchanged->value_offset(i); k < unchanged->value_offset(i + 1); ++k) {
+      columns += (columns.empty() ? "" : ", ") + std::string(names.GetView(k));
+    }
+    const std::string quoted =
+        config::QualifiedName{table->source.schema, table->source.table}.ToString();
+    spdlog::warn(
+        "{}: an insert arrived without the value(s) of {} (unchanged TOAST): pgoutput "
+        "turned an update that moved a row into the publication's row filter into an "
+        "insert, and the old row did not carry them, so Bronze and Silver hold null "
+        "there. Set ALTER TABLE {} REPLICA IDENTITY FULL (the update then carries "
+        "them), and copy the table again (floe run --backfill-table {})",
+        SourceName(table->source), columns, quoted, quoted);
+    return;
+  }
 }
 
 arrow::Status Pipeline::OnMessage(const pg::CapturedMessage& message) {
