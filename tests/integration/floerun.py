@@ -126,7 +126,8 @@ class FloeRun:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, *args: str) -> "FloeRun":
+    def start(self, *args: str, env: dict[str, str] | None = None) -> "FloeRun":
+        """Starts `floe run`; `env` adds to the environment (FLOE_FAILPOINT, say)."""
         assert not self.running, "floe is already running"
         self.starts += 1
         self._log = open(self.log_path, "ab", buffering=0)
@@ -135,7 +136,7 @@ class FloeRun:
         self.proc = subprocess.Popen(
             [str(self.floe_bin), "run", str(self.config_path), *args],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            cwd=self.base)
+            cwd=self.base, env={**os.environ, **env} if env else None)
         return self
 
     def wait_streaming(self, timeout: float = 60) -> "FloeRun":

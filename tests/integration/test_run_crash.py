@@ -10,6 +10,7 @@ in commit order: zero missing, zero duplicated. Folding Bronze (latest per key b
 from __future__ import annotations
 
 import collections
+import queue
 import random
 import threading
 import time
@@ -75,11 +76,17 @@ class Workload(threading.Thread):
         self.docs = set(range(1, 101))
         self.next_account = 100000
         self.next_doc = 1000
+        # Transactions of the test's own, run and committed by this session between
+        # two of its own (so that the audit trail's order stays commit order).
+        self.inject: queue.Queue = queue.Queue()
 
     def run(self):
         try:
             with psycopg.connect(self.dsn, autocommit=False) as conn:
                 while not self.stop_event.is_set():
+                    while not self.inject.empty():
+                        self.inject.get()(conn)
+                        conn.commit()
                     self.transaction(conn)
                     time.sleep(self.rng.uniform(0, 0.004))
         except Exception:
@@ -222,6 +229,54 @@ def compare(what: str, expected: list, got: list) -> None:
         f"{[short(e) for e in list(extra)[:3]]}")
 
 
+def check_against_audit(run, pg, duckdb_con) -> None:
+    """Writes one last audited transaction over the three tables, waits until Bronze
+    shows it, stops floe, and checks Bronze against the audit trail: per table, its
+    change events (PyIceberg and DuckDB agreeing) equal the trigger's exactly and in
+    commit order, each initial row is one `r`, the fold equals the source (psql); and
+    across tables (cdc_commit_lsn, cdc_seq) orders every change as it happened."""
+    # Once each table shows its marker, everything before it in commit order is there.
+    with pg.connect(autocommit=False) as conn:
+        conn.execute("INSERT INTO accounts VALUES (-1, 'marker', 0)")
+        conn.execute("INSERT INTO lines VALUES (-1, -1, 0, 'marker')")
+        conn.execute("INSERT INTO docs VALUES (-1, 'marker', 0)")
+        conn.commit()
+    for tbl, key in (("accounts", {"id": -1}), ("lines", {"order_id": -1}),
+                     ("docs", {"id": -1})):
+        run.wait_until(lambda: run.has_row(f"public.{tbl}", **key), 120,
+                       what=f"the final marker in Bronze {tbl}", interval=0.5)
+    run.stop()
+
+    expected = expected_events(pg)
+    all_got = []
+    for tbl, spec in TABLES.items():
+        rows = run.rows(duckdb_con, f"public.{tbl}")  # PyIceberg and DuckDB agree
+        check_order(tbl, rows)
+        run.check_commit_lsn(f"public.{tbl}", rows)
+        # The snapshot: every initial row exactly once, despite the kills.
+        snap_keys = [tuple(r[k] for k in spec["key"]) for r in rows if r["cdc_op"] == "r"]
+        assert len(snap_keys) == INITIAL[tbl] == len(set(snap_keys)), \
+            (tbl, len(snap_keys), len(set(snap_keys)))
+        got = bronze_events(tbl, rows)
+        compare(f"public.{tbl}", [e for e in expected if e[0] == tbl], got)
+        all_got.extend(zip(((r["cdc_commit_lsn"], r["cdc_seq"]) for r in rows
+                            if r["cdc_op"] != "r"), got))
+        # Folding Bronze gives the source table as it is now.
+        folded = {k: tuple(text(v[c]) for c in spec["cols"])
+                  for k, v in fold(rows, spec["key"]).items()}
+        with pg.connect() as conn:
+            cur = conn.execute(f"SELECT {', '.join(spec['cols'])} FROM {tbl}")
+            source = {tuple(r[spec["cols"].index(k)] for k in spec["key"]):
+                      tuple(text(v) for v in r) for r in cur}
+        assert folded.keys() == source.keys(), (
+            tbl, len(folded.keys() - source.keys()), len(source.keys() - folded.keys()))
+        bad = [k for k in source if folded[k] != source[k]]
+        assert not bad, (tbl, len(bad), bad[:3])
+    # Across tables, (cdc_commit_lsn, cdc_seq) orders every change of a transaction
+    # as it happened.
+    compare("all tables", expected, [e for _, e in sorted(all_got)])
+
+
 def test_sigkill_at_random_moments_loses_nothing_and_duplicates_nothing(
         floe, pg, duckdb_con):
     started = time.monotonic()
@@ -258,48 +313,9 @@ def test_sigkill_at_random_moments_loses_nothing_and_duplicates_nothing(
     assert workload.error is None, workload.error
     assert workload.commits > 500, workload.commits
 
-    # One last audited transaction over all three tables: once each table shows its
-    # marker, everything before it in commit order is there too.
-    with pg.connect(autocommit=False) as conn:
-        conn.execute("INSERT INTO accounts VALUES (-1, 'marker', 0)")
-        conn.execute("INSERT INTO lines VALUES (-1, -1, 0, 'marker')")
-        conn.execute("INSERT INTO docs VALUES (-1, 'marker', 0)")
-        conn.commit()
-    for tbl, key in (("accounts", {"id": -1}), ("lines", {"order_id": -1}),
-                     ("docs", {"id": -1})):
-        run.wait_until(lambda: run.has_row(f"public.{tbl}", **key), 120,
-                       what=f"the final marker in Bronze {tbl}", interval=0.5)
-    run.stop()
+    check_against_audit(run, pg, duckdb_con)
     assert kills >= 20
-
     expected = expected_events(pg)
-    all_got = []
-    for tbl, spec in TABLES.items():
-        rows = run.rows(duckdb_con, f"public.{tbl}")  # PyIceberg and DuckDB agree
-        check_order(tbl, rows)
-        run.check_commit_lsn(f"public.{tbl}", rows)
-        # The snapshot: every initial row exactly once, despite the kills.
-        snap_keys = [tuple(r[k] for k in spec["key"]) for r in rows if r["cdc_op"] == "r"]
-        assert len(snap_keys) == INITIAL[tbl] == len(set(snap_keys)), \
-            (tbl, len(snap_keys), len(set(snap_keys)))
-        got = bronze_events(tbl, rows)
-        compare(f"public.{tbl}", [e for e in expected if e[0] == tbl], got)
-        all_got.extend(zip(((r["cdc_commit_lsn"], r["cdc_seq"]) for r in rows
-                            if r["cdc_op"] != "r"), got))
-        # Folding Bronze gives the source table as it is now.
-        folded = {k: tuple(text(v[c]) for c in spec["cols"])
-                  for k, v in fold(rows, spec["key"]).items()}
-        with pg.connect() as conn:
-            cur = conn.execute(f"SELECT {', '.join(spec['cols'])} FROM {tbl}")
-            source = {tuple(r[spec["cols"].index(k)] for k in spec["key"]):
-                      tuple(text(v) for v in r) for r in cur}
-        assert folded.keys() == source.keys(), (
-            tbl, len(folded.keys() - source.keys()), len(source.keys() - folded.keys()))
-        bad = [k for k in source if folded[k] != source[k]]
-        assert not bad, (tbl, len(bad), bad[:3])
-    # Across tables, (cdc_commit_lsn, cdc_seq) orders every change of a transaction
-    # as it happened.
-    compare("all tables", expected, [e for _, e in sorted(all_got)])
     elapsed = time.monotonic() - started
     print(f"{kills} kills, {workload.commits} commits, {workload.rollbacks} rollbacks, "
           f"{len(expected)} events, {elapsed:.0f}s")

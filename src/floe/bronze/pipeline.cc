@@ -30,6 +30,7 @@
 #include "floe/bronze/system_tables.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/bronze/watermark_backfill.h"
+#include "floe/common/failpoint.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/partition_spec.h"
@@ -1793,6 +1794,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   pending_quarantine_.clear();
 
   for (auto& [name, table] : tables_) ARROW_RETURN_NOT_OK(FlushBuffered(table.get()));
+  Failpoint("checkpoint.before-commit");  // data files written, nothing committed
   // Every touched table commits in parallel (the catalog serialises only its own
   // calls); the checkpoint holds only once all of them did. A table being
   // backfilled records its progress in the same commit as the rows it covers (and
@@ -1826,7 +1828,10 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     }
     commits.push_back(
         CommitAsync(appender, TableLabel(appender), [appender, lsn, summary] {
-          return appender->Commit(lsn, summary, /*force=*/!summary.empty());
+          arrow::Status st = appender->Commit(lsn, summary, /*force=*/!summary.empty());
+          // One table committed, the others perhaps not yet.
+          if (st.ok()) Failpoint("checkpoint.after-table-commit");
+          return st;
         }));
   }
   ARROW_RETURN_NOT_OK(WaitAll(&commits));
@@ -1865,10 +1870,13 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     Lsn confirm = last_end_lsn_;
     confirm = std::max(confirm, streaming_->server_wal_end());
     if (confirm > confirmed_) {
+      // Every table committed, nothing recorded or confirmed yet.
+      Failpoint("checkpoint.before-record");
       // Record first: a slot found beyond the recorded position at start-up was
       // moved by someone else.
       ARROW_RETURN_NOT_OK(catalog_->UpdateNamespaceProperties(
           ServiceNamespace(), {{kStateConfirmed, std::to_string(confirm.value())}}));
+      Failpoint("checkpoint.before-confirm");  // recorded, not yet sent to the server
       streaming_->ReportDurable(confirm);
       confirmed_ = confirm;
       if (final) ARROW_RETURN_NOT_OK(streaming_->SendStandbyStatus());
