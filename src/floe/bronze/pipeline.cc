@@ -537,6 +537,9 @@ constexpr size_t kMaxRetryKeys = 256;
 // written once it holds kFlushRows.
 constexpr int64_t kSmallBatchRows = 4096;
 constexpr int64_t kFlushRows = 8192;
+// Buffered batches are written once they hold this many bytes too: concatenated, a
+// few batches of large values would pass Arrow's 2 GiB offset limit.
+constexpr int64_t kFlushBytes = int64_t{256} << 20;
 
 // The cdc_op values counted by floe_events_total, in BronzeTable::events order.
 constexpr char kEventOps[] = {'c', 'u', 'd', 't', 'r'};
@@ -1606,7 +1609,9 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
   } else {
     ARROW_RETURN_NOT_OK(table->buffered.Add(changes.batch));
-    if (table->buffered.rows() >= kFlushRows) ARROW_RETURN_NOT_OK(FlushBuffered(table));
+    if (table->buffered.rows() >= kFlushRows || table->buffered.bytes() >= kFlushBytes) {
+      ARROW_RETURN_NOT_OK(FlushBuffered(table));
+    }
   }
   if (!changes.issues.empty()) {
     pending_quarantine_.emplace_back(changes.issues,

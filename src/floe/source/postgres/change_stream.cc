@@ -155,6 +155,9 @@ struct ChangeStream::TableBuilder {
   arrow::ListBuilder unchanged{arrow::default_memory_pool(), unchanged_names,
                                arrow::list(arrow::utf8())};
   int64_t rows = 0;
+  /// Bytes of the values appended (as sent): a batch is sealed before its string
+  /// and binary columns near Arrow's 2 GiB offset limit.
+  int64_t value_bytes = 0;
   std::vector<QuarantineCandidate> issues;
   /// The builder row of each issue.
   std::vector<int64_t> issue_rows;
@@ -218,6 +221,9 @@ arrow::Result<std::unique_ptr<ChangeStream>> ChangeStream::Make(
   if (source == nullptr || types == nullptr || sink == nullptr) {
     return arrow::Status::Invalid(
         "ChangeStream needs a source, a type resolver and a sink");
+  }
+  if (options.max_batch_bytes < 1) {
+    return arrow::Status::Invalid("max_batch_bytes must be positive");
   }
   if (options.max_batch_rows < 1) {
     return arrow::Status::Invalid("max_batch_rows must be positive");
@@ -723,6 +729,7 @@ arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
         break;
       case TupleValueKind::kText:
       case TupleValueKind::kBinary: {
+        b->value_bytes += static_cast<int64_t>(v.bytes.size());
         b->found.clear();
         if (v.kind == TupleValueKind::kText) {
           ARROW_RETURN_NOT_OK(converters[i].Append(v.bytes, column, &b->found));
@@ -766,7 +773,9 @@ arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
   b->seq.push_back(seq);
   ++b->rows;
   ++segment->rows;
-  if (b->rows >= options_.max_batch_rows) return Seal(relation_id);
+  if (b->rows >= options_.max_batch_rows || b->value_bytes >= options_.max_batch_bytes) {
+    return Seal(relation_id);
+  }
   return arrow::Status::OK();
 }
 
@@ -779,6 +788,7 @@ arrow::Status ChangeStream::Seal(Oid relation_id) {
   // table changed shape meanwhile.
   auto recycle = [&] {
     b->rows = 0;
+    b->value_bytes = 0;
     b->issues.clear();
     b->issue_rows.clear();
     auto state = tables_.find(relation_id);

@@ -169,7 +169,8 @@ struct QuarantineCandidate {
 
 /// Rows of one table (one shape) from one transaction: normally one per table the
 /// transaction touched; more when the table's shape changed inside the transaction
-/// or it has more than `max_batch_rows` rows. Rows are in cdc_seq order.
+/// or it has more than `max_batch_rows` rows or `max_batch_bytes` of values. Rows are
+/// in cdc_seq order.
 struct TableChanges {
   std::shared_ptr<const TableShape> shape;
   std::shared_ptr<arrow::RecordBatch> batch;
@@ -251,6 +252,10 @@ class ChangeStream {
     std::map<QualifiedName, Lsn> table_start_after;
     /// Most rows in one TableChanges batch.
     int64_t max_batch_rows = 65'536;
+    /// A batch is sealed once its values (as sent) reach this many bytes, so that
+    /// no string or binary column nears Arrow's 2 GiB offset limit (a value is at
+    /// most 1 GB in PostgreSQL): a transaction of large values is several batches.
+    int64_t max_batch_bytes = int64_t{256} << 20;
     /// During the replay of a spilled transaction, MessageSource::KeepAlive is
     /// called when this much time passed since the last call (checked every 256
     /// messages). Well under any sensible `wal_sender_timeout`.
