@@ -686,11 +686,11 @@ def test_a_rename_replayed_after_a_restart_keeps_the_columns_values(floe, pg,
     run.stop()
     assert bronze_columns(run, "public.ren") == ["id", "a2", "b"]
 
-    # The same pipeline, from the slot that stayed behind.
-    run.config_path.write_text(run.config_path.read_text().replace(
-        f"slot: {run.slot}", "slot: floe_behind"))
+    # The same pipeline and slot name, the slot put back where the other stayed
+    # (floe refuses a Bronze fed from another slot's name).
     pg.execute("SELECT pg_drop_replication_slot(%s)", (run.slot,))
-    run.slot = "floe_behind"
+    pg.execute("SELECT pg_copy_logical_replication_slot('floe_behind', %s)", (run.slot,))
+    pg.execute("SELECT pg_drop_replication_slot('floe_behind')")
     run.start()
     run.wait_streaming()
     pg.execute("UPDATE ren SET b = -1 WHERE id = 7")

@@ -66,6 +66,10 @@ inline constexpr const char* kSourceColumnsProperty = "floe.source.columns";
 /// the table that follows commits: until then the new field lacks the values of
 /// the rows not changed since, and `floe silver` waits.
 inline constexpr const char* kRecopyPendingProperty = "floe.source.recopy-pending";
+/// Bronze table property: the point (cdc_commit_lsn of its `t` and `r` rows) of a copy
+/// again that committed before the stream reached it; floe.source.recopy-pending
+/// stays until the table's floe.commit-lsn passes it.
+inline constexpr const char* kRecopyUntilProperty = "floe.source.recopy-until";
 
 /// One column of the source table as the Bronze layer needs it: from a change
 /// stream TableShape (relation column + its mapping) or from the catalog (snapshot).

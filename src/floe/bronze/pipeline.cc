@@ -474,6 +474,14 @@ struct BronzeTable {
   bool events_bound = false;
   /// WarnIfAnInsertLacksValues said so once.
   bool warned_insert_without_values = false;
+  /// Queued to be copied again after a column change the stream cannot carry
+  /// (RecopyIfMoved): its changes keep reaching Bronze meanwhile.
+  bool recopy_queued = false;
+  /// Such a copy committed at this point (its `t` and `r` rows' cdc_commit_lsn)
+  /// while Bronze's commit LSN stayed behind it, so that the stream's changes up
+  /// to it still land; floe.source.recopy-pending is removed (Silver merges again)
+  /// once the table's commit LSN reaches it. Zero: none.
+  Lsn recopy_until;
   /// Rows are being skipped until a copy of the table commits.
   bool awaiting_copy = false;
   /// SourceIdentities' value when the copy awaited was scheduled: recorded in
@@ -1026,8 +1034,13 @@ arrow::Result<std::string> Pipeline::RelFilenodeOf(const pg::QualifiedName& tabl
 arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& identity) {
   if (!table->appender || !table->appender->has_snapshot()) return false;
   const auto& properties = table->appender->table().metadata().properties;
+  if (auto until = properties.find(kRecopyUntilProperty);
+      until != properties.end() && properties.contains(kRecopyPendingProperty)) {
+    // The copy again committed; the stream had not reached its point yet.
+    if (auto lsn = ParseU64(until->second)) table->recopy_until = Lsn(*lsn);
+  }
   if (auto pending = properties.find(kRecopyPendingProperty);
-      pending != properties.end()) {
+      pending != properties.end() && table->recopy_until.value() == 0) {
     spdlog::warn("{}: the copy after moving column(s) {} did not commit yet: copying it",
                  SourceName(table->source), pending->second);
     return true;
@@ -1053,7 +1066,8 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
 arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& identity) {
   if (!table->appender) return arrow::Status::OK();
   const auto& properties = table->appender->table().metadata().properties;
-  const bool pending = properties.contains(kRecopyPendingProperty);
+  const bool pending =
+      properties.contains(kRecopyPendingProperty) && table->recopy_until.value() == 0;
   if (identity.empty() && !pending) return arrow::Status::OK();
   return table->appender->table().UpdateMetadata(
       [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
@@ -1064,14 +1078,23 @@ arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& id
 }
 
 void Pipeline::RecopyIfMoved(BronzeTable* table) {
-  if (table->recopy_reason.empty() || table->awaiting_copy) return;
+  if (table->recopy_reason.empty() || table->awaiting_copy || table->recopy_queued) {
+    return;
+  }
   spdlog::warn(
       "{}: column(s) changed in a way logical decoding does not send ({}): "
       "PostgreSQL changed the existing rows without a change in the WAL, so the "
       "table is copied again (Silver waits for that copy)",
       SourceName(table->source), table->recopy_reason);
-  copied_.erase(table->source);
-  table->awaiting_copy = true;
+  // The table's changes keep reaching Bronze: every one of them is in the
+  // changelog, and the copy's `t` row (at its later point) ends them in the
+  // latest state. A table Bronze holds nothing of yet is copied the usual way.
+  if (table->appender && table->appender->committed_lsn().value() > 0) {
+    table->recopy_queued = true;
+  } else {
+    copied_.erase(table->source);
+    table->awaiting_copy = true;
+  }
   to_copy_.push_back(table);
 }
 
@@ -1806,6 +1829,13 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   // commits when only the progress moved).
   std::vector<TableAppender*> dirty;
   std::map<TableAppender*, std::string> progress;
+  // Where the stream is: every transaction committed before it was delivered (the
+  // position a checkpoint confirms).
+  Lsn passed = last_end_lsn_;
+  if (streaming_ != nullptr) passed = std::max(passed, streaming_->server_wal_end());
+  // Tables whose copy again the stream has passed: committed even without rows, at
+  // least at the copy's point.
+  std::map<TableAppender*, Lsn> reached;
   for (auto& [name, table] : tables_) {
     if (!table->appender) continue;
     auto backfill = backfills_.find(name);
@@ -1815,7 +1845,12 @@ arrow::Status Pipeline::Checkpoint(bool final) {
       moved = json != backfill->second->committed;
       progress[table->appender.get()] = std::move(json);
     }
-    if (moved || table->appender->pending_rows() > 0) {
+    // A copy again whose point the stream has now passed: the table commits (even
+    // without rows), so that its commit LSN reaches the point, and Silver may merge.
+    const bool copy_reached =
+        table->recopy_until.value() != 0 && passed >= table->recopy_until;
+    if (copy_reached) reached[table->appender.get()] = table->recopy_until;
+    if (moved || copy_reached || table->appender->pending_rows() > 0) {
       dirty.push_back(table->appender.get());
     }
   }
@@ -1826,20 +1861,37 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   int64_t rows = 0;
   for (TableAppender* appender : dirty) {
     rows += appender->pending_rows();
-    const Lsn lsn = appender == messages_.get() ? position_ : last_commit_lsn_;
+    Lsn lsn = appender == messages_.get() ? position_ : last_commit_lsn_;
+    const auto copy = reached.find(appender);
+    if (copy != reached.end()) lsn = std::max(lsn, copy->second);
     ice::SummaryProperties summary;
     if (auto it = progress.find(appender); it != progress.end()) {
       summary[kBackfillSummaryKey] = it->second;
     }
+    const bool force = !summary.empty() || copy != reached.end();
     commits.push_back(
-        CommitAsync(appender, TableLabel(appender), [appender, lsn, summary] {
-          arrow::Status st = appender->Commit(lsn, summary, /*force=*/!summary.empty());
+        CommitAsync(appender, TableLabel(appender), [appender, lsn, summary, force] {
+          arrow::Status st = appender->Commit(lsn, summary, force);
           // One table committed, the others perhaps not yet.
           if (st.ok()) Failpoint("checkpoint.after-table-commit");
           return st;
         }));
   }
   ARROW_RETURN_NOT_OK(WaitAll(&commits));
+  for (auto& [name, table] : tables_) {
+    if (table->recopy_until.value() == 0 || !table->appender ||
+        table->appender->committed_lsn() < table->recopy_until) {
+      continue;
+    }
+    table->recopy_until = Lsn();
+    ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->RemoveProperties({kRecopyPendingProperty, kRecopyUntilProperty});
+          return arrow::Status::OK();
+        }));
+    spdlog::info("{}: Bronze now holds every change up to its copy again at {}",
+                 SourceName(name), Lsn(table->appender->committed_lsn()).ToString());
+  }
   // Requested backfills are durable once their first progress record committed.
   backfills_requested_ = true;
   for (auto it = backfills_.begin(); it != backfills_.end();) {
@@ -2089,13 +2141,33 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   std::vector<std::future<arrow::Status>> commits;
   for (BronzeTable* table : tables) {
     TableAppender* appender = table->appender.get();
-    commits.push_back(CommitAsync(appender, SourceName(table->source), [appender, point] {
-      return appender->CommitResettingLsn(
-          point, {{kSnapshotLsnSummaryKey, std::to_string(point.value())}});
-    }));
+    // A copy again while streaming on (recopy_queued): Bronze's commit LSN stays
+    // at what the stream delivered, below the copy's point, so that the stream's
+    // changes up to the point still land (as changes; the `t` row at the point
+    // ends them in the latest state). floe.source.recopy-until keeps the point
+    // across a restart.
+    Lsn at = point;
+    ice::SummaryProperties summary{{kSnapshotLsnSummaryKey, std::to_string(point.value())}};
+    if (table->recopy_queued) {
+      at = std::min(point, std::max(appender->committed_lsn(), last_commit_lsn_));
+      table->recopy_until = point;
+    }
+    commits.push_back(CommitAsync(appender, SourceName(table->source),
+                                  [appender, at, summary] {
+                                    return appender->CommitResettingLsn(at, summary);
+                                  }));
   }
   ARROW_RETURN_NOT_OK(WaitAll(&commits));
   for (BronzeTable* table : tables) {
+    if (table->recopy_queued) {
+      table->recopy_queued = false;
+      ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+          [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+            b->SetProperties({{kRecopyUntilProperty,
+                               std::to_string(table->recopy_until.value())}});
+            return arrow::Status::OK();
+          }));
+    }
     table->awaiting_copy = false;
     copied_.insert(table->source);
     // After the commit: a crash before this line copies the table once more on the
@@ -2119,7 +2191,7 @@ arrow::Status Pipeline::Discover(bool at_start) {
                           SourceIdentities(*sql_, config_.source.publication));
     for (const auto& [name, identity] : identities) {
       ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
-      if (!table->unnamed.empty() || table->awaiting_copy) continue;
+      if (!table->unnamed.empty() || table->awaiting_copy || table->recopy_queued) continue;
       if (!copied_.contains(name)) {
         ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
         // A backfill under way (started or resumed) is a copy of the table as
