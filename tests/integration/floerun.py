@@ -390,6 +390,26 @@ def assert_same_rows(a: list[dict], b: list[dict], what: str) -> None:
             raise AssertionError(f"{what}: row {i} differs: {diff}\nfirst: {x}\nsecond: {y}")
 
 
+def compare_events(what: str, expected: list, got: list, show=lambda e: e) -> None:
+    """Equal lists (an oracle's changes and Bronze's, in order), or an error saying
+    how many are missing and how many extra (twice or invented), where they first
+    differ, and examples; `show` shortens one for the message."""
+    if got == expected:
+        return
+    missing = collections.Counter(expected) - collections.Counter(got)
+    extra = collections.Counter(got) - collections.Counter(expected)
+    first = next((i for i, (e, g) in enumerate(zip(expected, got)) if e != g),
+                 min(len(expected), len(got)))
+    raise AssertionError(
+        f"{what}: {len(expected)} expected changes, {len(got)} in Bronze; "
+        f"{sum(missing.values())} missing, {sum(extra.values())} extra (twice or "
+        f"invented); first difference at {first}: expected "
+        f"{show(expected[first]) if first < len(expected) else None}, got "
+        f"{show(got[first]) if first < len(got) else None}; missing e.g. "
+        f"{[show(e) for e in list(missing)[:3]]}; extra e.g. "
+        f"{[show(e) for e in list(extra)[:3]]}")
+
+
 def check_order(table: str, rows: list[dict]) -> None:
     """(cdc_commit_lsn, cdc_seq) is unique and non-null, and cdc_seq counts 0.. in
     each transaction of streamed rows. A copy of a table Bronze already held starts

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 
-from floerun import floe  # noqa: F401
+from floerun import compare_events, floe  # noqa: F401
 from test_run_crash import INITIAL, SETUP, Workload, check_against_audit
 
 POINTS = ["checkpoint.before-commit", "checkpoint.after-table-commit",
@@ -113,3 +113,56 @@ def test_a_transaction_committed_during_a_checkpoint_is_not_confirmed_and_lands(
     assert max(confirmed) < marker[0]["cdc_commit_lsn"], \
         (hex(max(confirmed)), hex(marker[0]["cdc_commit_lsn"]))
     check_against_audit(run, pg, duckdb_con)
+
+
+def test_a_copy_again_killed_before_its_commit_keeps_every_change(floe, pg, duckdb_con):
+    """A retype Iceberg cannot promote makes floe run copy the table again while its
+    changes keep reaching Bronze; floe is killed with the copy written but not
+    committed (copy.before-commit), so the next start finds the copy pending and
+    makes it again. Every change, those around the retype included, must be in
+    Bronze as the audit trigger recorded it, and Silver must equal psql."""
+    from test_divergences import same_as_source, wait_copied, wait_flushed
+    from test_silver import silver
+    pg.execute("""
+        CREATE TABLE rt (id int PRIMARY KEY, code text, v int);
+        INSERT INTO rt SELECT g, g::text, g FROM generate_series(1, 50) g;
+        CREATE TABLE rt_audit (n bigserial PRIMARY KEY, op text, id int, v int);
+        CREATE FUNCTION rt_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          INSERT INTO rt_audit (op, id, v) VALUES (left(TG_OP, 1),
+            CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END,
+            CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.v END);
+          RETURN NULL;
+        END $$;
+        CREATE TRIGGER rt_audit AFTER INSERT OR UPDATE OR DELETE ON rt
+          FOR EACH ROW EXECUTE FUNCTION rt_audit();
+    """)
+    run = floe(tables=["public.rt"])
+    run.start().wait_streaming()
+    run.kill()
+    run.start(env={"FLOE_FAILPOINT": "copy.before-commit@1"})
+    run.wait_streaming()
+    with pg.connect(autocommit=False) as c:
+        c.execute("UPDATE rt SET v = v + 100 WHERE id <= 5")
+        c.execute("ALTER TABLE rt ALTER COLUMN code TYPE int USING code::int")
+        c.execute("UPDATE rt SET v = v + 1000 WHERE id BETWEEN 3 AND 8")
+        c.execute("DELETE FROM rt WHERE id = 9")
+        c.commit()
+    rc = run.wait_exit(120)
+    assert rc == -9 and "failpoint copy.before-commit (hit 1): killing" in \
+        run.log_text(), run.log_tail()
+    run.start()
+    run.wait_streaming()
+    pg.execute("INSERT INTO rt VALUES (100, 100, 100)")
+    pg.execute("UPDATE rt SET v = -v WHERE id = 10")
+    wait_flushed(run, pg)
+    wait_copied(run, "rt")
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "rt", ["id"])
+    run.stop()
+    audit = [({"I": "c", "U": "u", "D": "d"}[op], i, v) for op, i, v in
+             pg.execute("SELECT op, id, v FROM rt_audit ORDER BY n")]
+    rows = sorted((r for r in run.rows_pyiceberg("public.rt") if r["cdc_op"] in "cud"),
+                  key=lambda r: (r["cdc_commit_lsn"], r["cdc_seq"]))
+    got = [(r["cdc_op"], r["id"], None if r["cdc_op"] == "d" else r["v"]) for r in rows]
+    compare_events("public.rt", audit, got)

@@ -9,7 +9,6 @@ in commit order: zero missing, zero duplicated. Folding Bronze (latest per key b
 
 from __future__ import annotations
 
-import collections
 import queue
 import random
 import threading
@@ -18,7 +17,7 @@ import traceback
 
 import psycopg
 
-from floerun import check_order, floe, fold  # noqa: F401
+from floerun import check_order, compare_events, floe, fold  # noqa: F401
 
 TABLES = {
     "accounts": {"key": ["id"], "cols": ["id", "name", "balance"]},
@@ -208,25 +207,11 @@ def bronze_events(tbl: str, rows: list[dict]) -> list[tuple]:
 
 
 def compare(what: str, expected: list, got: list) -> None:
-    if got == expected:
-        return
-    missing = collections.Counter(expected) - collections.Counter(got)
-    extra = collections.Counter(got) - collections.Counter(expected)
-    first = next((i for i, (e, g) in enumerate(zip(expected, got)) if e != g),
-                 min(len(expected), len(got)))
-
     def short(e):
         return None if e is None else (e[0], e[1], e[2],
                                        tuple((v[:20] + "...") if v and len(v) > 20 else v
                                              for v in e[3]), e[4])
-    raise AssertionError(
-        f"{what}: {len(expected)} expected events, {len(got)} in Bronze; "
-        f"{sum(missing.values())} missing, {sum(extra.values())} extra (duplicated or "
-        f"invented); first difference at {first}: expected "
-        f"{short(expected[first]) if first < len(expected) else None}, got "
-        f"{short(got[first]) if first < len(got) else None}; missing e.g. "
-        f"{[short(e) for e in list(missing)[:3]]}; extra e.g. "
-        f"{[short(e) for e in list(extra)[:3]]}")
+    compare_events(what, expected, got, short)
 
 
 def check_against_audit(run, pg, duckdb_con) -> None:

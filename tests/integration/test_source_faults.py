@@ -16,7 +16,6 @@ and DuckDB, which must agree."""
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import random
@@ -30,7 +29,7 @@ import psycopg
 import pytest
 from psycopg.types.json import set_json_loads
 
-from floerun import check_order, floe, fold, lsn_int  # noqa: F401
+from floerun import check_order, compare_events, floe, fold, lsn_int  # noqa: F401
 from pgcluster import PgCluster
 from test_divergences import same_as_source, wait_copied
 from test_silver import silver, silver_ident
@@ -232,20 +231,7 @@ def bronze_changes(rows: list[dict], fields: dict[str, list[str]]) -> list[tuple
 
 
 def compare(what: str, expected: list, got: list) -> None:
-    """Equal lists, or an error saying how many are missing and duplicated."""
-    if got == expected:
-        return
-    missing = collections.Counter(expected) - collections.Counter(got)
-    extra = collections.Counter(got) - collections.Counter(expected)
-    first = next((i for i, (e, g) in enumerate(zip(expected, got)) if e != g),
-                 min(len(expected), len(got)))
-    raise AssertionError(
-        f"{what}: {len(expected)} changes in the audit trail, {len(got)} in Bronze; "
-        f"{sum(missing.values())} missing, {sum(extra.values())} extra (twice or "
-        f"invented); first difference at {first}: expected "
-        f"{expected[first] if first < len(expected) else None}, got "
-        f"{got[first] if first < len(got) else None}; missing e.g. {list(missing)[:3]}; "
-        f"extra e.g. {list(extra)[:3]}")
+    compare_events(what, expected, got)
 
 
 def source_state(pg, table: str, cols: list[str], key: list[str]) -> dict:

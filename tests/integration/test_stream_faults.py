@@ -24,7 +24,7 @@ import traceback
 import psycopg
 import pytest
 
-from floerun import FloeRun, check_order, floe, fold, lsn_int  # noqa: F401
+from floerun import FloeRun, check_order, compare_events, floe, fold, lsn_int  # noqa: F401
 
 @pytest.fixture(autouse=True)
 def floe_tmpdir(tmp_path, monkeypatch):
@@ -110,20 +110,7 @@ def bronze_events(tbl: str, rows: list[dict], cols: list[str]) -> list[tuple]:
 
 
 def compare(what: str, expected: list, got: list) -> None:
-    """Equal lists, or an error that says how many are missing and duplicated."""
-    if got == expected:
-        return
-    missing = collections.Counter(expected) - collections.Counter(got)
-    extra = collections.Counter(got) - collections.Counter(expected)
-    first = next((i for i, (e, g) in enumerate(zip(expected, got)) if e != g),
-                 min(len(expected), len(got)))
-    raise AssertionError(
-        f"{what}: {len(expected)} expected events, {len(got)} in Bronze; "
-        f"{sum(missing.values())} missing, {sum(extra.values())} extra (duplicated or "
-        f"invented); first difference at {first}: expected "
-        f"{expected[first] if first < len(expected) else None}, got "
-        f"{got[first] if first < len(got) else None}; missing e.g. "
-        f"{list(missing)[:3]}; extra e.g. {list(extra)[:3]}")
+    compare_events(what, expected, got)
 
 
 def source_state(pg, table: str, cols: list[str], key: list[str]) -> dict:

@@ -897,6 +897,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
           b->SetProperties({{property, value}});
           if (!reason.empty()) {
             b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
+            // An earlier copy again no longer suffices.
+            b->RemoveProperties({kRecopyUntilProperty});
           }
           return arrow::Status::OK();
         });
@@ -1003,7 +1005,10 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
           }
           b->SetProperties({{kSourceColumnsProperty, json}});
           if (!filenode.empty()) b->SetProperties({{kRelFilenodeProperty, filenode}});
-          if (!moved.empty()) b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
+          if (!moved.empty()) {
+            b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
+            b->RemoveProperties({kRecopyUntilProperty});
+          }
           return arrow::Status::OK();
         }));
     for (const auto& line : plan.changes) {
@@ -1043,7 +1048,12 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
       pending != properties.end() && table->recopy_until.value() == 0) {
     spdlog::warn("{}: the copy after moving column(s) {} did not commit yet: copying it",
                  SourceName(table->source), pending->second);
-    return true;
+    // As RecopyIfMoved: the table's changes keep reaching Bronze until the copy.
+    if (!table->recopy_queued) {
+      table->recopy_queued = true;
+      to_copy_.push_back(table);
+    }
+    return false;
   }
   if (identity.empty()) return false;
   auto it = properties.find(kSourceIdentityProperty);
@@ -1089,6 +1099,7 @@ void Pipeline::RecopyIfMoved(BronzeTable* table) {
   // The table's changes keep reaching Bronze: every one of them is in the
   // changelog, and the copy's `t` row (at its later point) ends them in the
   // latest state. A table Bronze holds nothing of yet is copied the usual way.
+  table->recopy_until = Lsn();  // an earlier copy again no longer suffices
   if (table->appender && table->appender->committed_lsn().value() > 0) {
     table->recopy_queued = true;
   } else {
@@ -2138,6 +2149,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     // other tables' streamed transactions before it (floe.commit-lsn is per table).
     ARROW_RETURN_NOT_OK(q->Commit(q->committed_lsn()));
   }
+  Failpoint("copy.before-commit");  // the copy's files written, nothing committed
   std::vector<std::future<arrow::Status>> commits;
   for (BronzeTable* table : tables) {
     TableAppender* appender = table->appender.get();
