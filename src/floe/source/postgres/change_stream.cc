@@ -1,5 +1,10 @@
 #include "floe/source/postgres/change_stream.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -215,6 +220,25 @@ struct ChangeStream::Spill {
 // ---------------------------------------------------------------------------
 // Construction
 
+// A killed floe leaves its spill directory behind (tens of MB per big streamed
+// transaction): those named for a process that is gone are removed at the next start.
+static void RemoveSpillDirectoriesOfDeadProcesses(const std::filesystem::path& tmp) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view kPrefix = "floe-spill-";
+    if (!name.starts_with(kPrefix)) continue;
+    const size_t dash = name.find('-', kPrefix.size());
+    if (dash == std::string::npos || dash == kPrefix.size()) continue;
+    const std::string digits = name.substr(kPrefix.size(), dash - kPrefix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }) || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
+    std::error_code rm;
+    std::filesystem::remove_all(entry.path(), rm);
+  }
+}
+
 arrow::Result<std::unique_ptr<ChangeStream>> ChangeStream::Make(
     MessageSource* source, PgOutputOptions decoder_options, AttributeLookup* attributes,
     TypeResolver* types, ChangeSink* sink, Options options) {
@@ -233,9 +257,11 @@ arrow::Result<std::unique_ptr<ChangeStream>> ChangeStream::Make(
   bool owns = false;
   std::error_code ec;
   if (dir.empty()) {
-    std::string templ =
-        (std::filesystem::temp_directory_path(ec) / "floe-spill-XXXXXX").string();
+    const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
     if (ec) return arrow::Status::IOError("no temp directory: ", ec.message());
+    RemoveSpillDirectoriesOfDeadProcesses(tmp);
+    std::string templ =
+        (tmp / ("floe-spill-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     if (::mkdtemp(templ.data()) == nullptr) {
       return IoError("cannot create spill directory", templ);
     }

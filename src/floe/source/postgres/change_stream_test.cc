@@ -1,8 +1,13 @@
 #include "floe/source/postgres/change_stream.h"
+
 #include "floe/source/postgres/pgoutput_test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -687,6 +692,37 @@ TEST(ChangeStream, LargeValuesSealABatchBeforeItsColumnsOutgrowTheirOffsets) {
                                       "table items v1 rows 4", "table items v1 rows 4",
                                       "table items v1 rows 2", "commit 1"}));
   for (int i = 0; i < 10; ++i) EXPECT_EQ(h.sink.rows[i].at("cdc_seq"), std::to_string(i));
+}
+
+TEST(ChangeStream, SpillDirectoriesOfKilledProcessesAreRemovedAtStart) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::temp_directory_path() /
+                       ("floe-spill-test-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  // A process that is gone (a child that exited) and this one, alive.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const fs::path dead = tmp / ("floe-spill-" + std::to_string(child) + "-abc123");
+  const fs::path alive = tmp / ("floe-spill-" + std::to_string(::getpid()) + "-def456");
+  const fs::path other = tmp / "floe-spill-XYZ";  // not named for a process: kept
+  for (const auto& d : {dead, alive, other}) {
+    fs::create_directories(d);
+    std::ofstream(d / "1.spill") << "x";
+  }
+  {
+    Harness h;
+    EXPECT_EQ(h.stream->spill_directory().parent_path(), tmp);
+    EXPECT_FALSE(fs::exists(dead));
+    EXPECT_TRUE(fs::exists(alive));
+    EXPECT_TRUE(fs::exists(other));
+  }
+  if (old) ::setenv("TMPDIR", saved.c_str(), 1); else ::unsetenv("TMPDIR");
+  fs::remove_all(tmp);
 }
 
 TEST(ChangeStream, NothingIsAcknowledgedUntilTheConsumerReportsDurable) {
