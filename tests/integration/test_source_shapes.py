@@ -490,7 +490,7 @@ def copy_running(pg, at_least: int) -> bool:
 
 def test_sigkill_during_the_initial_copy_under_writers_copies_again_exactly_once(
         floe, pg, duckdb_con):
-    """`floe run` is SIGKILLed twice while its initial copy of a 300,000-row table is
+    """`floe run` is SIGKILLed twice while its initial copy of a 150,000-row table is
     under way (pg_stat_progress_copy shows the COPY running), while another session
     keeps inserting, updating, deleting and changing keys in it and in a second
     table. Nothing of a killed copy is committed; the third start copies and streams.
@@ -501,7 +501,7 @@ def test_sigkill_during_the_initial_copy_under_writers_copies_again_exactly_once
         CREATE TABLE big (id bigint PRIMARY KEY, grp int NOT NULL, v text,
                           amount numeric(12,2));
         INSERT INTO big SELECT g, g % 97, 'row ' || g || repeat('x', 40), g * 1.25
-          FROM generate_series(1, 300000) g;
+          FROM generate_series(1, 150000) g;
         CREATE TABLE other (id int PRIMARY KEY, n int);
         INSERT INTO other SELECT g, 0 FROM generate_series(1, 1000) g;
         ANALYZE big;
@@ -556,7 +556,7 @@ def test_sigkill_during_the_initial_copy_under_writers_copies_again_exactly_once
         r_keys = collections.Counter(r["id"] for r in rows if r["cdc_op"] == "r")
         assert max(r_keys.values()) == 1, [k for k, n in r_keys.items() if n > 1][:10]
         if table == "big":
-            assert len(r_keys) > 290_000, len(r_keys)
+            assert len(r_keys) > 140_000, len(r_keys)
     # The killed copies' temporary slots went with their connections.
     run.wait_until(lambda: [r[0] for r in pg.execute(
         "SELECT slot_name FROM pg_replication_slots WHERE database = "

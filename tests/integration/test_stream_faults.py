@@ -217,7 +217,7 @@ def marker(pg, run, table: str = "acc", timeout: float = 120) -> None:
 # ---------------------------------------------------------------------------
 # Case 6: SIGKILL inside a transaction of hundreds of thousands of rows
 
-BIG_ROWS = 400_000
+BIG_ROWS = 200_000
 
 
 def data_files(run, table: str) -> set[str]:
@@ -268,7 +268,7 @@ def kill_while_writing(run, table: str, xid: int, timeout: float = 120) -> int:
 
 def test_sigkill_inside_a_big_transaction_spanning_checkpoints_lands_it_once(
         floe, pg, duckdb_con):
-    """A 400,000-row transaction (inserts, then updates and deletes of some of its
+    """A 200,000-row transaction (inserts, then updates and deletes of some of its
     rows) is received and written to Parquet over several checkpoint intervals;
     floe is SIGKILLed twice while writing it (files on disk, nothing committed),
     then once more after it landed with its slot set back to before it (as a kill
@@ -922,14 +922,14 @@ def test_a_table_published_while_a_second_floe_run_waits_is_copied_once(
         floe, pg, duckdb_con, first_notices):
     """While a second `floe run` of the same pipeline file waits for the slot (it
     retries its start-up, which copies the published tables Bronze lacks), a table
-    of 100,000 rows joins the publication. Either the waiting one's retry comes
+    of 50,000 rows joins the publication. Either the waiting one's retry comes
     first, or (a change to the table right after it is published) the running one
     notices it at once and backfills it while the other retries. Changes to the
     table go on through both, then the first is SIGKILLed and the second streams.
     Each key must have one `r` row, the table's changes must equal the audit
     trigger's and its fold the source (psql); acc's changes the audit trail."""
     make_acc(pg)
-    n_extra = 100_000
+    n_extra = 50_000
     pg.execute("CREATE TABLE extra (id int PRIMARY KEY, v text)")
     pg.execute(f"INSERT INTO extra SELECT g, 'e' || g FROM generate_series(1, {n_extra}) g")
     pg.execute("CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON extra "
@@ -987,13 +987,13 @@ def test_a_table_published_while_a_second_floe_run_waits_is_copied_once(
             bronze_events("extra", rows, ["id", "v"]))
 
 
-COPY_INITIAL = 200_000
+COPY_INITIAL = 100_000
 
 
 def test_a_second_floe_run_started_during_the_initial_copy_copies_nothing(
         floe, pg, duckdb_con):
     """A second `floe run` of one pipeline file started while the first is making
-    its initial copy of a 200,000-row table (its log says `copying`; the slot exists
+    its initial copy of a 100,000-row table (its log says `copying`; the slot exists
     but nobody streams from it yet). The second may wait or be refused; the table
     must be copied once (one `r` row per key, PyIceberg and DuckDB), and the
     changes that follow must equal the audit trail."""
