@@ -29,6 +29,7 @@ import psycopg
 import pytest
 from psycopg.types.json import set_json_loads
 
+from conftest import PgDatabase
 from floerun import check_order, compare_events, floe, fold, lsn_int  # noqa: F401
 from pgcluster import PgCluster
 from test_divergences import same_as_source, wait_copied
@@ -51,24 +52,6 @@ def own_cluster():
         cluster.destroy()
 
 
-class OwnDatabase:
-    def __init__(self, cluster: PgCluster, name: str):
-        self.cluster = cluster
-        self.name = name
-
-    @property
-    def dsn(self) -> str:
-        return self.cluster.dsn(self.name)
-
-    def connect(self, autocommit: bool = True) -> psycopg.Connection:
-        return psycopg.connect(self.dsn, autocommit=autocommit)
-
-    def execute(self, sql: str, params=None) -> list[tuple]:
-        with self.connect() as conn:
-            cur = conn.execute(sql, params)
-            return cur.fetchall() if cur.description else []
-
-
 _db_counter = iter(range(1_000_000))
 
 
@@ -80,7 +63,7 @@ def pg(own_cluster):
     name = f"floe_src_{os.getpid()}_{next(_db_counter)}"
     with psycopg.connect(own_cluster.dsn(), autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    db = OwnDatabase(own_cluster, name)
+    db = PgDatabase(own_cluster, name)
     try:
         yield db
     finally:

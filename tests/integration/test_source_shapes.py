@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql as psql
 
+from conftest import PgDatabase
 from floerun import FloeRun, check_order, events, floe, fold, lsn_int  # noqa: F401
 from pgcluster import PgCluster
 from test_divergences import same_as_source, wait_flushed
@@ -571,23 +572,16 @@ def test_sigkill_during_the_initial_copy_under_writers_copies_again_exactly_once
 # Case 33: DateStyle, TimeZone, IntervalStyle, bytea_output, extra_float_digits
 
 
-class OwnDatabase:
+class OwnDatabase(PgDatabase):
     """A database of a cluster of the test's own, reached as `user`."""
 
     def __init__(self, cluster: PgCluster, name: str, user: str):
-        self.cluster, self.name, self.user = cluster, name, user
+        super().__init__(cluster, name)
+        self.user = user
 
     @property
     def dsn(self) -> str:
         return self.cluster.dsn(self.name, user=self.user)
-
-    def connect(self, autocommit: bool = True) -> psycopg.Connection:
-        return psycopg.connect(self.dsn, autocommit=autocommit)
-
-    def execute(self, sql: str, params=None) -> list[tuple]:
-        with self.connect() as conn:
-            cur = conn.execute(sql, params)
-            return cur.fetchall() if cur.description else []
 
 
 VALUE_COLUMNS = """(id int PRIMARY KEY, ts timestamp, tstz timestamptz, d date, t time,
