@@ -399,6 +399,46 @@ def test_a_walsender_asking_for_replies_keeps_floe_connected_idle_and_streaming(
     assert streaming_lines(run) == 1, "floe started streaming more than once"
 
 
+def test_a_checkpoint_longer_than_wal_sender_timeout_keeps_the_connection(
+        floe, pg, duckdb_con):
+    """A slow checkpoint (an object store or catalog taking its time) holds floe away
+    from its read loop: the failpoint `checkpoint.before-commit=sleep:4000` stops
+    one checkpoint, under a workload, for five times wal_sender_timeout = 800ms.
+    floe must go on answering the server meanwhile: the same walsender holds the
+    slot before and after, the server logs no replication timeout, floe never
+    reconnects, and Bronze equals the audit trigger (nothing lost, nothing twice)."""
+    pg.execute(ACC)
+    pg.execute("INSERT INTO acc SELECT g, 'seed' || g, g FROM generate_series(1, 50) g")
+    audited(pg, "acc")
+    set_sender_timeout(pg.cluster, "800ms")
+    log_from = log_size(pg.cluster)
+    run = floe(service=SERVICE, tables=["public.acc"])
+    # Checkpoints come every 500 ms: the 12th is well inside the workload.
+    run.start(env={"FLOE_FAILPOINT": "checkpoint.before-commit@12=sleep:4000"})
+    run.wait_streaming()
+    pid, _ = walsender(pg, run.slot)
+    assert pid is not None
+    work = Workload(pg, seed=90, first_id=1000)
+    work.start()
+    try:
+        run.wait_until(lambda: "failpoint checkpoint.before-commit" in run.log_text(),
+                       60, what="the slow checkpoint", interval=0.2)
+        time.sleep(5)  # the sleep, and a second more
+        run.check_alive()
+    finally:
+        work.stop()
+    assert work.committed > 50 and work.failed == 0, (work.committed, work.failed)
+    now, _ = walsender(pg, run.slot)
+    rows = finish(run, pg, duckdb_con)
+    assert len([r for r in rows if r["cdc_op"] != "r"]) > 100
+    log = server_log(pg.cluster, log_from)
+    assert TIMEOUT_LOG not in log, (
+        f"the server dropped floe during its slow checkpoint\n{log[-3000:]}")
+    assert now == pid, (pid, now)
+    assert "reconnect" not in run.log_text(), run.log_tail()
+    assert streaming_lines(run) == 1, "floe started streaming more than once"
+
+
 # ---------------------------------------------------------------------------
 # Case 13: the source unreachable for longer than wal_sender_timeout
 

@@ -27,6 +27,7 @@
 #include <spdlog/spdlog.h>
 
 #include "floe/bronze/bronze_schema.h"
+#include "floe/bronze/failpoint_catalog.h"
 #include "floe/bronze/system_tables.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/bronze/watermark_backfill.h"
@@ -1801,6 +1802,10 @@ arrow::Status WaitAll(std::vector<std::future<arrow::Status>>* commits) {
 
 // Commits everything delivered so far, then confirms it to the server.
 arrow::Status Pipeline::Checkpoint(bool final) {
+  // Writing and committing may take longer than the server's wal_sender_timeout (a
+  // slow object store or catalog): the keeper answers for floe meanwhile, until the
+  // position to confirm is known.
+  std::optional<pg::StatusKeeper> keeper(std::in_place, streaming_);
   // The side tables first: they only ever hold rows of delivered transactions.
   if (!pending_messages_.empty()) {
     ARROW_ASSIGN_OR_RAISE(
@@ -1945,6 +1950,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
       ARROW_RETURN_NOT_OK(catalog_->UpdateNamespaceProperties(
           ServiceNamespace(), {{kStateConfirmed, std::to_string(confirm.value())}}));
       Failpoint("checkpoint.before-confirm");  // recorded, not yet sent to the server
+      keeper.reset();  // the connection is the pipeline's again
       streaming_->ReportDurable(confirm);
       confirmed_ = confirm;
       if (final) ARROW_RETURN_NOT_OK(streaming_->SendStandbyStatus());
@@ -2125,15 +2131,11 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   };
 
   // The main replication connection must keep answering while the copy runs.
-  auto copy = std::async(std::launch::async,
-                         [&]() { return reader->Run(names, sink).status(); });
-  while (copy.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
-    if (streaming_ != nullptr) {
-      arrow::Status st = streaming_->SendStandbyStatus();
-      if (!st.ok()) spdlog::warn("status update during the copy failed: {}", st.message());
-    }
+  arrow::Status copied;
+  {
+    pg::StatusKeeper keeper(streaming_);
+    copied = reader->Run(names, sink).status();
   }
-  arrow::Status copied = copy.get();
   if (!copied.ok()) {
     for (BronzeTable* table : tables) table->appender->Abandon();
     return copied;
@@ -2555,7 +2557,7 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
   }
   ARROW_ASSIGN_OR_RAISE(auto sql_catalog,
                         ice::SqlCatalog::Open(config.catalog.name, std::move(connection)));
-  auto catalog = ice::MakeSynchronizedCatalog(std::move(sql_catalog));
+  auto catalog = ice::MakeSynchronizedCatalog(WithCatalogFailpoints(std::move(sql_catalog)));
   auto io = ice::MakeLocalFileIO();
 
   ARROW_ASSIGN_OR_RAISE(auto metrics, PipelineMetrics::Make());

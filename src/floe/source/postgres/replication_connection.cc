@@ -205,7 +205,33 @@ arrow::Result<std::string> BuildCreateSlotCommand(std::string_view slot,
 // ReplicationConnection
 
 ReplicationConnection::ReplicationConnection(PGconn* conn, Options options)
-    : conn_(conn), options_(options), server_version_(PQserverVersion(conn)) {}
+    : conn_(conn),
+      options_(options),
+      server_version_(PQserverVersion(conn)),
+      keepalive_interval_(options.status_interval) {}
+
+std::optional<std::chrono::milliseconds> ParseTimeSetting(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 12) return std::nullopt;
+  const int64_t n = std::strtoll(std::string(text.substr(0, digits)).c_str(), nullptr, 10);
+  const std::string_view unit = text.substr(digits);
+  int64_t ms_per_unit = 0;
+  if (unit == "ms") {
+    ms_per_unit = 1;
+  } else if (unit == "s" || (unit.empty() && n == 0)) {
+    ms_per_unit = 1000;
+  } else if (unit == "min") {
+    ms_per_unit = 60'000;
+  } else if (unit == "h") {
+    ms_per_unit = 3'600'000;
+  } else if (unit == "d") {
+    ms_per_unit = 86'400'000;
+  } else {
+    return std::nullopt;
+  }
+  return std::chrono::milliseconds(n * ms_per_unit);
+}
 
 ReplicationConnection::~ReplicationConnection() {
   FreeBuffer();
@@ -277,6 +303,18 @@ arrow::Result<PgOutputOptions> ReplicationConnection::StartReplication(
                         ResolveDecoderOptions(options, server_version_));
   ARROW_ASSIGN_OR_RAISE(std::string cmd, BuildStartReplicationCommand(
                                              slot, start_lsn, options, server_version_));
+  // The walsender ends a connection silent for wal_sender_timeout (0: never); a
+  // StatusKeeper sends four times per timeout. The setting is the walsender's own
+  // (a role or the conninfo may set it), hence SHOW on this connection.
+  keepalive_interval_ = options_.status_interval;
+  if (ResultPtr show = Exec(conn_, "SHOW wal_sender_timeout");
+      show && PQresultStatus(show.get()) == PGRES_TUPLES_OK && PQntuples(show.get()) == 1) {
+    const auto timeout = ParseTimeSetting(Value(show.get(), 0, 0));
+    if (timeout && timeout->count() > 0) {
+      keepalive_interval_ = std::clamp(*timeout / 4, std::chrono::milliseconds(50),
+                                       options_.status_interval);
+    }
+  }
   ResultPtr res = Exec(conn_, cmd);
   if (!res || PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
     return ResultError(
@@ -448,6 +486,46 @@ arrow::Status ReplicationConnection::StopReplication() {
     PQclear(r);
   }
   return st;
+}
+
+// ---------------------------------------------------------------------------
+// StatusKeeper
+
+StatusKeeper::StatusKeeper(ReplicationConnection* connection) {
+  if (connection != nullptr && connection->streaming()) {
+    thread_ = std::thread([this, connection] { Run(connection); });
+  }
+}
+
+StatusKeeper::~StatusKeeper() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StatusKeeper::Run(ReplicationConnection* connection) {
+  std::unique_lock lock(mu_);
+  while (!wake_.wait_for(lock, connection->keepalive_interval(), [&] { return stop_; })) {
+    arrow::Status st = connection->SendStandbyStatus();
+    if (!st.ok()) {
+      status_ = std::move(st);
+      return;
+    }
+    ++sent_;
+  }
+}
+
+int64_t StatusKeeper::sent() const {
+  std::lock_guard lock(mu_);
+  return sent_;
+}
+
+arrow::Status StatusKeeper::status() const {
+  std::lock_guard lock(mu_);
+  return status_;
 }
 
 // ---------------------------------------------------------------------------

@@ -11,11 +11,14 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <arrow/result.h>
@@ -205,6 +208,9 @@ class ReplicationConnection {
   /// The server's end of WAL from the latest keepalive or XLogData.
   Lsn server_wal_end() const { return server_wal_end_; }
   bool streaming() const { return streaming_; }
+  /// How often a StatusKeeper sends: a quarter of the walsender's
+  /// wal_sender_timeout (read at StartReplication), at most the status interval.
+  std::chrono::milliseconds keepalive_interval() const { return keepalive_interval_; }
 
   PGconn* raw() const { return conn_; }
 
@@ -224,6 +230,42 @@ class ReplicationConnection {
   Lsn received_;
   Lsn server_wal_end_;
   std::chrono::steady_clock::time_point last_status_{};
+  std::chrono::milliseconds keepalive_interval_;
+};
+
+/// Parses a time setting as SHOW prints it ("800ms", "60s", "1min", "0") into
+/// milliseconds; nullopt for anything else.
+std::optional<std::chrono::milliseconds> ParseTimeSetting(std::string_view text);
+
+/// Keeps a streaming connection alive while its owner is busy elsewhere (a slow
+/// checkpoint, a copy): a thread of its own sends a status update every
+/// keepalive_interval(), carrying the durable position already reported and
+/// nothing new, so the server's wal_sender_timeout does not end the connection
+/// while nobody reads it. The owner must not use the connection until the keeper
+/// is destroyed (which stops and joins the thread). A null or non-streaming
+/// connection makes it do nothing. A failed send ends the keeper (status() says
+/// why); the owner's next read reports the broken connection.
+class StatusKeeper {
+ public:
+  explicit StatusKeeper(ReplicationConnection* connection);
+  ~StatusKeeper();
+  StatusKeeper(const StatusKeeper&) = delete;
+  StatusKeeper& operator=(const StatusKeeper&) = delete;
+
+  /// Status updates sent so far.
+  int64_t sent() const;
+  /// The failed send that ended the keeper, or OK.
+  arrow::Status status() const;
+
+ private:
+  void Run(ReplicationConnection* connection);
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  int64_t sent_ = 0;
+  arrow::Status status_;
+  std::thread thread_;
 };
 
 // ---------------------------------------------------------------------------

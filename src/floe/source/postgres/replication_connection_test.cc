@@ -303,5 +303,21 @@ TEST(CreateSlotCommand, FailoverNeedsPostgres17) {
   EXPECT_FALSE(BuildCreateSlotCommand("no-good", o, 170002).ok());
 }
 
+TEST(ParseTimeSetting, ReadsWhatShowPrints) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(ParseTimeSetting("800ms"), milliseconds(800));
+  EXPECT_EQ(ParseTimeSetting("60s"), milliseconds(60'000));
+  EXPECT_EQ(ParseTimeSetting("1min"), milliseconds(60'000));
+  EXPECT_EQ(ParseTimeSetting("2h"), milliseconds(7'200'000));
+  EXPECT_EQ(ParseTimeSetting("1d"), milliseconds(86'400'000));
+  EXPECT_EQ(ParseTimeSetting("0"), milliseconds(0));
+  EXPECT_EQ(ParseTimeSetting(""), std::nullopt);
+  EXPECT_EQ(ParseTimeSetting("ms"), std::nullopt);
+  EXPECT_EQ(ParseTimeSetting("5"), std::nullopt);  // no unit, not 0
+  EXPECT_EQ(ParseTimeSetting("5 s"), std::nullopt);
+  EXPECT_EQ(ParseTimeSetting("-5s"), std::nullopt);
+  EXPECT_EQ(ParseTimeSetting("9999999999999s"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace floe::postgres
