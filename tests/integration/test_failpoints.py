@@ -1,18 +1,25 @@
 """The crash windows of `floe run`'s checkpoint, reached on purpose rather than by a
-lucky random kill (docs/testing.md, cases 1, 2, 10 and 11). FLOE_FAILPOINT
+lucky random kill (docs/testing.md, cases 1, 2, 3, 10 and 11). FLOE_FAILPOINT
 (src/floe/common/failpoint.h) makes floe SIGKILL itself, or pause, at a named place:
 
 * checkpoint.before-commit: the checkpoint's Parquet files are written, nothing is
   committed;
 * checkpoint.after-table-commit: one table committed, the others perhaps not yet;
 * checkpoint.before-record: every table committed, the position not recorded;
-* checkpoint.before-confirm: recorded, not yet sent to the server.
+* checkpoint.before-confirm: recorded, not yet sent to the server;
+* catalog.commit / catalog.namespace-update (cases 3 and 10): a table's commit, or
+  the record of the confirmed position, fails without being applied (`error`,
+  `unknown`) or is applied and then reported as of unknown outcome (`lost`, the
+  reply lost), while floe goes on running.
 
 The workload and the oracle are the crash test's (test_run_crash.py): every change
 is also written by an audit trigger, and Bronze must equal it exactly."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import threading
 import time
 
@@ -166,3 +173,83 @@ def test_a_copy_again_killed_before_its_commit_keeps_every_change(floe, pg, duck
                   key=lambda r: (r["cdc_commit_lsn"], r["cdc_seq"]))
     got = [(r["cdc_op"], r["id"], None if r["cdc_op"] == "d" else r["v"]) for r in rows]
     compare_events("public.rt", audit, got)
+
+
+CATALOG_FAULTS = [("catalog.commit", "error"), ("catalog.commit", "unknown"),
+                  ("catalog.commit", "lost"), ("catalog.namespace-update", "error"),
+                  ("catalog.namespace-update", "lost")]
+
+
+def test_catalog_commits_failing_or_of_unknown_outcome_lose_and_repeat_nothing(
+        floe, pg, duckdb_con):
+    """Cases 3 and 10 without a kill: under the mixed workload over three tables
+    (which commit in parallel in each checkpoint), one catalog call of a running
+    `floe run` fails: a table's commit refused (`error`) or of unknown outcome,
+    applied (`lost`) or not (`unknown`), or the record of the confirmed position
+    failing or applied with its reply lost. floe must not die, must not confirm
+    past what is durable, and must end up with every change once: it gets over the
+    fault by itself (a reload that finds its own commit, or a reconnect that reads
+    again what was not committed), keeps streaming, and Bronze equals the audit
+    trail exactly (PyIceberg, DuckDB)."""
+    run = start_copied(floe, pg)
+    workload = Workload(pg.dsn, seed=3)
+    workload.start()
+    try:
+        for point, action in CATALOG_FAULTS:
+            for hit in (3, 8):
+                run.stop()
+                run.start(env={"FLOE_FAILPOINT": f"{point}@{hit}={action}"})
+                fired = f"failpoint {point} (hit {hit}): {action}"
+                run.wait_until(lambda: fired in run.log_text().rsplit(
+                    "===== floe run start", 1)[-1], 120, what=fired, interval=0.1)
+                # A checkpoint after the fault: floe is past it.
+                run.wait_until(lambda: "checkpoint:" in run.log_text().rsplit(
+                    fired, 1)[-1], 120, what=f"a checkpoint after {fired}")
+                run.check_alive()
+                assert workload.error is None, workload.error
+    finally:
+        workload.stop_event.set()
+        workload.join(30)
+    assert workload.error is None, workload.error
+    assert workload.commits > 100, workload.commits
+    fired = re.findall(r"failpoint (catalog\.[a-z-]+) \(hit \d+\): ([a-z]+)",
+                       run.log_text())
+    assert sorted(set(fired)) == sorted(CATALOG_FAULTS) and len(fired) == 10, fired
+    check_against_audit(run, pg, duckdb_con)
+
+
+def test_a_silver_merge_whose_commit_outcome_is_unknown_or_failed(floe, pg, duckdb_con):
+    """Case 3 for `floe silver`: the Silver table's commit of a merge is applied but
+    reported as of unknown outcome (`lost`), or not applied (`unknown`, `error`).
+    `floe silver` must find its own commit or retry it, or fail and leave Silver as
+    it was; either way, after it (and a plain run after a failure) Silver equals
+    psql (PyIceberg and DuckDB), with each key once."""
+    from test_divergences import same_as_source, wait_flushed
+    from test_silver import silver
+    pg.execute("""
+        CREATE TABLE sv (id int PRIMARY KEY, v text, n int);
+        INSERT INTO sv SELECT g, 'v' || g, g FROM generate_series(1, 300) g;
+    """)
+    run = floe(tables=["public.sv"])
+    run.start().wait_streaming()
+    wait_flushed(run, pg)
+    silver(run)  # the backfill
+    same_as_source(run, pg, duckdb_con, "public", "sv", ["id"])
+    for round_, action in enumerate(["lost", "unknown", "error"]):
+        pg.execute("UPDATE sv SET n = n + 1000, v = %s WHERE id %% 3 = %s",
+                   (action, round_))
+        pg.execute("DELETE FROM sv WHERE id %% 50 = %s", (round_,))
+        pg.execute("INSERT INTO sv SELECT g, %s, g FROM generate_series(%s::int, %s::int) g",
+                   (action, 1000 * (round_ + 1), 1000 * (round_ + 1) + 20))
+        wait_flushed(run, pg)
+        proc = subprocess.run(
+            [str(run.floe_bin), "silver", str(run.config_path)], cwd=run.base,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300,
+            env={**os.environ, "FLOE_FAILPOINT": f"catalog.commit@1={action}"})
+        out = proc.stdout.decode(errors="replace")
+        assert f"failpoint catalog.commit (hit 1): {action}" in out, out
+        if proc.returncode != 0:
+            assert action != "lost", out  # its own commit is there: found on reload
+            silver(run)
+        same_as_source(run, pg, duckdb_con, "public", "sv", ["id"])
+    run.stop()

@@ -14,7 +14,8 @@ namespace {
 
 struct Point {
   long at = 1;        // fires at this hit
-  long sleep_ms = -1;  // -1: kill
+  long sleep_ms = -1;  // -1: kill (or `action`)
+  std::string action;  // neither kill nor sleep: for the place to act out
   long hits = 0;
 };
 
@@ -40,6 +41,8 @@ Points* Configured() {
         entry = entry.substr(0, eq);
         if (action.starts_with("sleep:")) {
           p.sleep_ms = std::strtol(std::string(action.substr(6)).c_str(), nullptr, 10);
+        } else if (action != "kill") {
+          p.action = std::string(action);
         }
       }
       if (const size_t at = entry.find('@'); at != std::string_view::npos) {
@@ -56,27 +59,34 @@ Points* Configured() {
 
 }  // namespace
 
-void Failpoint(std::string_view name) {
+std::string FailpointAction(std::string_view name) {
   Points* points = Configured();
-  if (points == nullptr) return;
-  long sleep_ms = 0;
-  long hit = 0;
+  if (points == nullptr) return {};
+  Point fired;
   {
     std::lock_guard lock(points->mu);
     auto it = points->points.find(name);
-    if (it == points->points.end() || ++it->second.hits != it->second.at) return;
-    sleep_ms = it->second.sleep_ms;
-    hit = it->second.hits;
+    if (it == points->points.end() || ++it->second.hits != it->second.at) return {};
+    fired = it->second;
   }
-  if (sleep_ms >= 0) {
-    spdlog::warn("failpoint {} (hit {}): sleeping {} ms", name, hit, sleep_ms);
+  if (!fired.action.empty()) {
+    spdlog::warn("failpoint {} (hit {}): {}", name, fired.hits, fired.action);
     spdlog::default_logger()->flush();
-    std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
-    return;
+    return fired.action;
   }
-  spdlog::warn("failpoint {} (hit {}): killing the process", name, hit);
+  if (fired.sleep_ms >= 0) {
+    spdlog::warn("failpoint {} (hit {}): sleeping {} ms", name, fired.hits,
+                 fired.sleep_ms);
+    spdlog::default_logger()->flush();
+    std::this_thread::sleep_for(std::chrono::milliseconds(fired.sleep_ms));
+    return {};
+  }
+  spdlog::warn("failpoint {} (hit {}): killing the process", name, fired.hits);
   spdlog::default_logger()->flush();
   std::raise(SIGKILL);
+  return {};
 }
+
+void Failpoint(std::string_view name) { FailpointAction(name); }
 
 }  // namespace floe

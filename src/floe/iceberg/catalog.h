@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -112,6 +113,70 @@ class Catalog {
   virtual arrow::Status CommitTable(const TableIdentifier& id,
                                     const std::string& expected,
                                     const std::string& next) = 0;
+};
+
+/// A catalog that hands every call to `inner`: the base of a decorator that
+/// changes a few of them.
+class ForwardingCatalog : public Catalog {
+ public:
+  explicit ForwardingCatalog(std::unique_ptr<Catalog> inner) : inner_(std::move(inner)) {}
+
+  const std::string& name() const override { return inner_->name(); }
+  arrow::Status CreateNamespace(
+      const Namespace& ns, const std::map<std::string, std::string>& properties) override {
+    return inner_->CreateNamespace(ns, properties);
+  }
+  arrow::Result<bool> NamespaceExists(const Namespace& ns) override {
+    return inner_->NamespaceExists(ns);
+  }
+  arrow::Result<std::vector<Namespace>> ListNamespaces(const Namespace& parent) override {
+    return inner_->ListNamespaces(parent);
+  }
+  arrow::Result<std::map<std::string, std::string>> LoadNamespaceProperties(
+      const Namespace& ns) override {
+    return inner_->LoadNamespaceProperties(ns);
+  }
+  arrow::Status UpdateNamespaceProperties(
+      const Namespace& ns, const std::map<std::string, std::string>& updates,
+      const std::vector<std::string>& removals) override {
+    return inner_->UpdateNamespaceProperties(ns, updates, removals);
+  }
+  arrow::Status DropNamespace(const Namespace& ns) override {
+    return inner_->DropNamespace(ns);
+  }
+  arrow::Status CheckIdentifier(const TableIdentifier& id) override {
+    return inner_->CheckIdentifier(id);
+  }
+  arrow::Status RegisterTable(const TableIdentifier& id,
+                              const std::string& metadata_location) override {
+    return inner_->RegisterTable(id, metadata_location);
+  }
+  arrow::Result<std::string> LoadTable(const TableIdentifier& id) override {
+    return inner_->LoadTable(id);
+  }
+  arrow::Result<bool> TableExists(const TableIdentifier& id) override {
+    return inner_->TableExists(id);
+  }
+  arrow::Result<std::vector<TableIdentifier>> ListTables(const Namespace& ns) override {
+    return inner_->ListTables(ns);
+  }
+  arrow::Status DropTable(const TableIdentifier& id) override {
+    return inner_->DropTable(id);
+  }
+  arrow::Status RenameTable(const TableIdentifier& from,
+                            const TableIdentifier& to) override {
+    return inner_->RenameTable(from, to);
+  }
+  arrow::Status CommitTable(const TableIdentifier& id, const std::string& expected,
+                            const std::string& next) override {
+    return inner_->CommitTable(id, expected, next);
+  }
+
+ protected:
+  Catalog& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<Catalog> inner_;
 };
 
 /// A catalog whose calls are serialised by a mutex, so tables on different threads

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "floe/bronze/failpoint_catalog.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
 #include "floe/common/progress.h"
@@ -400,7 +401,7 @@ arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
   }
   ARROW_ASSIGN_OR_RAISE(auto sql_catalog, ice::SqlCatalog::Open(config.catalog.name,
                                                                 std::move(connection)));
-  return ice::MakeSynchronizedCatalog(std::move(sql_catalog));
+  return ice::MakeSynchronizedCatalog(bronze::WithCatalogFailpoints(std::move(sql_catalog)));
 }
 
 arrow::Status RunSilver(const config::PipelineConfig& config,
