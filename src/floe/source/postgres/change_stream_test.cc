@@ -76,9 +76,10 @@ std::string Insert(Oid relid, const std::vector<Value>& row,
   return b.str();
 }
 std::string Update(Oid relid, char old_kind, const std::vector<Value>& old_row,
-                   const std::vector<Value>& row) {
+                   const std::vector<Value>& row,
+                   std::optional<TransactionId> xid = std::nullopt) {
   Bytes b;
-  b.Tag('U').U32(relid);
+  b.Tag('U').Xid(xid).U32(relid);
   if (old_kind != 0) {
     b.Tag(old_kind);
     Tuple(b, old_row);
@@ -87,9 +88,10 @@ std::string Update(Oid relid, char old_kind, const std::vector<Value>& old_row,
   Tuple(b, row);
   return b.str();
 }
-std::string Delete(Oid relid, const std::vector<Value>& key) {
+std::string Delete(Oid relid, const std::vector<Value>& key,
+                   std::optional<TransactionId> xid = std::nullopt) {
   Bytes b;
-  b.Tag('D').U32(relid).Tag('K');
+  b.Tag('D').Xid(xid).U32(relid).Tag('K');
   Tuple(b, key);
   return b.str();
 }
@@ -479,6 +481,92 @@ TEST(ChangeStream, StreamedTransactionReplaysAtCommitWithoutAbortedSubtransactio
   EXPECT_FALSE(std::filesystem::exists(spill));
   EXPECT_EQ(h.stream->open_streamed_transactions(), 0u);
   EXPECT_GT(h.stream->stats().peak_spill_bytes, 0);
+}
+
+TEST(ChangeStream, InterleavedStreamBlocksOfTwoTransactionsKeepEachOnesRowsApart) {
+  Harness h;
+  // Two large transactions streamed at once, their blocks alternating (docs/testing.md
+  // case 19): 700 starts first, 900 commits first; 900's subtransaction 901 is
+  // rolled back; a small transaction commits between the blocks.
+  h.source.Add(0x100, StreamStart(700, true));
+  h.source.Add(0x110, Relation(16384, "items", kItems, 700));
+  h.source.Add(0x120, Insert(16384, {"1", "t700 a", "1"}, 700));
+  h.source.Add(0x130, Insert(16384, {"2", "t700 b", "1"}, 700));
+  h.source.Add(0x140, StreamStop());
+  h.source.Add(0x200, StreamStart(900, true));
+  h.source.Add(0x210, Relation(16384, "items", kItems, 900));
+  h.source.Add(0x220, Insert(16384, {"10", "t900 a", "1"}, 900));
+  h.source.Add(0x230, Insert(16384, {"11", "t901 gone", "1"}, 901));
+  h.source.Add(0x240, StreamStop());
+  h.source.Add(0x250, Begin(0x260, 950));
+  h.source.Add(0x251, Relation(16384, "items", kItems));
+  h.source.Add(0x252, Insert(16384, {"50", "small", "1"}));
+  h.source.Add(0x260, Commit(0x260, 0x268));
+  h.source.Add(0x300, StreamStart(700, false));
+  h.source.Add(0x310, Update(16384, 0, {}, {"1", "t700 a2", "2"}, 700));
+  h.source.Add(0x320, StreamStop());
+  h.Drain();
+  // Only the small transaction so far; each streamed one has its own spill file.
+  EXPECT_EQ(h.sink.events, (std::vector<std::string>{"begin 950", "relation items v1",
+                                                     "table items v1 rows 1",
+                                                     "commit 950"}));
+  EXPECT_EQ(h.stream->open_streamed_transactions(), 2u);
+  const auto spill700 = h.stream->SpillPath(700);
+  const auto spill900 = h.stream->SpillPath(900);
+  EXPECT_NE(spill700, spill900);
+  EXPECT_TRUE(std::filesystem::exists(spill700));
+  EXPECT_TRUE(std::filesystem::exists(spill900));
+
+  h.source.Add(0x400, StreamStart(900, false));
+  h.source.Add(0x410, Delete(16384, {"10", std::nullopt, std::nullopt}, 900));
+  h.source.Add(0x420, Insert(16384, {"12", "t900 b", "1"}, 900));
+  h.source.Add(0x430, StreamStop());
+  h.source.Add(0x440, StreamAbort(900, 901));
+  h.source.Add(0x500, StreamCommit(900, 0x500, 0x510));
+  h.source.Add(0x600, StreamStart(700, false));
+  h.source.Add(0x610, Delete(16384, {"2", std::nullopt, std::nullopt}, 700));
+  h.source.Add(0x620, StreamStop());
+  h.source.Add(0x700, StreamCommit(700, 0x700, 0x710));
+  h.Drain();
+
+  EXPECT_EQ(h.sink.events,
+            (std::vector<std::string>{"begin 950", "relation items v1",
+                                      "table items v1 rows 1", "commit 950",
+                                      "begin 900", "table items v1 rows 3", "commit 900",
+                                      "begin 700", "table items v1 rows 4",
+                                      "commit 700"}));
+  ASSERT_EQ(h.sink.rows.size(), 8u);
+  // 900: its own rows only, in WAL order, seq from 0, without 901's.
+  const std::vector<std::pair<std::string, std::string>> t900 = {
+      {"c", "10"}, {"d", "10"}, {"c", "12"}};
+  const std::vector<std::pair<std::string, std::string>> t700 = {
+      {"c", "1"}, {"c", "2"}, {"u", "1"}, {"d", "2"}};
+  for (size_t i = 0; i < t900.size(); ++i) {
+    const Row& r = h.sink.rows[1 + i];
+    EXPECT_EQ(r.at("cdc_op"), t900[i].first) << i;
+    EXPECT_EQ(r.at("id"), t900[i].second) << i;
+    EXPECT_EQ(r.at("cdc_seq"), std::to_string(i)) << i;
+    EXPECT_EQ(r.at("cdc_source_tx_id"), "900") << i;
+    EXPECT_EQ(r.at("cdc_commit_lsn"), std::to_string(0x500)) << i;
+  }
+  for (size_t i = 0; i < t700.size(); ++i) {
+    const Row& r = h.sink.rows[4 + i];
+    EXPECT_EQ(r.at("cdc_op"), t700[i].first) << i;
+    EXPECT_EQ(r.at("id"), t700[i].second) << i;
+    EXPECT_EQ(r.at("cdc_seq"), std::to_string(i)) << i;
+    EXPECT_EQ(r.at("cdc_source_tx_id"), "700") << i;
+    EXPECT_EQ(r.at("cdc_commit_lsn"), std::to_string(0x700)) << i;
+  }
+  EXPECT_EQ(h.sink.rows[6].at("name"), "t700 a2");
+  EXPECT_EQ(h.sink.rows[7].at("cdc_source_lsn"), std::to_string(0x610));
+  ASSERT_EQ(h.sink.commits.size(), 3u);
+  EXPECT_EQ(h.sink.commits[1].end_lsn, Lsn(0x510));
+  EXPECT_TRUE(h.sink.commits[1].streamed);
+  EXPECT_EQ(h.sink.commits[2].end_lsn, Lsn(0x710));
+  EXPECT_TRUE(h.sink.commits[2].streamed);
+  EXPECT_FALSE(std::filesystem::exists(spill700));
+  EXPECT_FALSE(std::filesystem::exists(spill900));
+  EXPECT_EQ(h.stream->open_streamed_transactions(), 0u);
 }
 
 TEST(ChangeStream, RelationSentInAnAbortedSubtransactionStillDescribesTheTable) {
