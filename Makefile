@@ -13,6 +13,11 @@
 #                   with random seeds for SOAK_SECONDS (default 3600), floe killed at
 #                   random; prints rounds, kills, changes checked and the seeds, and
 #                   stops at the first failing seed (FLOE_DIFF_SEEDS=1,2 re-runs seeds)
+#   make soak-crash the crash test (tests/integration/test_run_crash.py) for
+#                   SOAK_SECONDS with `floe run` SIGKILLed every 30-60 s under the
+#                   workload; Bronze must equal the audit trigger at the end
+#   make test-long  the tests CI runs at reduced size, at full size (a 1M-row
+#                   transaction killed while floe writes it)
 #   make format     clang-format the C++ sources
 #   make clean      remove build/ (keeps .venv)
 PRESET ?= release
@@ -22,7 +27,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= pgoutput copy_binary type_text message_json manifest table_metadata
 SOAK_SECONDS ?= 3600
 
-.PHONY: bootstrap build test unit-test integration-test test-asan bench demo fuzz soak format clean
+.PHONY: bootstrap build test unit-test integration-test test-asan bench demo fuzz soak soak-crash test-long format clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -59,6 +64,15 @@ fuzz:
 soak: build
 	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python tests/integration/differential.py \
 	  --seconds $(SOAK_SECONDS)
+
+soak-crash: build
+	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) FLOE_CRASH_SECONDS=$(SOAK_SECONDS) \
+	  FLOE_CRASH_KILL_INTERVAL=30-60 .venv/bin/python -m pytest -s \
+	  tests/integration/test_run_crash.py -k sigkill_at_random_moments
+
+test-long: build
+	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) FLOE_BIG_TX_ROWS=1000000 .venv/bin/python -m pytest \
+	  tests/integration/test_stream_faults.py -k big_transaction_spanning
 
 format:
 	@command -v clang-format >/dev/null || \
