@@ -1549,6 +1549,16 @@ arrow::Status Pipeline::FinishChunk(Backfill* backfill, const pg::CapturedMessag
 arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
   const auto& rel = change.shape->relation;
   pg::QualifiedName source{rel.namespace_name, rel.relation_name};
+  if (!change.shape->unresolved_types.empty()) {
+    std::string columns;
+    for (const std::string& c : change.shape->unresolved_types) {
+      columns += (columns.empty() ? "" : ", ") + c;
+    }
+    spdlog::warn("{}: the type of column(s) {} is no longer in the source's catalog "
+                 "(dropped after these changes were written): their values land as "
+                 "the text PostgreSQL sent",
+                 SourceName(source), columns);
+  }
   ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(source));
   if (!table->unnamed.empty()) return arrow::Status::OK();
   if (Replaying(table, change.commit_lsn)) {

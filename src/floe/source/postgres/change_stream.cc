@@ -571,7 +571,11 @@ arrow::Status ChangeStream::ApplyData(Transaction* tx, Lsn wal_start,
   if (const auto* m = std::get_if<RelationMessage>(&message)) {
     return ApplyRelation(tx, *m);
   }
-  if (std::holds_alternative<TypeMessage>(message)) return arrow::Status::OK();
+  if (const auto* m = std::get_if<TypeMessage>(&message)) {
+    streamed_type_names_[m->type_oid] = {std::string(m->namespace_name),
+                                         std::string(m->type_name)};
+    return arrow::Status::OK();
+  }
   if (const auto* m = std::get_if<InsertMessage>(&message)) {
     return AppendRow(tx, m->relation_id, 'c', wal_start, m->new_tuple);
   }
@@ -638,8 +642,40 @@ arrow::Status ChangeStream::ApplyRelation(Transaction* tx,
   shape->relation = *update.relation;
   arrow::FieldVector fields;
   for (const RelationColumnInfo& column : shape->relation.columns) {
-    ARROW_ASSIGN_OR_RAISE(PgTypeInfo type,
-                          types_->Resolve(column.type_oid, column.type_modifier));
+    arrow::Result<PgTypeInfo> resolved =
+        types_->Resolve(column.type_oid, column.type_modifier);
+    PgTypeInfo type;
+    if (resolved.ok()) {
+      type = std::move(resolved).ValueUnsafe();
+    } else if (resolved.status().IsKeyError()) {
+      // The type (or one it is built on) was dropped after these changes were
+      // written: the catalog no longer describes it, but every value arrives as
+      // text (floe asks for the text format). pgoutput's Type message named it as
+      // of the changes, a domain by its base type: a domain over a built-in type
+      // keeps that type's mapping; anything else is kept as its text.
+      auto named = streamed_type_names_.find(column.type_oid);
+      std::string what = "oid " + std::to_string(column.type_oid);
+      if (named != streamed_type_names_.end() && named->second.first == "pg_catalog" &&
+          !named->second.second.starts_with("_")) {
+        type = PgTypeInfo::Builtin(named->second.second, column.type_oid,
+                                   column.type_modifier);
+        what = "a domain over pg_catalog." + named->second.second + ", " + what;
+      } else {
+        type.oid = column.type_oid;
+        type.typmod = column.type_modifier;
+        type.kind = PgTypeKind::kOther;
+        if (named != streamed_type_names_.end()) {
+          type.namespace_name = named->second.first;
+          type.name = named->second.second;
+          what = named->second.first + "." + named->second.second + ", " + what;
+        } else {
+          type.name = what;
+        }
+      }
+      shape->unresolved_types.push_back(column.name + " (" + what + ")");
+    } else {
+      return resolved.status();
+    }
     ColumnMapping mapping = MapType(type);
     fields.push_back(arrow::field(column.name, mapping.type));
     shape->mappings.push_back(mapping);

@@ -135,6 +135,10 @@ struct TableShape {
   /// How each row column was mapped (one per relation column, in order): the
   /// converter kind tells e.g. a uuid from a fixed[16].
   std::vector<ColumnMapping> mappings;
+  /// Columns whose type is no longer in the source's catalog (dropped after these
+  /// changes were written, before floe decoded them), each as "column (type name
+  /// or oid)": mapped as text, since only their text form is known.
+  std::vector<std::string> unresolved_types;
 };
 
 /// Delivered before the first batch of a shape the consumer has not been given yet
@@ -355,6 +359,10 @@ class ChangeStream {
   PgOutputDecoder decoder_;
   RelationCache relations_;
   TypeResolver* types_;
+  /// (schema, name) pgoutput's Type messages gave user types, from the catalog as
+  /// of the changes: the name of a type dropped since (a domain's is its base
+  /// type's).
+  std::unordered_map<Oid, std::pair<std::string, std::string>> streamed_type_names_;
   ChangeSink* sink_;
   Options options_;
   std::filesystem::path spill_directory_;

@@ -869,6 +869,35 @@ TEST(ChangeStream, BackToBackSmallTransactionsShareOneBatchButKeepTheirOwnDelive
   EXPECT_EQ(h.stream->stats().rows_delivered, 3);
 }
 
+TEST(ChangeStream, ATypeGoneFromTheCatalogIsMappedFromItsStreamedNameOrAsText) {
+  // Types 90001 (a domain: pgoutput names its base type) and 90002 (an enum) were
+  // dropped after the changes; 90003 has no Type message at all.
+  Harness h;
+  h.source.Add(0x100, Begin(0x900, 5));
+  h.source.Add(0x101, Bytes().Tag('Y').U32(90001).Str("pg_catalog").Str("int4").str());
+  h.source.Add(0x102, Bytes().Tag('Y').U32(90002).Str("public").Str("mood").str());
+  h.source.Add(0x110, Relation(16384, "gear",
+                               {{"id", kInt4, true},
+                                {"p", 90001},
+                                {"m", 90002},
+                                {"x", 90003}}));
+  h.source.Add(0x120, Insert(16384, {"1", "42", "happy", "(a,\"b c\")"}));
+  h.source.Add(0x900, Commit(0x900, 0x950));
+  h.Drain();
+  ASSERT_EQ(h.sink.relation_changes.size(), 1u);
+  const auto& shape = *h.sink.relation_changes[0].shape;
+  EXPECT_EQ(shape.schema->field(1)->type()->ToString(), "int32");
+  EXPECT_EQ(shape.schema->field(2)->type()->ToString(), "string");
+  EXPECT_EQ(shape.schema->field(3)->type()->ToString(), "string");
+  EXPECT_EQ(shape.unresolved_types,
+            (std::vector<std::string>{"p (a domain over pg_catalog.int4, oid 90001)",
+                                      "m (public.mood, oid 90002)", "x (oid 90003)"}));
+  ASSERT_EQ(h.sink.rows.size(), 1u);
+  EXPECT_EQ(h.sink.rows[0].at("p"), "42");
+  EXPECT_EQ(h.sink.rows[0].at("m"), "happy");
+  EXPECT_EQ(h.sink.rows[0].at("x"), "(a,\"b c\")");
+}
+
 TEST(ChangeStream, ChangeOfUnknownRelationAndWrongColumnCountAreErrors) {
   {
     Harness h;
