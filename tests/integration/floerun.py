@@ -126,8 +126,10 @@ class FloeRun:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, *args: str, env: dict[str, str] | None = None) -> "FloeRun":
-        """Starts `floe run`; `env` adds to the environment (FLOE_FAILPOINT, say)."""
+    def start(self, *args: str, env: dict[str, str] | None = None,
+              preexec_fn=None) -> "FloeRun":
+        """Starts `floe run`; `env` adds to the environment (FLOE_FAILPOINT, say);
+        `preexec_fn` runs in the child before floe (to set a resource limit, say)."""
         assert not self.running, "floe is already running"
         self.starts += 1
         self._log = open(self.log_path, "ab", buffering=0)
@@ -136,7 +138,8 @@ class FloeRun:
         self.proc = subprocess.Popen(
             [str(self.floe_bin), "run", str(self.config_path), *args],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            cwd=self.base, env={**os.environ, **env} if env else None)
+            cwd=self.base, env={**os.environ, **env} if env else None,
+            preexec_fn=preexec_fn)
         return self
 
     def wait_streaming(self, timeout: float = 60) -> "FloeRun":

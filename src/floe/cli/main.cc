@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <arrow/config.h>
@@ -94,6 +95,26 @@ void SetUpLogging(bool json) {
   spdlog::flush_on(spdlog::level::info);
 }
 
+// A pipeline holds a Parquet file open per table it is writing (a copy of many
+// tables at once, a transaction touching hundreds): raise the soft open-file limit
+// to the hard one, as the default soft limit (often 1024) is far below what a
+// service with thousands of tables needs. Says so when the hard limit is low.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    const rlim_t was = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = was;
+  }
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < 4096) {
+    spdlog::warn("the open-file limit is {} (hard limit): a copy or a transaction that "
+                 "touches more tables than that fails with 'Too many open files'. Raise "
+                 "it (ulimit -n, or LimitNOFILE= in a systemd unit)",
+                 static_cast<uint64_t>(limit.rlim_cur));
+  }
+}
+
 // `floe run FILE`: the Bronze changelog, until SIGTERM / SIGINT or --duration.
 int Run(const std::string& file, const std::string& duration, bool resnapshot,
         bool json_logs, const std::string& metrics_listen, bool metrics_listen_given,
@@ -138,6 +159,7 @@ int Run(const std::string& file, const std::string& duration, bool resnapshot,
   options.snapshot_workers = config.source.snapshot_workers;
   spdlog::info("floe " FLOE_VERSION " run: service {}, slot {}, publication {}",
                config.service, config.source.slot, config.source.publication);
+  RaiseOpenFileLimit();
   arrow::Status st = floe::bronze::RunPipeline(config, options);
   if (!st.ok()) {
     spdlog::error("{}", st.message());

@@ -43,12 +43,15 @@ arrow::Result<int64_t> ParseInt64(const std::optional<std::string>& text,
 
 std::string DisplayName(const QualifiedTable& t) { return t.schema + "." + t.name; }
 
-// Makes `status` an incomplete-snapshot error, keeping its code and message.
+// Makes `status` an incomplete-snapshot error, keeping its code, its message and
+// what its own detail said (an errno: "Too many open files", "No space left").
 arrow::Status Incomplete(const arrow::Status& status, int64_t done, int64_t total) {
+  std::string why = status.message();
+  if (status.detail() != nullptr) why += " (" + status.detail()->ToString() + ")";
   return arrow::Status(
       status.code(),
       "snapshot incomplete (" + std::to_string(done) + "/" + std::to_string(total) +
-          " chunks read; discard it and start over): " + status.message(),
+          " chunks read; discard it and start over): " + why,
       std::make_shared<SnapshotIncompleteDetail>(done, total));
 }
 
