@@ -1072,7 +1072,9 @@ class Writer(threading.Thread):
             tx.exec(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
                 q, sql.Identifier(name), sql.SQL(col.pgtype)))
 
-            def apply(state, tid=t.tid, col=col):
+            # A copy as added: the transaction's view may rename its own column
+            # later on, and that rename's staged step looks for the added name.
+            def apply(state, tid=t.tid, col=dataclasses.replace(col)):
                 tt = state.tables[tid]
                 col.field = tt.new_field(col.name, col.itype)
                 col.fields_by_type = {col.itype: col.field}
