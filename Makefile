@@ -40,7 +40,8 @@ unit-test: build
 	ctest --preset $(PRESET)
 
 integration-test: build
-	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python -m pytest tests/integration $(PYTEST_ARGS)
+	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python -m pytest tests/integration \
+	  --durations=25 $(PYTEST_ARGS)
 
 # The sanitizer run comes before pytest so that pytest's summary closes the output.
 test: unit-test test-asan integration-test

@@ -116,10 +116,12 @@ class Catalog {
 };
 
 /// A catalog that hands every call to `inner`: the base of a decorator that
-/// changes a few of them.
+/// changes a few of them. It owns `inner`, or borrows it (which must outlive it).
 class ForwardingCatalog : public Catalog {
  public:
-  explicit ForwardingCatalog(std::unique_ptr<Catalog> inner) : inner_(std::move(inner)) {}
+  explicit ForwardingCatalog(std::unique_ptr<Catalog> inner)
+      : owned_(std::move(inner)), inner_(owned_.get()) {}
+  explicit ForwardingCatalog(Catalog* inner) : inner_(inner) {}
 
   const std::string& name() const override { return inner_->name(); }
   arrow::Status CreateNamespace(
@@ -176,7 +178,8 @@ class ForwardingCatalog : public Catalog {
   Catalog& inner() { return *inner_; }
 
  private:
-  std::unique_ptr<Catalog> inner_;
+  std::unique_ptr<Catalog> owned_;
+  Catalog* inner_;
 };
 
 /// A catalog whose calls are serialised by a mutex, so tables on different threads

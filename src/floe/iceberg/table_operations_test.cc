@@ -35,72 +35,27 @@ T ValueOrDie(arrow::Result<T> result) {
 
 // Forwards to a real catalog; CommitTable can be told to report an unknown outcome,
 // after committing or without committing.
-class FlakyCatalog : public Catalog {
+class FlakyCatalog : public ForwardingCatalog {
  public:
-  explicit FlakyCatalog(Catalog* inner) : inner_(inner) {}
-  const std::string& name() const override { return inner_->name(); }
-  arrow::Status CreateNamespace(const Namespace& ns,
-                                const std::map<std::string, std::string>& p) override {
-    return inner_->CreateNamespace(ns, p);
-  }
-  arrow::Result<bool> NamespaceExists(const Namespace& ns) override {
-    return inner_->NamespaceExists(ns);
-  }
-  arrow::Result<std::vector<Namespace>> ListNamespaces(const Namespace& p) override {
-    return inner_->ListNamespaces(p);
-  }
-  arrow::Result<std::map<std::string, std::string>> LoadNamespaceProperties(
-      const Namespace& ns) override {
-    return inner_->LoadNamespaceProperties(ns);
-  }
-  arrow::Status UpdateNamespaceProperties(
-      const Namespace& ns, const std::map<std::string, std::string>& updates,
-      const std::vector<std::string>& removals) override {
-    return inner_->UpdateNamespaceProperties(ns, updates, removals);
-  }
-  arrow::Status DropNamespace(const Namespace& ns) override {
-    return inner_->DropNamespace(ns);
-  }
-  arrow::Status RegisterTable(const TableIdentifier& id,
-                              const std::string& location) override {
-    return inner_->RegisterTable(id, location);
-  }
-  arrow::Result<std::string> LoadTable(const TableIdentifier& id) override {
-    return inner_->LoadTable(id);
-  }
-  arrow::Result<bool> TableExists(const TableIdentifier& id) override {
-    return inner_->TableExists(id);
-  }
-  arrow::Result<std::vector<TableIdentifier>> ListTables(const Namespace& ns) override {
-    return inner_->ListTables(ns);
-  }
-  arrow::Status DropTable(const TableIdentifier& id) override {
-    return inner_->DropTable(id);
-  }
-  arrow::Status RenameTable(const TableIdentifier& a, const TableIdentifier& b) override {
-    return inner_->RenameTable(a, b);
-  }
+  using ForwardingCatalog::ForwardingCatalog;
   arrow::Status CommitTable(const TableIdentifier& id, const std::string& expected,
                             const std::string& next) override {
     ++commits;
     if (unknown_after_commit > 0) {
       --unknown_after_commit;
-      ARROW_RETURN_NOT_OK(inner_->CommitTable(id, expected, next));
+      ARROW_RETURN_NOT_OK(inner().CommitTable(id, expected, next));
       return CatalogError(CatalogErrorKind::kCommitStateUnknown, "connection lost");
     }
     if (unknown_without_commit > 0) {
       --unknown_without_commit;
       return CatalogError(CatalogErrorKind::kCommitStateUnknown, "connection lost");
     }
-    return inner_->CommitTable(id, expected, next);
+    return inner().CommitTable(id, expected, next);
   }
 
   int unknown_after_commit = 0;
   int unknown_without_commit = 0;
   int commits = 0;
-
- private:
-  Catalog* inner_;
 };
 
 class TableOperationsTest : public ::testing::Test {
