@@ -2001,8 +2001,9 @@ void Pipeline::SampleSource() {
 }
 
 // Copies `tables` through a temporary slot's exported snapshot: their rows become
-// `r` changes at the slot's consistent point C, committed with floe.commit-lsn = C,
-// so the stream's changes at or below C (already in the copy) are skipped for them.
+// `r` changes just below the slot's consistent point C (at C - 1), committed with
+// floe.commit-lsn = C - 1, so the stream's changes below C (already in the copy)
+// are skipped for them and those at C or later land after the copy.
 arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   if (tables.empty()) return arrow::Status::OK();
   const std::string& conninfo = config_.source.conninfo;
@@ -2012,7 +2013,12 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   slot_options.temporary = true;
   const std::string temp_name = CopySlotName(config_.source.slot, ::getpid());
   ARROW_ASSIGN_OR_RAISE(pg::CreatedSlot created, temp->CreateSlot(temp_name, slot_options));
-  const Lsn point = created.consistent_point;
+  // The exported snapshot holds the transactions whose commit record lies before C;
+  // one whose commit record starts at C is decoded (a slot skips only commits below
+  // its start) and is not in the snapshot. No record starts at C - 1 (the one
+  // ending at C covers it): the copy's position sorts after everything it holds and
+  // before everything it does not.
+  const Lsn point(created.consistent_point.value() - 1);
 
   std::vector<pg::QualifiedTable> names;
   std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;
@@ -2027,7 +2033,8 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     names.push_back({table->source.schema, table->source.table});
     by_name[{table->source.schema, table->source.table}] = table;
   }
-  spdlog::info("copying {} table(s) at LSN {}", tables.size(), point.ToString());
+  spdlog::info("copying {} table(s) at LSN {}", tables.size(),
+               created.consistent_point.ToString());
 
   pg::SnapshotOptions snap_options;
   snap_options.workers = options_.snapshot_workers;
