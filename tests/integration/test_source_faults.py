@@ -344,9 +344,9 @@ def finish(run, pg, con) -> list[dict]:
 def test_a_walsender_asking_for_replies_keeps_floe_connected_idle_and_streaming(
         floe, pg, duckdb_con):
     """wal_sender_timeout = 800ms: the walsender asks for a reply after 400 ms
-    without one and ends the connection after 800 ms, while floe's own status
-    interval is 10 s (ReplicationConnection::Options). So only answering each
-    reply-requested keepalive at once keeps the connection: the same walsender must
+    without one and ends the connection after 800 ms, far below floe's own status
+    interval of 10 s (ReplicationConnection::Options; floe shortens it to a quarter
+    of the walsender's timeout, read at start). The same walsender must
     hold the slot throughout a long idle stretch and a streaming one, the server
     must log no replication timeout, and Bronze must equal the audit trigger
     (nothing lost, nothing twice)."""
@@ -442,6 +442,40 @@ def test_a_checkpoint_longer_than_wal_sender_timeout_keeps_the_connection(
 
 # ---------------------------------------------------------------------------
 # Case 13: the source unreachable for longer than wal_sender_timeout
+
+def test_busy_work_inside_the_stream_keeps_the_connection_under_a_short_timeout(
+        floe, pg):
+    """wal_sender_timeout = 400ms while floe works through stretches that keep it
+    from reading for longer than that: after a restart, one transaction touching 300
+    tables (each table loaded from the catalog at its first change) and a 150,000-row
+    insert. floe sends its status unasked every quarter of the timeout while it
+    works (a keepalive asking for a reply may wait behind the data still to be
+    read), so the server logs no replication timeout, floe never reconnects, and
+    every table holds its rows (PyIceberg vs psql)."""
+    n = 300
+    pg.execute("".join(f"CREATE TABLE w{i} (id int PRIMARY KEY, v int);"
+                       f"INSERT INTO w{i} VALUES (0, 0);" for i in range(n)))
+    pg.execute("CREATE TABLE big (id int PRIMARY KEY, v text)")
+    run = floe(service=SERVICE, publication={"name": "floe_pub", "create": "all_tables"})
+    run.start().wait_streaming(timeout=180)
+    run.stop()
+    set_sender_timeout(pg.cluster, "400ms")
+    log_from = log_size(pg.cluster)
+    run.start().wait_streaming()
+    pg.execute("".join(f"UPDATE w{i} SET v = 1; INSERT INTO w{i} VALUES (1, 1);"
+                       for i in range(n)))
+    pg.execute("INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 150000) g")
+    pg.execute("".join(f"UPDATE w{i} SET v = 2 WHERE id = 1;" for i in range(n)))
+    wait_flushed(run, pg, timeout=300)
+    run.stop()
+    log = server_log(pg.cluster, log_from)
+    assert TIMEOUT_LOG not in log, log[-3000:]
+    assert "reconnect" not in run.log_text(), run.log_tail()
+    for i in range(0, n, 37):
+        got = sorted((r["cdc_op"], r["id"], r["v"]) for r in run.rows_pyiceberg(f"public.w{i}"))
+        assert got == [("c", 1, 1), ("r", 0, 0), ("u", 0, 1), ("u", 1, 2)], (i, got)
+    assert run.count("public.big") == 150_000
+
 
 def fill(directory, name: str = "filler") -> int:
     """Writes a file under `directory` until its filesystem is full; its size."""

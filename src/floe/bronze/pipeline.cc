@@ -2479,6 +2479,10 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   streaming_ = repl_.get();
   pg::ReplicationMessageSource source(repl_.get());
   pg::ChangeStream::Options stream_options;
+  // A long replay of a spilled transaction answers the server as often as a busy
+  // checkpoint does.
+  stream_options.replay_keepalive_interval =
+      std::min(stream_options.replay_keepalive_interval, repl_->keepalive_interval());
   // A merge key declared for Silver: an update changing it is a key change too.
   for (const auto& [name, key] : config_.silver.keys) {
     stream_options.extra_key_columns[{name.schema, name.table}] = key;

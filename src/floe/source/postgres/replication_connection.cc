@@ -348,9 +348,13 @@ arrow::Status ReplicationConnection::SendStatusIfDue(bool force, bool reply_requ
   // A new durable position goes out promptly, but at most once per
   // kFlushReportInterval: a consumer acknowledging every small transaction would
   // otherwise send (and make the walsender process) one message per transaction.
+  // Unasked, at least every keepalive interval (a quarter of the walsender's
+  // timeout): a keepalive asking for a reply may wait in the socket behind data
+  // floe is still working through, and the server ends the connection if no reply
+  // came within its timeout.
   const bool due = force ||
                    (flush_ > sent_flush_ && now - last_status_ >= kFlushReportInterval) ||
-                   now - last_status_ >= options_.status_interval;
+                   now - last_status_ >= keepalive_interval_;
   if (!due) return arrow::Status::OK();
   const std::string msg = EncodeStandbyStatusUpdate(flush_, flush_, flush_,
                                                     PgTimestampNow(), reply_requested);
@@ -413,7 +417,7 @@ arrow::Result<std::optional<std::string_view>> ReplicationConnection::ReadMessag
     } else {
       const auto next_status =
           last_status_ + (flush_ > sent_flush_ ? kFlushReportInterval
-                                               : options_.status_interval);
+                                               : keepalive_interval_);
       const auto until = std::min(deadline, std::max(now, next_status));
       wait_ms = static_cast<int>(
           std::chrono::ceil<std::chrono::milliseconds>(until - now).count());

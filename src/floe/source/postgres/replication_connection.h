@@ -142,7 +142,8 @@ struct CreatedSlot {
 class ReplicationConnection {
  public:
   struct Options {
-    /// Longest time without a standby status update while streaming.
+    /// Longest time without a standby status update while streaming (shorter when
+    /// the walsender's wal_sender_timeout asks for it: keepalive_interval()).
     std::chrono::milliseconds status_interval{10'000};
   };
 
