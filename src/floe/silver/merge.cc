@@ -1307,6 +1307,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   stats.to_lsn = bronze_lsn;
   const std::string key_json = JsonArray(key);
 
+  arrow::Status last_lost;  // why the last plan could not commit
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     stats.attempts = attempt;
     bronze_read.bytes = 0;
@@ -1608,6 +1609,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
         }
         spdlog::info("{}: Silver changed while merging ({}); planning again",
                      silver_id.ToString(), committed.message());
+        last_lost = committed;
         stats.position_deletes = 0;
         stats.files_scanned = 0;
         stats.rewritten_data_files = stats.rewrite_files_added = 0;
@@ -1621,11 +1623,14 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     stats.outcome = backfill ? MergeOutcome::kBackfilled : MergeOutcome::kMerged;
     return stats;
   }
+  // A commit of unknown outcome each time (a full disk, a failing catalog) looks
+  // like a lost race too: say what the last attempt met.
   return arrow::Status::IOError(
       "merging ", bronze_id.ToString(), " into ", silver_id.ToString(),
-      ": Silver kept changing under the "
-      "merge; gave up after ",
-      options.max_attempts, " plans (is another floe silver running?)");
+      ": gave up after ", options.max_attempts,
+      " plans, none of which could commit (Silver changing under the merge: is "
+      "another floe silver running? The last attempt: ",
+      last_lost.ok() ? std::string("-") : last_lost.ToString(), ")");
 }
 
 }  // namespace floe::silver
