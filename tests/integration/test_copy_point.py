@@ -104,3 +104,29 @@ def test_a_commit_right_at_the_copys_consistent_point_lands_after_the_copy(floe,
         got = {(r["id"],): r["n"] for r in t.scan().to_arrow().to_pylist()}
         assert got == source, f"{run.service}: Silver != psql"
     print(f"{at_commit} of {STARTS} copies had a commit at their consistent point")
+
+
+def test_a_table_rewritten_between_the_copys_snapshot_and_its_read_is_copied_again(
+        floe, pg, duckdb_con):
+    """A rewrite is not MVCC-safe: a table rewritten (here `ALTER ... TYPE bigint`)
+    by a transaction that commits after the copy's snapshot was exported, but before
+    the copy reads the table, reads as empty through that snapshot. The failpoint
+    copy.after-snapshot holds floe's first copy right there while the ALTER commits.
+    floe must notice, throw the copy away and copy again: Silver (PyIceberg and
+    DuckDB) equals psql, every row present."""
+    from test_divergences import same_as_source
+    pg.execute("CREATE TABLE rw (id int PRIMARY KEY, v int, w text)")
+    pg.execute("INSERT INTO rw SELECT g, g, 'w' || g FROM generate_series(1, 200) g")
+    run = floe(tables=["public.rw"])
+    run.start(env={"FLOE_FAILPOINT": "copy.after-snapshot=sleep:3000"})
+    run.wait_until(lambda: "failpoint copy.after-snapshot (hit 1): sleeping" in
+                   run.log_text(), 60, what="the copy to pause after its snapshot",
+                   interval=0.05)
+    pg.execute("ALTER TABLE rw ALTER COLUMN v TYPE bigint")
+    pg.execute("UPDATE rw SET w = 'after' WHERE id <= 10")
+    run.wait_streaming(timeout=120)
+    wait_flushed(run, pg)
+    assert "was rewritten" in run.log_text(), run.log_tail()
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "rw", ["id"])
+    run.stop()

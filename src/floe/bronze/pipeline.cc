@@ -2019,6 +2019,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   // ending at C covers it): the copy's position sorts after everything it holds and
   // before everything it does not.
   const Lsn point(created.consistent_point.value() - 1);
+  Failpoint("copy.after-snapshot");  // the snapshot exported, no table read yet
 
   std::vector<pg::QualifiedTable> names;
   std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;

@@ -766,6 +766,28 @@ arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layou
                                   ": binary COPY ended without its trailer");
   }
   ARROW_RETURN_NOT_OK(flush());
+  // A table rewritten (ALTER TABLE ... TYPE, a volatile default, VACUUM FULL,
+  // CLUSTER, TRUNCATE) by a transaction that committed after the snapshot was taken
+  // but before this COPY locked it reads as empty through the snapshot: the new
+  // heap's rows all carry the rewriting transaction's xid. pg_class as the snapshot
+  // sees it names the old heap, the relation cache (current, the table now locked
+  // until this transaction ends) the new one: such a copy is thrown away.
+  ARROW_ASSIGN_OR_RAISE(
+      auto rewritten,
+      conn.Query("SELECT c.oid::pg_catalog.regclass::text FROM pg_catalog.pg_class c "
+                 "WHERE (c.oid = $1::pg_catalog.regclass OR c.oid IN (SELECT relid "
+                 "FROM pg_catalog.pg_partition_tree($1::pg_catalog.regclass))) "
+                 "AND c.relfilenode <> 0 AND c.relfilenode "
+                 "IS DISTINCT FROM pg_catalog.pg_relation_filenode(c.oid)",
+                 {qschema + "." + qname}));
+  if (!rewritten.empty()) {
+    return arrow::Status::IOError(
+        "COPY of ", DisplayName(layout.name), ": ",
+        rewritten[0][0].value_or("the table"),
+        " was rewritten (ALTER TABLE, VACUUM FULL, CLUSTER or TRUNCATE) after the "
+        "copy's snapshot was taken, so the snapshot cannot see its rows; copying "
+        "again");
+  }
   return arrow::Status::OK();
 }
 
