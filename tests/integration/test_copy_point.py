@@ -1,4 +1,8 @@
-"""Where a copy sits among the stream's changes. A table is copied through a
+"""Copies made through an exported snapshot, and the two ways PostgreSQL's snapshot
+semantics can make one wrong: where the copy sits among the stream's changes, and a
+table rewritten after the snapshot was taken.
+
+Where the copy sits: a table is copied through a
 temporary slot's exported snapshot, whose consistent point C is where that slot
 starts decoding: the snapshot holds the transactions whose commit record lies
 before C, and a transaction whose commit record starts exactly at C is not in it
@@ -8,6 +12,10 @@ floe's copy must sit below C: a copy "at C" took that transaction for part of th
 copy, so `floe run` skipped it (an initial copy: the update lost in Bronze) or
 ordered it before the copy's rows (a copy again: the copy's older row won in
 Silver).
+
+A rewrite (ALTER ... TYPE, VACUUM FULL, TRUNCATE) committed after the snapshot
+and before the copy reads the table leaves the snapshot an empty heap: floe must
+notice and copy again.
 
 The oracle is the source: after the workload, each pipeline's Bronze, folded, and
 its Silver equal psql; pg_walinspect says how many copies met a commit at C."""
