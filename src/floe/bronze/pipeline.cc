@@ -699,6 +699,16 @@ class Pipeline : public pg::ChangeSink {
   std::unique_ptr<pg::PgTypeResolver> types_;
   std::unique_ptr<pg::ReplicationConnection> repl_;
   pg::ReplicationConnection* streaming_ = nullptr;
+  /// The change stream reading streaming_ (null while not streaming).
+  pg::ChangeStream* stream_ = nullptr;
+  /// The server's reported position, when the stream holds no transaction it read
+  /// but did not deliver; otherwise only what was delivered counts.
+  Lsn ServerPositionIfNothingHeld() const {
+    if (streaming_ == nullptr || (stream_ != nullptr && !stream_->holds_nothing())) {
+      return Lsn();
+    }
+    return streaming_->server_wal_end();
+  }
   std::map<pg::QualifiedName, std::unique_ptr<BronzeTable>> tables_;
   /// The table of each shape the stream delivered batches of (the shape is kept
   /// alive here, so its address is not reused): a pointer lookup per transaction
@@ -1857,8 +1867,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   std::map<TableAppender*, std::string> progress;
   // Where the stream is: every transaction committed before it was delivered (the
   // position a checkpoint confirms).
-  Lsn passed = last_end_lsn_;
-  if (streaming_ != nullptr) passed = std::max(passed, streaming_->server_wal_end());
+  Lsn passed = std::max(last_end_lsn_, ServerPositionIfNothingHeld());
   // Tables whose copy again the stream has passed: committed even without rows, at
   // least at the copy's point.
   std::map<TableAppender*, Lsn> reached;
@@ -1950,8 +1959,10 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   // commits after it is sent again after a restart), so an idle or fully filtered
   // source never holds WAL.
   if (streaming_ != nullptr) {
-    Lsn confirm = last_end_lsn_;
-    confirm = std::max(confirm, streaming_->server_wal_end());
+    // A transaction read but still held back for batching (or half read) lies
+    // below the server's position: confirming that position would skip it after a
+    // crash.
+    Lsn confirm = std::max(last_end_lsn_, ServerPositionIfNothingHeld());
     if (confirm > confirmed_) {
       // Every table committed, nothing recorded or confirmed yet.
       Failpoint("checkpoint.before-record");
@@ -2432,6 +2443,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   pending_message_times_.clear();
   pending_quarantine_.clear();
   streaming_ = nullptr;
+  stream_ = nullptr;
   last_commit_lsn_ = last_end_lsn_ = position_ = Lsn();
 
   const std::string& conninfo = config_.source.conninfo;
@@ -2491,6 +2503,11 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   ARROW_ASSIGN_OR_RAISE(auto stream,
                         pg::ChangeStream::Make(&source, decoder, &attributes, types_.get(),
                                                this, stream_options));
+  stream_ = stream.get();
+  struct ForgetStream {
+    Pipeline* p;
+    ~ForgetStream() { p->stream_ = nullptr; }
+  } forget_stream{this};
   spdlog::info("streaming slot {} of publication {} from {}", config_.source.slot,
                config_.source.publication, confirmed_.ToString());
   *streamed = true;

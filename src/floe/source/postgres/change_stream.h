@@ -311,6 +311,12 @@ class ChangeStream {
   const std::filesystem::path& spill_directory() const { return spill_directory_; }
   /// Streamed transactions currently spilled (began, neither committed nor aborted).
   size_t open_streamed_transactions() const { return spills_.size(); }
+  /// True when every committed transaction read so far has been delivered and none
+  /// is being read: only then is the server's reported position (past whatever was
+  /// read) safe to confirm (in-progress streamed transactions the server sends again).
+  bool holds_nothing() const {
+    return current_ == nullptr && replaying_ == nullptr && deferred_.empty();
+  }
   /// The spill file of a streamed xid (whether or not it exists).
   std::filesystem::path SpillPath(TransactionId xid) const;
 
