@@ -7,6 +7,8 @@ lucky random kill (docs/testing.md, cases 1, 2, 3, 10 and 11). FLOE_FAILPOINT
 * checkpoint.after-table-commit: one table committed, the others perhaps not yet;
 * checkpoint.before-record: every table committed, the position not recorded;
 * checkpoint.before-confirm: recorded, not yet sent to the server;
+* stream.after-deferring / checkpoint.holding: a committed transaction read and held
+  back for batching, and a checkpoint taken while it is held;
 * catalog.commit / catalog.namespace-update (cases 3 and 10): a table's commit, or
   the record of the confirmed position, fails without being applied (`error`,
   `unknown`) or is applied and then reported as of unknown outcome (`lost`, the
@@ -119,6 +121,56 @@ def test_a_transaction_committed_during_a_checkpoint_is_not_confirmed_and_lands(
     assert len(marker) == 1, marker
     assert max(confirmed) < marker[0]["cdc_commit_lsn"], \
         (hex(max(confirmed)), hex(marker[0]["cdc_commit_lsn"]))
+    check_against_audit(run, pg, duckdb_con)
+
+
+def test_a_transaction_held_for_batching_survives_a_checkpoint_then_a_kill_or_a_stop(
+        floe, pg, duckdb_con):
+    """The change stream holds a small committed transaction back for a moment, to
+    deliver it in one batch with the next ones. A checkpoint taken while it is held
+    must not confirm past it (soak seed 1689828717: 14 changes of one transaction
+    missing from Bronze after a kill). stream.after-deferring pauses floe right
+    after it held one, for longer than the checkpoint interval, so the next
+    checkpoint comes while the transaction is held. Twice floe is SIGKILLed right
+    after that checkpoint (checkpoint.holding), and twice it is stopped with SIGTERM
+    during the pause (its final checkpoint comes while the transaction is held).
+    Bronze must equal the audit trail exactly."""
+    run = start_copied(floe, pg)
+    workload = Workload(pg.dsn, seed=21)
+    workload.start()
+
+    def this_start() -> str:
+        return run.log_text().rsplit("===== floe run start", 1)[-1]
+
+    try:
+        for hit in (5, 40):
+            run.kill()
+            run.start(env={"FLOE_FAILPOINT":
+                           f"stream.after-deferring@{hit}=sleep:700,checkpoint.holding"})
+            rc = run.wait_exit(120)
+            assert rc == -9, f"floe exited {rc}, not by its failpoint\n{run.log_tail()}"
+            log = this_start()
+            assert f"failpoint stream.after-deferring (hit {hit}): sleeping" in log, \
+                run.log_tail()
+            assert "failpoint checkpoint.holding (hit 1): killing" in log, run.log_tail()
+            assert workload.error is None, workload.error
+            run.start()
+            run.wait_streaming(120)
+        for hit in (5, 40):
+            run.stop()
+            run.start(env={"FLOE_FAILPOINT": f"stream.after-deferring@{hit}=sleep:3000"})
+            pausing = f"failpoint stream.after-deferring (hit {hit}): sleeping"
+            run.wait_until(lambda: pausing in this_start(), 120, what=pausing,
+                           interval=0.05)
+            run.stop()  # SIGTERM while the transaction is held
+            assert workload.error is None, workload.error
+            run.start()
+            run.wait_streaming(120)
+    finally:
+        workload.stop_event.set()
+        workload.join(30)
+    assert workload.error is None, workload.error
+    assert workload.commits > 100, workload.commits
     check_against_audit(run, pg, duckdb_con)
 
 

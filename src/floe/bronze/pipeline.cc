@@ -1976,6 +1976,9 @@ arrow::Status Pipeline::Checkpoint(bool final) {
       confirmed_ = confirm;
       if (final) ARROW_RETURN_NOT_OK(streaming_->SendStandbyStatus());
     }
+    // Confirmed while the stream holds a transaction it read but did not deliver:
+    // a crash now must not lose it.
+    if (stream_ != nullptr && !stream_->holds_nothing()) Failpoint("checkpoint.holding");
   }
   delivered_since_checkpoint_ = 0;
   metrics_->checkpoint_seconds.Observe(

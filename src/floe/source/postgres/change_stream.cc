@@ -17,6 +17,7 @@
 #include <arrow/record_batch.h>
 #include <arrow/type.h>
 
+#include "floe/common/failpoint.h"
 #include "floe/source/postgres/replication_connection.h"
 
 namespace floe::postgres {
@@ -378,6 +379,8 @@ arrow::Status ChangeStream::Process(Lsn wal_start, std::string_view payload) {
             deferred_.size() >= kMaxDeferredTransactions) {
           return FlushDeferred();
         }
+        // Committed, read, not yet delivered: a checkpoint or a stop may come now.
+        Failpoint("stream.after-deferring");
         return arrow::Status::OK();
       }
       arrow::Status st = CommitTransaction(current_.get());
