@@ -14,10 +14,10 @@
 
 #include <arrow/api.h>
 #include <arrow/compute/api.h>
-#include <arrow/compute/initialize.h>
 #include <arrow/util/checked_cast.h>
 #include <nlohmann/json.hpp>
 
+#include "floe/iceberg/arrow_compute.h"
 #include "floe/source/postgres/change_stream.h"
 
 namespace floe::bronze {
@@ -895,13 +895,6 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
 
 namespace {
 
-arrow::Status EnsureComputeInitialized() {
-  static std::once_flag once;
-  static arrow::Status status;
-  std::call_once(once, [] { status = arrow::compute::Initialize(); });
-  return status;
-}
-
 // `in` as type `to`: the same data relabelled where only names and field-id
 // metadata differ (nested ones included), else cast (int16 -> int32, int32 -> int64,
 // float -> double, wider decimal), nested types child by child.
@@ -928,7 +921,7 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformData(
       return out;
     }
   }
-  ARROW_RETURN_NOT_OK(EnsureComputeInitialized());
+  ARROW_RETURN_NOT_OK(iceberg::EnsureComputeInitialized());
   ARROW_ASSIGN_OR_RAISE(arrow::Datum cast,
                         arrow::compute::Cast(arrow::MakeArray(in), to));
   auto out = cast.array()->Copy();

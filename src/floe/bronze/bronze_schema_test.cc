@@ -10,6 +10,7 @@
 #include <arrow/json/from_string.h>
 #include <gtest/gtest.h>
 
+#include "floe/common/test_util.h"
 #include "floe/iceberg/table_metadata.h"
 #include "floe/source/postgres/change_stream.h"
 
@@ -23,21 +24,6 @@ using iceberg::TypeId;
 using postgres::ConverterKind;
 using postgres::NumericTypmod;
 using postgres::PgTypeInfo;
-
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const arrow::Status _st = (expr);                         \
-    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st.ToString(); \
-  } while (false)
-
-#define FLOE_CONCAT_INNER(a, b) a##b
-#define FLOE_CONCAT(a, b) FLOE_CONCAT_INNER(a, b)
-#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, rexpr)                    \
-  auto tmp = (rexpr);                                                 \
-  ASSERT_TRUE(tmp.ok()) << #rexpr << ": " << tmp.status().ToString(); \
-  lhs = std::move(tmp).ValueUnsafe()
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
-  ASSERT_OK_AND_ASSIGN_IMPL(FLOE_CONCAT(_result_, __LINE__), lhs, rexpr)
 
 // ---------------------------------------------------------------------------
 // Helpers

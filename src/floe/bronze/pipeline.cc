@@ -32,6 +32,7 @@
 #include "floe/bronze/table_appender.h"
 #include "floe/bronze/watermark_backfill.h"
 #include "floe/common/failpoint.h"
+#include "floe/common/parse.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/partition_spec.h"
@@ -92,13 +93,6 @@ int64_t NowUnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::optional<uint64_t> ParseU64(const std::string& text) {
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
 }
 
 }  // namespace
@@ -1053,7 +1047,7 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
   if (auto until = properties.find(kRecopyUntilProperty);
       until != properties.end() && properties.contains(kRecopyPendingProperty)) {
     // The copy again committed; the stream had not reached its point yet.
-    if (auto lsn = ParseU64(until->second)) table->recopy_until = Lsn(*lsn);
+    if (auto lsn = ParseUint64(until->second)) table->recopy_until = Lsn(*lsn);
   }
   if (auto pending = properties.find(kRecopyPendingProperty);
       pending != properties.end() && table->recopy_until.value() == 0) {
@@ -2006,8 +2000,12 @@ void Pipeline::SampleSource() {
       {confirmed_.ToString(), config_.source.slot});
   if (!rows.ok() || rows->empty()) return;
   const auto& row = (*rows)[0];
-  if (row[0]) metrics_->lag_bytes.Set({}, std::max(0.0, std::stod(*row[0])));
-  if (row[1]) metrics_->retained_wal.Set({}, std::stod(*row[1]));
+  if (auto lag = row[0] ? ParseInt64(*row[0]) : std::nullopt) {
+    metrics_->lag_bytes.Set({}, static_cast<double>(std::max<int64_t>(0, *lag)));
+  }
+  if (auto retained = row[1] ? ParseInt64(*row[1]) : std::nullopt) {
+    metrics_->retained_wal.Set({}, static_cast<double>(*retained));
+  }
   const std::string status = row[2].value_or("");
   for (const char* s : {"reserved", "extended", "unreserved", "lost"}) {
     metrics_->wal_status.Set({s}, status == s ? 1 : 0);
@@ -2335,7 +2333,7 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
   ARROW_ASSIGN_OR_RAISE(auto slot_state, pg::ReadSlotState(*sql_, slot));
   std::optional<uint64_t> recorded = std::nullopt;
   if (auto it = state_.find(kStateConfirmed); it != state_.end()) {
-    recorded = ParseU64(it->second);
+    recorded = ParseUint64(it->second);
   }
   const bool same_slot = state_.contains(kStateSlot) && state_.at(kStateSlot) == slot;
   if (recorded && state_.contains(kStateSlot) && !same_slot && !resnapshot_) {

@@ -9,18 +9,12 @@
 #include <arrow/util/bit_util.h>
 #include <arrow/util/byte_size.h>
 
+#include "floe/common/parse.h"
 #include "floe/iceberg/partition_split.h"
 
 namespace floe::bronze {
 
 namespace {
-
-std::optional<uint64_t> ParseU64(const std::string& text) {
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 // Whether `next` holds the rows of the same buffers right after `run`'s
 // `run_rows` rows: both are slices of one array.
@@ -106,7 +100,7 @@ Lsn CommittedLsnOf(const iceberg::TableMetadata& metadata) {
   while (snapshot != nullptr) {
     auto it = snapshot->summary.find(kCommitLsnSummaryKey);
     if (it != snapshot->summary.end()) {
-      if (auto value = ParseU64(it->second)) return Lsn(*value);
+      if (auto value = ParseUint64(it->second)) return Lsn(*value);
     }
     if (!snapshot->parent_snapshot_id) break;
     snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floe/bronze/table_appender.h"
+#include "floe/common/parse.h"
 #include "floe/source/postgres/type_mapping.h"
 
 namespace floe::bronze {
@@ -17,15 +18,6 @@ namespace floe::bronze {
 namespace pg = floe::postgres;
 
 namespace {
-
-std::optional<uint64_t> ParseU64(std::string_view text) {
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    return std::nullopt;
-  }
-  return value;
-}
 
 }  // namespace
 
@@ -74,15 +66,15 @@ arrow::Result<SnapshotXids> SnapshotXids::Parse(const std::string& text) {
     return arrow::Status::Invalid("not a pg_snapshot: '", text, "'");
   }
   SnapshotXids out;
-  auto xmin = ParseU64(std::string_view(text).substr(0, a));
-  auto xmax = ParseU64(std::string_view(text).substr(a + 1, b - a - 1));
+  auto xmin = ParseUint64(std::string_view(text).substr(0, a));
+  auto xmax = ParseUint64(std::string_view(text).substr(a + 1, b - a - 1));
   if (!xmin || !xmax) return arrow::Status::Invalid("not a pg_snapshot: '", text, "'");
   out.xmin = *xmin;
   out.xmax = *xmax;
   std::string_view rest = std::string_view(text).substr(b + 1);
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
-    auto xid = ParseU64(rest.substr(0, comma));
+    auto xid = ParseUint64(rest.substr(0, comma));
     if (!xid) return arrow::Status::Invalid("not a pg_snapshot: '", text, "'");
     out.xip.push_back(*xid);
     if (comma == std::string_view::npos) break;

@@ -1,4 +1,5 @@
 #include "floe/config/pipeline_config.h"
+#include "floe/common/parse.h"
 
 #include <libpq-fe.h>
 
@@ -511,11 +512,8 @@ void ParseMetrics(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
       const auto colon = s->rfind(':');
       bool ok = s->empty();
       if (colon != std::string::npos && colon > 0 && colon + 1 < s->size()) {
-        const std::string port = s->substr(colon + 1);
-        ok = port.size() <= 5 &&
-             std::all_of(port.begin(), port.end(),
-                         [](unsigned char c) { return std::isdigit(c); }) &&
-             std::stoi(port) <= 65535;
+        const std::optional<int32_t> port = ParseInt32(s->substr(colon + 1));
+        ok = port && *port >= 0 && *port <= 65535;
       }
       if (!ok) {
         r.Error(node["listen"], "`metrics.listen` must be host:port",
@@ -595,17 +593,13 @@ void ParseSilver(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
   }
   if (node["concurrency"]) {
     if (auto s = r.String(node["concurrency"], "concurrency")) {
-      int n = 0;
-      bool ok = !s->empty() && s->size() <= 4 &&
-                std::all_of(s->begin(), s->end(),
-                            [](unsigned char c) { return std::isdigit(c); });
-      if (ok) n = std::stoi(*s);
-      if (!ok || n < 1 || n > 256) {
+      const std::optional<int32_t> n = ParseInt32(*s);
+      if (!n || *n < 1 || *n > 256) {
         r.Error(node["concurrency"],
                 "`silver.concurrency` must be a whole number from 1 to 256",
                 "the number of tables merged at once, e.g. 5 (the default)");
       } else {
-        cfg->silver.concurrency = n;
+        cfg->silver.concurrency = *n;
       }
     }
   }
@@ -794,11 +788,10 @@ std::optional<QualifiedName> ParseQualifiedName(const std::string& text) {
 }
 
 std::optional<std::chrono::milliseconds> ParseDuration(const std::string& text) {
-  size_t pos = 0;
-  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
-  if (pos == 0 || pos > 12) return std::nullopt;
-  const int64_t n = std::stoll(text.substr(0, pos));
-  const std::string unit = text.substr(pos);
+  const std::optional<NumberWithUnit> split = SplitNumberAndUnit(text, 12);
+  if (!split) return std::nullopt;
+  const int64_t n = split->number;
+  const std::string_view unit = split->unit;
   int64_t ms_per_unit = 0;
   if (unit == "ms") {
     ms_per_unit = 1;
@@ -817,16 +810,14 @@ std::optional<std::chrono::milliseconds> ParseDuration(const std::string& text) 
 }
 
 std::optional<int64_t> ParseByteSize(const std::string& text) {
-  size_t pos = 0;
-  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
-  if (pos == 0 || pos > 15) return std::nullopt;
-  const int64_t n = std::stoll(text.substr(0, pos));
-  static const std::map<std::string, int64_t> kUnits = {
+  const std::optional<NumberWithUnit> split = SplitNumberAndUnit(text, 15);
+  if (!split) return std::nullopt;
+  static const std::map<std::string, int64_t, std::less<>> kUnits = {
       {"", 1},          {"B", 1},     {"KiB", 1 << 10},    {"MiB", 1 << 20},
       {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}};
-  auto it = kUnits.find(text.substr(pos));
+  auto it = kUnits.find(split->unit);
   if (it == kUnits.end()) return std::nullopt;
-  return n * it->second;
+  return split->number * it->second;
 }
 
 const char* SilverWriteModeName(SilverWriteMode mode) {

@@ -1,4 +1,5 @@
 #include "floe/iceberg/parquet_writer.h"
+#include "floe/common/parse.h"
 
 #include <charconv>
 #include <set>
@@ -30,9 +31,8 @@ arrow::Status CheckFieldIds(const arrow::Field& field, const std::string& path,
         "needs a field id (see WithFieldId)");
   }
   const std::string& text = md->value(index);
-  int32_t id = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (ec != std::errc() || end != text.data() + text.size() || id <= 0) {
+  const int32_t id = ParseInt32(text).value_or(0);
+  if (id <= 0) {
     return arrow::Status::Invalid("field '", path, "' has field id '", text,
                                   "'; it must be a positive 32-bit integer");
   }

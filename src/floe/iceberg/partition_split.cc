@@ -13,6 +13,7 @@
 #include <arrow/compute/api.h>
 #include <arrow/compute/initialize.h>
 
+#include "floe/iceberg/arrow_compute.h"
 #include "floe/iceberg/conversions.h"
 
 namespace floe::iceberg {
@@ -23,13 +24,6 @@ namespace cp = arrow::compute;
 
 constexpr int64_t kMicrosPerHour = 3'600'000'000LL;
 constexpr int64_t kMicrosPerDay = 24 * kMicrosPerHour;
-
-arrow::Status EnsureComputeInitialized() {
-  static std::once_flag once;
-  static arrow::Status status;
-  std::call_once(once, [] { status = cp::Initialize(); });
-  return status;
-}
 
 int64_t FloorDiv(int64_t a, int64_t b) {
   int64_t q = a / b;

@@ -12,25 +12,20 @@
 #include <arrow/api.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/compute/api.h>
-#include <arrow/compute/initialize.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/exception.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "floe/common/parse.h"
+#include "floe/iceberg/arrow_compute.h"
+
 namespace floe::iceberg {
 
 namespace {
 
 namespace cp = arrow::compute;
-
-arrow::Status EnsureComputeInitialized() {
-  static std::once_flag once;
-  static arrow::Status status;
-  std::call_once(once, [] { status = cp::Initialize(); });
-  return status;
-}
 
 // ---- planning --------------------------------------------------------------------
 
@@ -79,18 +74,6 @@ arrow::Result<std::vector<T>> RunBounded(
 }
 
 // ---- reading ---------------------------------------------------------------------
-
-std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
-  const auto& md = field.metadata();
-  if (md == nullptr) return std::nullopt;
-  int i = md->FindKey("PARQUET:field_id");
-  if (i < 0) return std::nullopt;
-  try {
-    return std::stoi(md->value(i));
-  } catch (...) {
-    return std::nullopt;
-  }
-}
 
 void CollectLeaves(const parquet::arrow::SchemaField& field, std::vector<int>* out) {
   if (field.column_index >= 0) out->push_back(field.column_index);
@@ -592,6 +575,14 @@ class PlanReader : public arrow::RecordBatchReader {
 };
 
 }  // namespace
+
+std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
+  const auto& md = field.metadata();
+  if (md == nullptr) return std::nullopt;
+  const int i = md->FindKey("PARQUET:field_id");
+  if (i < 0) return std::nullopt;
+  return ParseInt32(md->value(i));
+}
 
 void AssignDeleteFiles(const std::vector<DeleteFileEntry>& deletes,
                        std::vector<FileScanTask>* tasks) {

@@ -46,6 +46,10 @@ struct ScanOptions {
   int parallelism = 8;
 };
 
+/// The Iceberg field id a Parquet column carries (`PARQUET:field_id` metadata, as
+/// Arrow reads it), or nullopt when it has none or it is not an int32.
+std::optional<int32_t> FieldIdOf(const arrow::Field& field);
+
 /// One data file to read and the delete files that apply to it.
 struct FileScanTask {
   DataFile data_file;

@@ -12,6 +12,7 @@
 #include <arrow/type.h>
 #include <nlohmann/json.hpp>
 
+#include "floe/common/parse.h"
 #include "floe/iceberg/parquet_writer.h"
 
 namespace floe::iceberg {
@@ -134,12 +135,8 @@ std::string_view Trim(std::string_view s) {
 
 // Parses a whole (trimmed) string as a non-negative int32.
 std::optional<int32_t> ParseNonNegative(std::string_view s) {
-  s = Trim(s);
-  int32_t value = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || value < 0) {
-    return std::nullopt;
-  }
+  const std::optional<int32_t> value = ParseInt32(Trim(s));
+  if (!value || *value < 0) return std::nullopt;
   return value;
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "floe/common/parse.h"
 #include "floe/iceberg/sql_catalog.h"
 
 namespace floe::iceberg {
@@ -104,7 +105,7 @@ class PostgresConnection : public SqlConnection {
       }
     }
     const char* affected = PQcmdTuples(res.get());
-    return (affected && *affected) ? std::stoll(affected) : int64_t{0};
+    return affected ? ParseInt64(affected).value_or(0) : int64_t{0};
   }
 
   PGconn* conn_;

@@ -14,6 +14,8 @@
 #include <arrow/util/byte_size.h>
 #include <nlohmann/json.hpp>
 
+#include "floe/common/civil_date.h"
+#include "floe/common/parse.h"
 #include "floe/iceberg/data_file_metrics.h"
 
 namespace floe::iceberg {
@@ -31,25 +33,7 @@ int64_t SummaryNumber(const Snapshot* snapshot, const std::string& key) {
   if (snapshot == nullptr) return 0;
   auto it = snapshot->summary.find(key);
   if (it == snapshot->summary.end()) return 0;
-  try {
-    return std::stoll(it->second);
-  } catch (...) {
-    return 0;
-  }
-}
-
-// civil date from days since 1970-01-01 (proleptic Gregorian).
-void CivilFromDays(int64_t z, int64_t* y, unsigned* m, unsigned* d) {
-  z += 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const unsigned doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t yy = static_cast<int64_t>(yoe) + era * 400;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  *d = doy - (153 * mp + 2) / 5 + 1;
-  *m = mp < 10 ? mp + 3 : mp - 9;
-  *y = yy + (*m <= 2);
+  return ParseInt64(it->second).value_or(0);
 }
 
 std::string Pad(int64_t v, int width) {
@@ -63,9 +47,7 @@ std::string HumanValue(const Transform& transform, const std::optional<Literal>&
   switch (transform.kind()) {
     case TransformKind::kDay:
       if (const auto* days = std::get_if<int32_t>(&*value)) {
-        int64_t y;
-        unsigned m, d;
-        CivilFromDays(*days, &y, &m, &d);
+        const auto [y, m, d] = CivilFromDays(*days);
         return Pad(y, 4) + "-" + Pad(m, 2) + "-" + Pad(d, 2);
       }
       break;
@@ -82,9 +64,7 @@ std::string HumanValue(const Transform& transform, const std::optional<Literal>&
     case TransformKind::kHour:
       if (const auto* hours = std::get_if<int32_t>(&*value)) {
         const int64_t days = *hours >= 0 ? *hours / 24 : (*hours - 23) / 24;
-        int64_t y;
-        unsigned m, d;
-        CivilFromDays(days, &y, &m, &d);
+        const auto [y, m, d] = CivilFromDays(days);
         return Pad(y, 4) + "-" + Pad(m, 2) + "-" + Pad(d, 2) + "-" +
                Pad(*hours - days * 24, 2);
       }
@@ -392,20 +372,20 @@ arrow::Result<ParquetWriterOptions> Table::WriterOptions() const {
     ARROW_ASSIGN_OR_RAISE(options.compression, ParseCodec(it->second));
   }
   if (auto it = props.find(kCompressionLevelProperty); it != props.end()) {
-    try {
-      options.compression_level = std::stoi(it->second);
-    } catch (...) {
+    std::optional<int32_t> level = ParseInt32(it->second);
+    if (!level) {
       return arrow::Status::Invalid("table property ", kCompressionLevelProperty, "='",
                                     it->second, "' is not an integer");
     }
+    options.compression_level = *level;
   }
   if (auto it = props.find(kRowGroupRowsProperty); it != props.end()) {
-    try {
-      options.max_row_group_rows = std::stoll(it->second);
-    } catch (...) {
+    std::optional<int64_t> rows = ParseInt64(it->second);
+    if (!rows) {
       return arrow::Status::Invalid("table property ", kRowGroupRowsProperty, "='",
                                     it->second, "' is not an integer");
     }
+    options.max_row_group_rows = *rows;
   }
   const std::string enabled_prefix = kBloomFilterEnabledPrefix;
   for (auto it = props.lower_bound(enabled_prefix);
@@ -486,13 +466,12 @@ arrow::Result<int64_t> Table::TargetFileSizeBytes() const {
   auto it = metadata_.properties.find(kTargetFileSizeProperty);
   if (it == metadata_.properties.end()) return kDefaultTargetFileSizeBytes;
   const std::string& text = it->second;
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value <= 0) {
+  const std::optional<int64_t> value = ParseInt64(text);
+  if (!value || *value <= 0) {
     return arrow::Status::Invalid("table property ", kTargetFileSizeProperty, "='", text,
                                   "' is not a positive 64-bit integer");
   }
-  return value;
+  return *value;
 }
 
 arrow::Result<std::vector<DataFile>> Table::WriteDataFiles(
@@ -628,13 +607,12 @@ arrow::Result<int64_t> IntegerProperty(const TableMetadata& metadata, const char
   auto it = metadata.properties.find(key);
   if (it == metadata.properties.end()) return fallback;
   const std::string& text = it->second;
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min_value) {
+  const std::optional<int64_t> value = ParseInt64(text);
+  if (!value || *value < min_value) {
     return arrow::Status::Invalid("table property ", key, "='", text,
                                   "' is not an integer >= ", min_value);
   }
-  return value;
+  return *value;
 }
 
 arrow::Result<ManifestMergeSettings> MergeSettingsOf(const TableMetadata& metadata) {

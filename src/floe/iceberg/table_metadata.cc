@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "floe/common/parse.h"
 #include "floe/iceberg/json_internal.h"
 #include "floe/iceberg/literal.h"
 
@@ -951,12 +952,12 @@ arrow::Result<TableMetadata> TableMetadataBuilder::Build(
   if (auto it = m.properties.find(kMetadataPreviousVersionsMax);
       it != m.properties.end()) {
     const std::string& text = it->second;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), max_entries);
-    if (ec != std::errc() || end != text.data() + text.size()) {
+    if (std::optional<int32_t> n = ParseInt32(text)) {
+      max_entries = std::max(*n, 1);
+    } else {
       Fail(std::string(kMetadataPreviousVersionsMax) + " must be an integer, got '" +
            text + "'");
     }
-    max_entries = std::max(max_entries, 1);
   }
   if (m.metadata_log.size() > static_cast<size_t>(max_entries)) {
     m.metadata_log.erase(m.metadata_log.begin(),
@@ -984,9 +985,8 @@ std::optional<int32_t> ParseMetadataFileVersion(std::string_view location) {
   if (!name.ends_with(kSuffix)) return std::nullopt;
   const size_t dash = name.find('-');
   if (dash == std::string_view::npos || dash == 0) return std::nullopt;
-  int32_t version = 0;
-  auto [end, ec] = std::from_chars(name.data(), name.data() + dash, version);
-  if (ec != std::errc() || end != name.data() + dash || version < 0) return std::nullopt;
+  const std::optional<int32_t> version = ParseInt32(name.substr(0, dash));
+  if (!version || *version < 0) return std::nullopt;
   return version;
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <parquet/arrow/reader.h>
 
+#include "floe/common/test_util.h"
 #include "floe/iceberg/position_delete_writer.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
@@ -26,12 +27,6 @@ T ValueOrDie(arrow::Result<T> result) {
   EXPECT_TRUE(result.ok()) << result.status().ToString();
   return std::move(result).ValueOrDie();
 }
-
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    arrow::Status _st = (expr);                               \
-    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st.ToString(); \
-  } while (false)
 
 // Forwards to a real catalog; CommitTable can be told to report an unknown outcome,
 // after committing or without committing.

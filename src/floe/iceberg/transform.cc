@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "floe/common/civil_date.h"
+#include "floe/common/parse.h"
 #include "floe/iceberg/conversions.h"
 
 namespace floe::iceberg {
@@ -37,34 +39,12 @@ bool IsOneOf(TypeId id, std::initializer_list<TypeId> ids) {
   return false;
 }
 
-// The proleptic Gregorian year and month (1-12) of a day count from 1970-01-01, for
-// the whole int64 range (std::chrono's years stop at +-32767). Counts in 400-year
-// eras of 146097 days starting on March 1, so that leap days fall at era ends.
-struct YearMonth {
-  int64_t year;
-  int64_t month;
-};
-
-YearMonth CivilFromDays(int64_t days) {
-  const int64_t z = days + 719468;  // days from 0000-03-01
-  const int64_t era = FloorDiv(z, 146097);
-  const int64_t day_of_era = z - era * 146097;  // [0, 146096]
-  const int64_t year_of_era =
-      (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
-  const int64_t day_of_year =
-      day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-  const int64_t shifted_month = (5 * day_of_year + 2) / 153;  // 0 = March
-  const int64_t month = shifted_month < 10 ? shifted_month + 3 : shifted_month - 9;
-  const int64_t year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
-  return {year, month};
-}
-
 int32_t YearsFromEpoch(int64_t days) {
   return static_cast<int32_t>(CivilFromDays(days).year - 1970);
 }
 
 int32_t MonthsFromEpoch(int64_t days) {
-  const YearMonth ym = CivilFromDays(days);
+  const CivilDate ym = CivilFromDays(days);
   return static_cast<int32_t>((ym.year - 1970) * 12 + ym.month - 1);
 }
 
@@ -84,10 +64,8 @@ size_t Utf8PrefixLength(const std::string& s, int32_t code_points) {
 arrow::Result<int32_t> ParseParam(std::string_view text, std::string_view name) {
   // text is "<name>[<n>]".
   std::string_view digits = text.substr(name.size() + 1, text.size() - name.size() - 2);
-  int32_t n = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
-      n <= 0) {
+  const int32_t n = ParseInt32(digits).value_or(0);
+  if (n <= 0) {
     return arrow::Status::Invalid("transform '", text, "' needs a positive integer in ",
                                   name, "[...]");
   }

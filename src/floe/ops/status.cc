@@ -17,6 +17,7 @@
 #include "floe/bronze/pipeline.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
+#include "floe/common/parse.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/scan.h"
@@ -39,25 +40,11 @@ using bronze::kStateSystemId;
 constexpr char kQuarantineTable[] = "quarantine";
 constexpr char kAuditTable[] = "pg_logical_messages";
 
-std::optional<uint64_t> ParseU64(std::string_view text) {
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-std::optional<int64_t> ParseI64(std::string_view text) {
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
 std::optional<int64_t> TotalRecords(const ice::Snapshot* snapshot) {
   if (snapshot == nullptr) return std::nullopt;
   auto it = snapshot->summary.find("total-records");
   if (it == snapshot->summary.end()) return std::nullopt;
-  return ParseI64(it->second);
+  return ParseInt64(it->second);
 }
 
 
@@ -79,7 +66,7 @@ PipelineState StateOf(const std::map<std::string, std::string>& props) {
     state.system_identifier = it->second;
   }
   if (auto it = props.find(kStateConfirmed); it != props.end()) {
-    state.confirmed_lsn = ParseU64(it->second);
+    state.confirmed_lsn = ParseUint64(it->second);
   }
   if (auto it = props.find(kStateCleanStop); it != props.end()) {
     state.clean_stop = it->second == "true";
@@ -205,7 +192,7 @@ TableStatus LoadTableStatus(ice::Catalog* catalog, const std::shared_ptr<ice::Fi
     out.silver.rows = TotalRecords(snap);
     if (auto it = snap->summary.find("total-position-deletes");
         out.silver.rows && it != snap->summary.end()) {
-      if (auto deletes = ParseI64(it->second)) *out.silver.rows -= *deletes;
+      if (auto deletes = ParseInt64(it->second)) *out.silver.rows -= *deletes;
     }
   } else {
     out.silver.rows = 0;
@@ -221,7 +208,7 @@ uint64_t ParseLsnOrZero(const std::optional<std::string>& text) {
 
 std::optional<int64_t> ParseOptionalI64(const std::optional<std::string>& text) {
   if (!text) return std::nullopt;
-  return ParseI64(*text);
+  return ParseInt64(*text);
 }
 
 // libpq's messages span lines (a tab-indented hint): one line for the screen.

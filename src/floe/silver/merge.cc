@@ -23,6 +23,7 @@
 
 #include "floe/bronze/bronze_schema.h"
 #include "floe/bronze/table_appender.h"
+#include "floe/common/parse.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
@@ -49,13 +50,6 @@ arrow::Status EnsureCompute() {
   static arrow::Status status;
   std::call_once(once, [] { status = cp::Initialize(); });
   return status;
-}
-
-std::optional<uint64_t> ParseU64(const std::string& text) {
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
 }
 
 std::string JsonArray(const std::vector<std::string>& items) {
@@ -365,18 +359,6 @@ arrow::Result<std::vector<int64_t>> DeletedPositions(ice::FileIO& io,
   return out;
 }
 
-std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
-  const auto& md = field.metadata();
-  if (md == nullptr) return std::nullopt;
-  int i = md->FindKey("PARQUET:field_id");
-  if (i < 0) return std::nullopt;
-  try {
-    return std::stoi(md->value(i));
-  } catch (...) {
-    return std::nullopt;
-  }
-}
-
 // The increment's keys, to match the key column(s) of Silver rows against. A single
 // key column stored as 32- or 64-bit integers (int, long, date, time, timestamps) is
 // matched by value: a bitmap over the keys' range when that is at most 64 bits per key,
@@ -519,7 +501,7 @@ arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
     std::vector<int> leaves;
     std::vector<size_t> order;
     for (const auto& f : fields) {
-      std::optional<int32_t> id = FieldIdOf(*f.field);
+      std::optional<int32_t> id = ice::FieldIdOf(*f.field);
       if (!id) continue;
       for (size_t k = 0; k < key_fields.size(); ++k) {
         if (key_fields[k]->id != *id) continue;
@@ -988,10 +970,7 @@ std::map<int32_t, int32_t> FieldMapOf(const ice::TableMetadata& silver,
     if (parsed.is_object()) {
       for (const auto& [k, v] : parsed.items()) {
         if (!v.is_number_integer()) continue;
-        try {
-          out[std::stoi(k)] = v.get<int32_t>();
-        } catch (...) {
-        }
+        if (std::optional<int32_t> id = ParseInt32(k)) out[*id] = v.get<int32_t>();
       }
       return out;
     }
@@ -1087,8 +1066,8 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
     auto size = s->summary.find("total-files-size");
     auto records = s->summary.find("total-records");
     if (size != s->summary.end() && records != s->summary.end()) {
-      auto b = ParseU64(size->second);
-      auto r = ParseU64(records->second);
+      auto b = ParseUint64(size->second);
+      auto r = ParseUint64(records->second);
       if (b && r && *r > 0) bytes_per_row = static_cast<int64_t>(*b / *r);
     }
   }
@@ -1162,7 +1141,7 @@ uint64_t SilverWatermark(const ice::TableMetadata& metadata) {
   while (snapshot != nullptr) {
     auto it = snapshot->summary.find(kWatermarkSummaryKey);
     if (it != snapshot->summary.end()) {
-      if (auto value = ParseU64(it->second)) return *value;
+      if (auto value = ParseUint64(it->second)) return *value;
     }
     if (!snapshot->parent_snapshot_id) break;
     snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);

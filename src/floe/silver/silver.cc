@@ -15,6 +15,7 @@
 #include "floe/bronze/failpoint_catalog.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
+#include "floe/common/parse.h"
 #include "floe/common/progress.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
@@ -48,11 +49,7 @@ struct TableJob {
 int64_t SummaryCount(const ice::Snapshot& snapshot, const char* key) {
   auto it = snapshot.summary.find(key);
   if (it == snapshot.summary.end()) return 0;
-  try {
-    return std::stoll(it->second);
-  } catch (...) {
-    return 0;
-  }
+  return ParseInt64(it->second).value_or(0);
 }
 
 // How many Bronze rows a merge from `watermark` reads: the records appended by the
@@ -66,10 +63,8 @@ int64_t PendingBronzeRows(const ice::TableMetadata& bronze, uint64_t watermark) 
   while (snapshot != nullptr) {
     auto lsn = snapshot->summary.find(bronze::kCommitLsnSummaryKey);
     if (lsn != snapshot->summary.end()) {
-      try {
-        if (std::stoull(lsn->second) <= watermark) break;
-      } catch (...) {
-      }
+      std::optional<uint64_t> at = ParseUint64(lsn->second);
+      if (at && *at <= watermark) break;
     }
     if (snapshot->operation == "append") rows += SummaryCount(*snapshot, "added-records");
     if (!snapshot->parent_snapshot_id) break;

@@ -18,6 +18,7 @@
 #include <arrow/type.h>
 
 #include "floe/common/failpoint.h"
+#include "floe/common/parse.h"
 #include "floe/source/postgres/replication_connection.h"
 
 namespace floe::postgres {
@@ -231,10 +232,10 @@ static void RemoveSpillDirectoriesOfDeadProcesses(const std::filesystem::path& t
     if (!name.starts_with(kPrefix)) continue;
     const size_t dash = name.find('-', kPrefix.size());
     if (dash == std::string::npos || dash == kPrefix.size()) continue;
-    const std::string digits = name.substr(kPrefix.size(), dash - kPrefix.size());
-    if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }) || digits.size() > 9) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(digits));
-    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
+    const std::optional<int32_t> pid =
+        ParseInt32(std::string_view(name).substr(kPrefix.size(), dash - kPrefix.size()));
+    // Alive, or not ours:
+    if (!pid || *pid <= 0 || ::kill(*pid, 0) == 0 || errno != ESRCH) continue;
     std::error_code rm;
     std::filesystem::remove_all(entry.path(), rm);
   }

@@ -1,4 +1,5 @@
 #include "floe/source/postgres/replication_connection.h"
+#include "floe/common/parse.h"
 
 #include <poll.h>
 
@@ -211,11 +212,10 @@ ReplicationConnection::ReplicationConnection(PGconn* conn, Options options)
       keepalive_interval_(options.status_interval) {}
 
 std::optional<std::chrono::milliseconds> ParseTimeSetting(std::string_view text) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0 || digits > 12) return std::nullopt;
-  const int64_t n = std::strtoll(std::string(text.substr(0, digits)).c_str(), nullptr, 10);
-  const std::string_view unit = text.substr(digits);
+  const std::optional<NumberWithUnit> split = SplitNumberAndUnit(text, 12);
+  if (!split) return std::nullopt;
+  const int64_t n = split->number;
+  const std::string_view unit = split->unit;
   int64_t ms_per_unit = 0;
   if (unit == "ms") {
     ms_per_unit = 1;

@@ -14,6 +14,8 @@
 #include <arrow/record_batch.h>
 #include <arrow/type.h>
 
+#include "floe/common/big_endian.h"
+#include "floe/common/parse.h"
 #include "floe/common/progress.h"
 #include "floe/source/postgres/table_description.h"
 
@@ -32,13 +34,9 @@ int HexValue(char c) {
 arrow::Result<int64_t> ParseInt64(const std::optional<std::string>& text,
                                   std::string_view what) {
   if (!text) return arrow::Status::Invalid(what, " is NULL");
-  int64_t v = 0;
-  const char* end = text->data() + text->size();
-  auto [p, ec] = std::from_chars(text->data(), end, v);
-  if (ec != std::errc() || p != end) {
-    return arrow::Status::Invalid(what, " is not an integer: ", *text);
-  }
-  return v;
+  const std::optional<int64_t> v = floe::ParseInt64(*text);
+  if (!v) return arrow::Status::Invalid(what, " is not an integer: ", *text);
+  return *v;
 }
 
 std::string DisplayName(const QualifiedTable& t) { return t.schema + "." + t.name; }
@@ -146,16 +144,6 @@ void SnapshotBatch::Clear() {
 
 namespace {
 
-template <typename T>
-T ReadBigEndian(const char* p) {
-  using U = std::make_unsigned_t<T>;
-  U v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    v = static_cast<U>((v << 8) | static_cast<uint8_t>(p[i]));
-  }
-  return static_cast<T>(v);
-}
-
 arrow::Status CopyBinaryError(std::string_view what, size_t offset) {
   return arrow::Status::Invalid("COPY binary: ", what, " at byte ", offset,
                                 " of the message");
@@ -177,12 +165,12 @@ arrow::Status CopyBinaryReader::Read(std::string_view message,
       return CopyBinaryError("bad signature", 0);
     }
     pos = kCopyBinarySignature.size();
-    const uint32_t flags = ReadBigEndian<uint32_t>(base + pos);
+    const uint32_t flags = LoadBigEndian<uint32_t>(base + pos);
     // Bits 0-15 are critical (unknown ones must stop a reader), bit 16 means OIDs,
     // which floe never asks for; bits 17-31 may be ignored.
     if ((flags & 0x1ffffu) != 0) return CopyBinaryError("unexpected header flags", pos);
     pos += 4;
-    const int32_t extension = ReadBigEndian<int32_t>(base + pos);
+    const int32_t extension = LoadBigEndian<int32_t>(base + pos);
     if (extension < 0 || static_cast<size_t>(extension) > left() - 4) {
       return CopyBinaryError("bad header extension length", pos);
     }
@@ -193,7 +181,7 @@ arrow::Status CopyBinaryReader::Read(std::string_view message,
   while (pos < size) {
     if (finished_) return CopyBinaryError("data after the trailer", pos);
     if (left() < 2) return CopyBinaryError("truncated field count", pos);
-    const int16_t count = ReadBigEndian<int16_t>(base + pos);
+    const int16_t count = LoadBigEndian<int16_t>(base + pos);
     if (count == -1) {
       finished_ = true;
       pos += 2;
@@ -207,7 +195,7 @@ arrow::Status CopyBinaryReader::Read(std::string_view message,
     pos += 2;
     for (size_t i = 0; i < num_columns_; ++i) {
       if (left() < 4) return CopyBinaryError("truncated field length", pos);
-      const int32_t length = ReadBigEndian<int32_t>(base + pos);
+      const int32_t length = LoadBigEndian<int32_t>(base + pos);
       if (length < -1) return CopyBinaryError("negative field length", pos);
       pos += 4;
       if (length > 0 && static_cast<size_t>(length) > left()) {

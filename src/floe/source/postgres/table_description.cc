@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "floe/common/parse.h"
 #include "floe/source/postgres/pg_connection.h"
 
 namespace floe::postgres {
@@ -33,14 +34,12 @@ constexpr char kDescribe[] =
 
 template <typename T>
 arrow::Result<T> Parse(const std::optional<std::string>& text, const char* what) {
-  T value{};
   if (!text) return arrow::Status::IOError("table description: ", what, " is null");
-  const char* end = text->data() + text->size();
-  auto [ptr, ec] = std::from_chars(text->data(), end, value);
-  if (ec != std::errc() || ptr != end) {
+  const std::optional<T> value = ParseInteger<T>(*text);
+  if (!value) {
     return arrow::Status::IOError("table description: bad ", what, " '", *text, "'");
   }
-  return value;
+  return *value;
 }
 
 char FirstChar(const std::optional<std::string>& text, char otherwise) {

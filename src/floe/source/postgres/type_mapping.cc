@@ -19,6 +19,9 @@
 #include <arrow/type.h>
 #include <arrow/util/decimal.h>
 
+#include "floe/common/big_endian.h"
+#include "floe/common/civil_date.h"
+#include "floe/common/parse.h"
 #include "floe/source/postgres/pg_connection.h"
 
 namespace floe::postgres {
@@ -167,12 +170,7 @@ arrow::Result<PgCatalogType> PgTypeCatalog::LookupType(Oid oid) {
   if (rows.empty()) return arrow::Status::KeyError("no type with oid ", oid);
   const PgRow& row = rows[0];
   auto text = [&](size_t i) -> std::string { return row[i].value_or(""); };
-  auto number = [&](size_t i) -> int64_t {
-    int64_t v = 0;
-    const std::string s = text(i);
-    std::from_chars(s.data(), s.data() + s.size(), v);
-    return v;
-  };
+  auto number = [&](size_t i) -> int64_t { return ParseInt64(text(i)).value_or(0); };
   PgCatalogType t;
   t.oid = oid;
   t.name = text(0);
@@ -195,10 +193,8 @@ arrow::Result<PgCatalogType> PgTypeCatalog::LookupType(Oid oid) {
     for (const PgRow& a : attrs) {
       PgCatalogType::Attribute attr;
       attr.name = a[0].value_or("");
-      const std::string type_oid = a[1].value_or("0");
-      const std::string typmod = a[2].value_or("-1");
-      std::from_chars(type_oid.data(), type_oid.data() + type_oid.size(), attr.type_oid);
-      std::from_chars(typmod.data(), typmod.data() + typmod.size(), attr.typmod);
+      attr.type_oid = ParseInteger<Oid>(a[1].value_or("")).value_or(0);
+      attr.typmod = ParseInt32(a[2].value_or("")).value_or(-1);
       t.attributes.push_back(std::move(attr));
     }
   }
@@ -751,6 +747,7 @@ std::string Quoted(std::string_view text) {
   return out;
 }
 
+// The whole of `s` as a number of type T (integers and floating point).
 template <typename T>
 bool ParseWhole(std::string_view s, T* v) {
   if (s.empty()) return false;
@@ -795,17 +792,6 @@ bool IsLeap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
 int DaysInMonth(int64_t y, int64_t m) {
   static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   return m == 2 && IsLeap(y) ? 29 : kDays[m - 1];
-}
-
-// Days since 1970-01-01 of a proleptic Gregorian date with an astronomical year
-// (1 BC = 0). Exact for any int32 year.
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2 ? 1 : 0;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
 }
 
 enum class Parsed { kOk, kMalformed, kInfinite, kOutOfRange };
@@ -1443,29 +1429,6 @@ constexpr int64_t kDayMicros = 86'400'000'000;
 /// Days from 1970-01-01 to 2000-01-01 (Postgres' date epoch).
 constexpr int32_t kPgEpochDays = 10'957;
 
-template <typename T>
-T LoadBigEndian(const char* p) {
-  using U = std::make_unsigned_t<T>;
-  U v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    v = static_cast<U>((v << 8) | static_cast<uint8_t>(p[i]));
-  }
-  return static_cast<T>(v);
-}
-
-// The inverse of DaysFromCivil: days since 1970-01-01 -> astronomical y/m/d.
-void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
-  z += 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const int64_t doe = z - era * 146097;
-  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const int64_t mp = (5 * doy + 2) / 153;
-  *d = doy - (153 * mp + 2) / 5 + 1;
-  *m = mp < 10 ? mp + 3 : mp - 9;
-  *y = yoe + era * 400 + (*m <= 2 ? 1 : 0);
-}
-
 int64_t FloorDivide(int64_t a, int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
@@ -1578,8 +1541,7 @@ BinaryFormat BinaryFormatFor(const PgTypeInfo& type, const ColumnMapping& mappin
 std::string FormatPgTimestamp(int64_t micros, bool with_zone) {
   const int64_t days = FloorDivide(micros, kDayMicros) + kPgEpochDays;
   int64_t time = micros - FloorDivide(micros, kDayMicros) * kDayMicros;
-  int64_t y = 0, m = 0, d = 0;
-  CivilFromDays(days, &y, &m, &d);
+  const auto [y, m, d] = CivilFromDays(days);
   const bool bc = y <= 0;
   char buf[96];
   int n = std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lld %02lld:%02lld:%02lld",

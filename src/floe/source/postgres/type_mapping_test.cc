@@ -12,26 +12,13 @@
 #include <arrow/util/decimal.h>
 #include <gtest/gtest.h>
 
+#include "floe/common/test_util.h"
+
 namespace floe::postgres {
 namespace {
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const arrow::Status _st = (expr);                         \
-    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st.ToString(); \
-  } while (false)
-
-#define FLOE_CONCAT_INNER(a, b) a##b
-#define FLOE_CONCAT(a, b) FLOE_CONCAT_INNER(a, b)
-#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, rexpr)                    \
-  auto tmp = (rexpr);                                                 \
-  ASSERT_TRUE(tmp.ok()) << #rexpr << ": " << tmp.status().ToString(); \
-  lhs = std::move(tmp).ValueUnsafe()
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
-  ASSERT_OK_AND_ASSIGN_IMPL(FLOE_CONCAT(_result_, __LINE__), lhs, rexpr)
 
 struct Converted {
   std::shared_ptr<arrow::Array> array;

@@ -1,0 +1,68 @@
+#include <cstdint>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "floe/common/big_endian.h"
+#include "floe/common/civil_date.h"
+#include "floe/common/parse.h"
+
+namespace floe {
+namespace {
+
+TEST(ParseInteger, AcceptsOnlyAWholeNumberOfTheTypesRange) {
+  EXPECT_EQ(ParseInt64("0"), 0);
+  EXPECT_EQ(ParseInt64("-9223372036854775808"), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(ParseInt64("9223372036854775807"), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(ParseUint64("18446744073709551615"), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(ParseInt32("-17"), -17);
+  for (const char* bad : {"", " 1", "1 ", "+1", "1x", "0x10", "1.0", "-",
+                          "9223372036854775808"}) {
+    EXPECT_FALSE(ParseInt64(bad).has_value()) << bad;
+  }
+  EXPECT_FALSE(ParseUint64("-1").has_value());
+  EXPECT_FALSE(ParseInt32("2147483648").has_value());
+}
+
+TEST(BigEndian, LoadsSignedAndUnsignedValues) {
+  const char bytes[] = {'\x80', '\x00', '\x00', '\x01', '\xff', '\xfe'};
+  EXPECT_EQ(LoadBigEndian<uint32_t>(bytes), 0x80000001u);
+  EXPECT_EQ(LoadBigEndian<int32_t>(bytes), std::numeric_limits<int32_t>::min() + 1);
+  EXPECT_EQ(LoadBigEndian<int16_t>(bytes + 4), -2);
+  EXPECT_EQ(LoadBigEndian<uint16_t>(bytes + 4), 0xfffe);
+}
+
+TEST(CivilDate, KnownDates) {
+  EXPECT_EQ(DaysFromCivil(1970, 1, 1), 0);
+  EXPECT_EQ(DaysFromCivil(2000, 1, 1), 10957);
+  EXPECT_EQ(DaysFromCivil(2000, 3, 1), 11017);  // 2000 is a leap year
+  EXPECT_EQ(DaysFromCivil(1969, 12, 31), -1);
+  EXPECT_EQ(DaysFromCivil(0, 1, 1), -719528);  // 1 BC
+  const CivilDate d = CivilFromDays(-719528 - 1);
+  EXPECT_EQ(d.year, -1);
+  EXPECT_EQ(d.month, 12);
+  EXPECT_EQ(d.day, 31);
+}
+
+TEST(CivilDate, RoundTripsAndStepsOneDayAtATime) {
+  // Across several 400-year eras on both sides of the epoch, and far out.
+  for (int64_t start : {int64_t{-1'000'000}, int64_t{-1'000}, int64_t{140'000},
+                        int64_t{2'000'000'000'000}, int64_t{-2'000'000'000'000}}) {
+    CivilDate prev = CivilFromDays(start - 1);
+    for (int64_t days = start; days < start + 150'000; ++days) {
+      const CivilDate d = CivilFromDays(days);
+      ASSERT_EQ(DaysFromCivil(d.year, d.month, d.day), days);
+      const bool next_day = d.year == prev.year && d.month == prev.month &&
+                            d.day == prev.day + 1;
+      const bool next_month = d.day == 1 && ((d.year == prev.year &&
+                                              d.month == prev.month + 1) ||
+                                             (d.year == prev.year + 1 && d.month == 1 &&
+                                              prev.month == 12));
+      ASSERT_TRUE(next_day || next_month) << days;
+      prev = d;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace floe
