@@ -37,6 +37,7 @@ build: bootstrap
 	cmake --build --preset $(PRESET)
 
 unit-test: build
+	scripts/check-deps
 	ctest --preset $(PRESET)
 
 integration-test: build

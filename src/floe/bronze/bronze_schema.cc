@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floe/iceberg/arrow_compute.h"
+#include "floe/lake/keys.h"
 #include "floe/source/postgres/change_stream.h"
 
 namespace floe::bronze {
@@ -253,24 +254,6 @@ arrow::Status CheckSourceColumns(const std::vector<SourceColumn>& columns) {
   return arrow::Status::OK();
 }
 
-arrow::Status CheckColumnMap(const ColumnMap& map) {
-  std::unordered_set<int16_t> attnums;
-  std::unordered_set<int32_t> ids;
-  for (const ColumnBinding& b : map.columns) {
-    if (b.attnum != 0 && !attnums.insert(b.attnum).second) {
-      return arrow::Status::Invalid("table property ", kSourceColumnsProperty,
-                                    " binds attnum ", b.attnum,
-                                    " twice; restore it from an earlier metadata file");
-    }
-    if (!ids.insert(b.field_id).second) {
-      return arrow::Status::Invalid("table property ", kSourceColumnsProperty,
-                                    " binds field id ", b.field_id,
-                                    " to two columns; restore it from an earlier "
-                                    "metadata file");
-    }
-  }
-  return arrow::Status::OK();
-}
 
 // For each source column, the index of its binding in `bound`, or -1: by attnum
 // where both sides know it, then by name where either side does not.
@@ -433,135 +416,6 @@ arrow::Result<TypePtr> IcebergTypeFor(const postgres::ColumnMapping& mapping) {
   return TypeForAt(*mapping.type, &mapping, &next_id, 0);
 }
 
-// ---- ColumnMap JSON --------------------------------------------------------------
-
-std::string ColumnMap::ToJson() const {
-  json out = json::array();
-  for (const ColumnBinding& b : columns) {
-    json entry = {{"attnum", b.attnum},
-                  {"name", b.name},
-                  {"field-id", b.field_id},
-                  {"type-oid", b.type_oid},
-                  {"typmod", b.type_modifier}};
-    if (!b.retired_field_ids.empty()) entry["retired-field-ids"] = b.retired_field_ids;
-    if (!b.former_names.empty()) {
-      entry["former-names"] = b.former_names;
-      json through = json::array();
-      for (const ChangePosition& p : b.former_through) through.push_back({p.first, p.second});
-      entry["former-through"] = std::move(through);
-    }
-    out.push_back(std::move(entry));
-  }
-  // Postgres sends names in UTF-8 (client_encoding is pinned); replace rather than
-  // throw if one is not.
-  return out.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-namespace {
-
-arrow::Status BadEntry(size_t index, std::string_view what) {
-  return arrow::Status::Invalid("table property ", kSourceColumnsProperty, ": entry ",
-                                index, " ", what,
-                                "; the property is written by floe, restore it from an "
-                                "earlier metadata file of the table");
-}
-
-arrow::Result<int64_t> IntMember(const json& entry, size_t index, const char* key,
-                                 int64_t min, int64_t max) {
-  auto it = entry.find(key);
-  if (it == entry.end()) {
-    return BadEntry(index, std::string("has no \"") + key + "\"");
-  }
-  if (!it->is_number_integer()) {
-    return BadEntry(index, std::string("\"") + key + "\" is not an integer: " +
-                               it->dump(-1, ' ', false, json::error_handler_t::replace));
-  }
-  if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(max)
-                               : (it->get<int64_t>() < min || it->get<int64_t>() > max)) {
-    return BadEntry(index, std::string("\"") + key + "\" is out of range: " + it->dump());
-  }
-  return it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>())
-                                  : it->get<int64_t>();
-}
-
-}  // namespace
-
-arrow::Result<ColumnMap> ColumnMap::FromJson(std::string_view text) {
-  json j = json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return arrow::Status::Invalid("table property ", kSourceColumnsProperty,
-                                  " is not valid JSON: '", text.substr(0, 200),
-                                  "'; restore it from an earlier metadata file");
-  }
-  if (!j.is_array()) {
-    return arrow::Status::Invalid("table property ", kSourceColumnsProperty,
-                                  " must be a JSON array of column bindings, got: '",
-                                  text.substr(0, 200), "'");
-  }
-  constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
-  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-  ColumnMap map;
-  for (size_t i = 0; i < j.size(); ++i) {
-    const json& e = j[i];
-    if (!e.is_object()) return BadEntry(i, "is not a JSON object");
-    ColumnBinding b;
-    ARROW_ASSIGN_OR_RAISE(int64_t attnum, IntMember(e, i, "attnum", 0, 32767));
-    b.attnum = static_cast<int16_t>(attnum);
-    auto name = e.find("name");
-    if (name == e.end() || !name->is_string() || name->get<std::string>().empty()) {
-      return BadEntry(i, "has no \"name\" string");
-    }
-    b.name = name->get<std::string>();
-    ARROW_ASSIGN_OR_RAISE(int64_t field_id, IntMember(e, i, "field-id", 1, kInt32Max));
-    b.field_id = static_cast<int32_t>(field_id);
-    ARROW_ASSIGN_OR_RAISE(
-        int64_t oid,
-        IntMember(e, i, "type-oid", 0, std::numeric_limits<postgres::Oid>::max()));
-    b.type_oid = static_cast<postgres::Oid>(oid);
-    ARROW_ASSIGN_OR_RAISE(int64_t typmod,
-                          IntMember(e, i, "typmod", kInt32Min, kInt32Max));
-    b.type_modifier = static_cast<int32_t>(typmod);
-    if (auto r = e.find("retired-field-ids"); r != e.end()) {
-      if (!r->is_array()) return BadEntry(i, "\"retired-field-ids\" is not an array");
-      for (const json& id : *r) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 1 ||
-            id.get<int64_t>() > kInt32Max) {
-          return BadEntry(i, "\"retired-field-ids\" holds a non-id: " + id.dump());
-        }
-        b.retired_field_ids.push_back(id.get<int32_t>());
-      }
-    }
-    if (auto r = e.find("former-names"); r != e.end()) {
-      if (!r->is_array()) return BadEntry(i, "\"former-names\" is not an array");
-      for (const json& n : *r) {
-        if (!n.is_string()) {
-          return BadEntry(i, "\"former-names\" holds a non-name: " + n.dump());
-        }
-        b.former_names.push_back(n.get<std::string>());
-      }
-    }
-    if (auto r = e.find("former-through"); r != e.end()) {
-      if (!r->is_array() || r->size() != b.former_names.size()) {
-        return BadEntry(i, "\"former-through\" is not an array as long as "
-                           "\"former-names\"");
-      }
-      for (const json& p : *r) {
-        if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() ||
-            !p[1].is_number_integer() || p[1].get<int64_t>() < INT32_MIN ||
-            p[1].get<int64_t>() > kInt32Max) {
-          return BadEntry(i, "\"former-through\" holds a non-position: " + p.dump());
-        }
-        b.former_through.emplace_back(p[0].get<int64_t>(), p[1].get<int32_t>());
-      }
-    } else {
-      b.former_through.assign(b.former_names.size(), ChangePosition{0, 0});
-    }
-    map.columns.push_back(std::move(b));
-  }
-  ARROW_RETURN_NOT_OK(CheckColumnMap(map));
-  return map;
-}
-
 // ---- New tables ------------------------------------------------------------------
 
 arrow::Result<BronzeLayout> NewBronzeLayout(const std::vector<SourceColumn>& columns) {
@@ -637,7 +491,7 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
                                            const std::vector<SourceColumn>& source,
                                            ChangePosition written_through) {
   ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
-  ARROW_RETURN_NOT_OK(CheckColumnMap(bound));
+  ARROW_RETURN_NOT_OK(lake::CheckColumnMap(bound));
   // EvolutionPlan holds a Schema, which has no empty state: built at the end.
   std::vector<std::string> changes;
   ColumnMap columns;
@@ -935,13 +789,9 @@ arrow::Result<BatchConformer> BatchConformer::Make(
     const Schema& schema, const ColumnMap& columns,
     const std::vector<SourceColumn>& source) {
   ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
-  ARROW_RETURN_NOT_OK(CheckColumnMap(columns));
-  BatchConformer c;
-  ARROW_ASSIGN_OR_RAISE(c.output_schema_, iceberg::ToArrowSchema(schema));
-  c.input_columns_ = static_cast<int>(source.size() + kStreamCdcColumns.size());
-
+  ARROW_RETURN_NOT_OK(lake::CheckColumnMap(columns));
   const std::vector<int> match = MatchBindings(source, columns.columns);
-  std::unordered_map<int32_t, int> input_of_field;
+  std::vector<int32_t> field_of(source.size(), 0);
   for (size_t i = 0; i < source.size(); ++i) {
     if (match[i] < 0) {
       return arrow::Status::Invalid(
@@ -957,7 +807,77 @@ arrow::Result<BatchConformer> BatchConformer::Make(
                                     ", which is not a row column of the table's schema; "
                                     "commit the planned schema first");
     }
-    input_of_field[id] = static_cast<int>(i);
+    field_of[i] = id;
+  }
+  return Place(schema, source, field_of);
+}
+
+arrow::Result<BatchConformer> BatchConformer::MakeForOlderShape(
+    const Schema& schema, const ColumnMap& columns, const std::vector<SourceColumn>& source,
+    std::vector<std::string>* unplaced) {
+  ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
+  ARROW_RETURN_NOT_OK(lake::CheckColumnMap(columns));
+  const std::vector<int> match = MatchBindings(source, columns.columns);
+  std::unordered_set<int32_t> live;
+  for (const ColumnBinding& b : columns.columns) live.insert(b.field_id);
+  std::unordered_set<int32_t> taken;
+  std::vector<int32_t> field_of(source.size(), 0);
+  for (size_t i = 0; i < source.size(); ++i) {
+    const SourceColumn& c = source[i];
+    auto type = IcebergTypeFor(c.mapping);
+    // The field holds this column's values as they are, or widened (int -> long).
+    auto fits = [&](int32_t id) {
+      const NestedField* f = TopLevelField(schema, id);
+      if (f == nullptr || IsCdcName(f->name) || taken.contains(id) || !type.ok()) {
+        return false;
+      }
+      return f->type->Equals(**type) ||
+             (f->type->is_primitive() && (*type)->is_primitive() &&
+              iceberg::IsAllowedPromotion(**type, *f->type));
+    };
+    int32_t id = 0;
+    if (match[i] >= 0) {
+      const ColumnBinding& b = columns.columns[static_cast<size_t>(match[i])];
+      if (b.type_oid == c.type_oid && b.type_modifier == c.type_modifier &&
+          !taken.contains(b.field_id)) {
+        id = b.field_id;  // the type it is bound with
+      } else if (fits(b.field_id)) {
+        id = b.field_id;
+      } else {
+        for (auto r = b.retired_field_ids.rbegin(); r != b.retired_field_ids.rend(); ++r) {
+          if (fits(*r)) {
+            id = *r;
+            break;
+          }
+        }
+      }
+    } else {
+      for (const NestedField& f : schema.fields()) {
+        if (f.name == c.name && !live.contains(f.id) && fits(f.id)) {
+          id = f.id;
+          break;
+        }
+      }
+    }
+    if (id == 0) {
+      if (unplaced != nullptr) unplaced->push_back(c.name);
+      continue;
+    }
+    taken.insert(id);
+    field_of[i] = id;
+  }
+  return Place(schema, source, field_of);
+}
+
+arrow::Result<BatchConformer> BatchConformer::Place(const Schema& schema,
+                                                    const std::vector<SourceColumn>& source,
+                                                    const std::vector<int32_t>& field_of) {
+  BatchConformer c;
+  ARROW_ASSIGN_OR_RAISE(c.output_schema_, iceberg::ToArrowSchema(schema));
+  c.input_columns_ = static_cast<int>(source.size() + kStreamCdcColumns.size());
+  std::unordered_map<int32_t, int> input_of_field;
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (field_of[i] != 0) input_of_field[field_of[i]] = static_cast<int>(i);
   }
   const auto& fields = schema.fields();
   for (size_t k = 0; k < fields.size(); ++k) {

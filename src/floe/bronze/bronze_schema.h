@@ -42,34 +42,23 @@
 #include <arrow/result.h>
 
 #include "floe/iceberg/schema.h"
+#include "floe/lake/cdc_columns.h"
+#include "floe/lake/column_map.h"
 #include "floe/source/postgres/pgoutput.h"
 #include "floe/source/postgres/type_mapping.h"
 
 namespace floe::bronze {
 
-/// Names of the CDC metadata columns of a Bronze table, in order, after the row
-/// columns. cdc_processed_at is added by the Bronze writer; the others come from the
-/// change stream (floe::postgres::CdcMetadataFields).
-inline constexpr const char* kCdcOp = "cdc_op";
-inline constexpr const char* kCdcTs = "cdc_ts";
-inline constexpr const char* kCdcProcessedAt = "cdc_processed_at";
-inline constexpr const char* kCdcSourceLsn = "cdc_source_lsn";
-inline constexpr const char* kCdcSourceTxId = "cdc_source_tx_id";
-inline constexpr const char* kCdcCommitLsn = "cdc_commit_lsn";
-inline constexpr const char* kCdcSeq = "cdc_seq";
-inline constexpr const char* kCdcUnchanged = "cdc_unchanged";
+// The CDC metadata columns (lake/cdc_columns.h).
+using lake::kCdcCommitLsn;
+using lake::kCdcOp;
+using lake::kCdcProcessedAt;
+using lake::kCdcSeq;
+using lake::kCdcSourceLsn;
+using lake::kCdcSourceTxId;
+using lake::kCdcTs;
+using lake::kCdcUnchanged;
 
-/// The table property holding the column bindings (ColumnMap::ToJson).
-inline constexpr const char* kSourceColumnsProperty = "floe.source.columns";
-/// Set (to the moved columns) in the commit whose bindings moved a column to another
-/// field (a type change Iceberg cannot promote), removed when `floe run`'s copy of
-/// the table that follows commits: until then the new field lacks the values of
-/// the rows not changed since, and `floe silver` waits.
-inline constexpr const char* kRecopyPendingProperty = "floe.source.recopy-pending";
-/// Bronze table property: the point (cdc_commit_lsn of its `t` and `r` rows) of a copy
-/// again that committed before the stream reached it; floe.source.recopy-pending
-/// stays until the table's floe.commit-lsn passes it.
-inline constexpr const char* kRecopyUntilProperty = "floe.source.recopy-until";
 
 /// One column of the source table as the Bronze layer needs it: from a change
 /// stream TableShape (relation column + its mapping) or from the catalog (snapshot).
@@ -101,46 +90,10 @@ struct SourceColumn {
 /// ids are placeholders (iceberg::AddColumn / Table::Create assign real ones).
 arrow::Result<iceberg::TypePtr> IcebergTypeFor(const postgres::ColumnMapping& mapping);
 
-/// Binding of one live source column to the Iceberg field that receives it.
-/// A Bronze row's place in the table's order: (cdc_commit_lsn, cdc_seq).
-using ChangePosition = std::pair<int64_t, int32_t>;
-
-struct ColumnBinding {
-  int16_t attnum = 0;
-  /// The source column's current name.
-  std::string name;
-  int32_t field_id = 0;
-  postgres::Oid type_oid = 0;
-  int32_t type_modifier = -1;
-  /// Fields this column wrote to before a type change moved it to a new field
-  /// (oldest first). Changing the type back re-binds to one of them, found by id, so
-  /// it works after a rename too, and a dropped column's field is never taken over
-  /// by another column that happens to get its name.
-  std::vector<int32_t> retired_field_ids;
-  /// Names the column had before (oldest first, at most kMaxFormerNames): the
-  /// cdc_unchanged lists of rows written before a rename name it by them.
-  std::vector<std::string> former_names;
-  /// Per former name: the (cdc_commit_lsn, cdc_seq) of the table's last row written
-  /// while the column had it, so that a name a new column took since reads right in
-  /// older rows ({0, 0}: not known, for maps written before floe kept it).
-  std::vector<ChangePosition> former_through;
-  bool operator==(const ColumnBinding&) const = default;
-};
-
-inline constexpr size_t kMaxFormerNames = 16;
-
-/// The bindings of a Bronze table's live source columns (dropped columns have none).
-struct ColumnMap {
-  std::vector<ColumnBinding> columns;
-
-  /// JSON array of {"attnum", "name", "field-id", "type-oid", "typmod"} plus
-  /// "retired-field-ids", "former-names" and "former-through" (an [lsn, seq] pair
-  /// per former name) when the column has any. FromJson ignores unknown members
-  /// and reports the first malformed entry.
-  std::string ToJson() const;
-  static arrow::Result<ColumnMap> FromJson(std::string_view json);
-  bool operator==(const ColumnMap&) const = default;
-};
+using lake::ChangePosition;
+using lake::ColumnBinding;
+using lake::ColumnMap;
+using lake::kMaxFormerNames;
 
 /// A new Bronze table's schema (row columns in source order, then the CDC metadata
 /// columns; every field optional; field ids 1..n in order, nested ids after, as
@@ -200,6 +153,16 @@ class BatchConformer {
   static arrow::Result<BatchConformer> Make(const iceberg::Schema& schema,
                                             const ColumnMap& columns,
                                             const std::vector<SourceColumn>& source);
+  /// For changes described with an older shape of the table than the one `columns`
+  /// binds (the stream still behind a copy, or replaying after a restart what
+  /// Bronze's bindings already moved past): nothing is re-bound. A source column
+  /// goes to its binding's field (by attnum, name or former name) when its type fits
+  /// there, else to a retired field of the binding that fits, else, unbound, to a
+  /// field of its name no live column holds (a dropped column's) that fits; one
+  /// that fits nowhere is left out and named in `unplaced`.
+  static arrow::Result<BatchConformer> MakeForOlderShape(
+      const iceberg::Schema& schema, const ColumnMap& columns,
+      const std::vector<SourceColumn>& source, std::vector<std::string>* unplaced);
   /// `processed_at_us`: microseconds since the epoch (UTC).
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Conform(
       const arrow::RecordBatch& batch, int64_t processed_at_us) const;
@@ -207,6 +170,10 @@ class BatchConformer {
 
  private:
   BatchConformer() = default;
+  /// `field_of[i]`: the field id source column i goes to (0: none).
+  static arrow::Result<BatchConformer> Place(const iceberg::Schema& schema,
+                                             const std::vector<SourceColumn>& source,
+                                             const std::vector<int32_t>& field_of);
 
   std::shared_ptr<arrow::Schema> output_schema_;
   /// For each output column: the input column index, or -1 (all null / processed_at).

@@ -27,7 +27,6 @@
 #include <spdlog/spdlog.h>
 
 #include "floe/bronze/bronze_schema.h"
-#include "floe/bronze/failpoint_catalog.h"
 #include "floe/bronze/system_tables.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/bronze/watermark_backfill.h"
@@ -39,6 +38,8 @@
 #include "floe/iceberg/sort_order.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/catalog.h"
+#include "floe/lake/keys.h"
 #include "floe/metrics/http_server.h"
 #include "floe/metrics/registry.h"
 #include "floe/source/postgres/change_stream.h"
@@ -74,20 +75,31 @@ arrow::Status Fatal(std::string message) {
 }
 
 
-constexpr char kHeartbeatPrefix[] = "floe.heartbeat";
-constexpr char kSourceTableProperty[] = "floe.source.table";
-// Which source relation and which publication membership Bronze's rows came from
-// (SourceIdentities): a table re-created under its name, or removed from the
-// publication and added back, changes it, and is copied again.
-constexpr char kSourceIdentityProperty[] = "floe.source.identity";
-/// JSON array of the source table's primary key columns (current names); empty when
-/// it has none. Silver's default merge key.
-constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
-// The columns a delete carries (the replica identity), JSON names in column order.
-constexpr char kIdentityColumnsProperty[] = "floe.source.identity-columns";
-// The source table's relfilenode when Bronze last changed its columns: a column added
-// while it changed was added by a rewrite (a volatile default or an identity).
-constexpr char kRelFilenodeProperty[] = "floe.source.relfilenode";
+
+// lake::kColumnsPositionProperty's value: `[commit_lsn, seq]`.
+std::string PositionJson(ChangePosition at) {
+  return nlohmann::json::array({at.first, at.second}).dump();
+}
+
+// The table's lake::kColumnsPositionProperty ({0, -1}: none, or unreadable).
+ChangePosition ColumnsPositionOf(const ice::TableMetadata& metadata) {
+  auto it = metadata.properties.find(lake::kColumnsPositionProperty);
+  if (it == metadata.properties.end()) return {0, -1};
+  const auto j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array() || j.size() != 2 || !j[0].is_number_integer() ||
+      !j[1].is_number_integer()) {
+    return {0, -1};
+  }
+  return {j[0].get<int64_t>(), j[1].get<int32_t>()};
+}
+
+// The cdc_seq of a change batch's first row (the sixth CDC column); 0 when empty.
+int32_t FirstSeqOf(const arrow::RecordBatch& batch) {
+  const int column = batch.num_columns() - pg::kCdcColumnCount + 5;
+  if (batch.num_rows() == 0 || column < 0) return 0;
+  const auto* seq = dynamic_cast<const arrow::Int32Array*>(batch.column(column).get());
+  return seq != nullptr ? seq->Value(0) : 0;
+}
 
 int64_t NowUnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -459,6 +471,15 @@ struct BronzeTable {
   std::vector<SourceColumn> columns;
   ColumnMap bindings;
   std::optional<BatchConformer> conformer;
+  /// The change stream's shape `conformer` was made for (null: made from the
+  /// catalog's columns, for a copy or a backfill).
+  const pg::TableShape* conformer_shape = nullptr;
+  /// From this change position on, the stream's shapes are bound (SetShape); a
+  /// change before it in another shape is older than the bindings (the stream behind
+  /// a copy of the table, or replaying after a restart) and is written through an
+  /// `older` conformer instead (lake::kColumnsPositionProperty).
+  ChangePosition bound_at{0, -1};
+  std::unordered_map<const pg::TableShape*, BatchConformer> older;
   /// Small change batches (one per transaction) waiting to be conformed and written
   /// together: per-batch costs (casts, partition split, a Parquet write call) paid
   /// once per few thousand rows instead of once per transaction. Same shape (the
@@ -480,10 +501,10 @@ struct BronzeTable {
   /// Rows are being skipped until a copy of the table commits.
   bool awaiting_copy = false;
   /// SourceIdentities' value when the copy awaited was scheduled: recorded in
-  /// kSourceIdentityProperty once it commits.
+  /// lake::kSourceIdentityProperty once it commits.
   std::string identity_at_copy;
   /// Columns SetShape moved to another field (MovedColumns): the table must be
-  /// copied again (kRecopyPendingProperty); cleared when that copy commits.
+  /// copied again (lake::kRecopyPendingProperty); cleared when that copy commits.
   std::string recopy_reason;
   /// The stream delivered a TRUNCATE of it (CountEvents), and the relfilenode read
   /// right after: SetShape's baseline instead of floe.source.relfilenode.
@@ -594,7 +615,7 @@ class Pipeline : public pg::ChangeSink {
   /// Records a clean stop (the next start is not a crash restart).
   void MarkCleanStop() {
     auto st = catalog_->UpdateNamespaceProperties(ServiceNamespace(),
-                                                  {{kStateCleanStop, "true"}});
+                                                  {{lake::kStateCleanStop, "true"}});
     if (!st.ok()) spdlog::warn("could not record the clean stop: {}", st.message());
   }
 
@@ -630,7 +651,15 @@ class Pipeline : public pg::ChangeSink {
                                  const int32_t* op_offsets, const uint8_t* op_chars);
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
   arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
-  arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns);
+  /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
+  arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
+                         ChangePosition at = {0, -1});
+  /// The conformer for `changes`, whose shape is not the one bound: its shape bound
+  /// now (null returned: use table->conformer), or, when the changes are older than
+  /// the bindings, an `older` conformer for that shape.
+  arrow::Result<const BatchConformer*> ConformerFor(BronzeTable* table,
+                                                    const pg::TransactionInfo& tx,
+                                                    const pg::TableChanges& changes);
   /// The table's current relfilenode as text; empty when it has none (partitioned)
   /// or no longer exists.
   /// pg_relation_filenode of `table` (empty when none), and the xmin of its
@@ -793,7 +822,7 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
     auto loaded = ice::Table::Load(catalog_, io_, entry->id);
     if (loaded.ok()) {
       existing = std::move(*loaded);
-      auto owner = existing->metadata().properties.find(kSourceTableProperty);
+      auto owner = existing->metadata().properties.find(lake::kSourceTableProperty);
       if (owner != existing->metadata().properties.end() &&
           owner->second != SourceName(source)) {
         entry->unnamed = entry->id.ToString() + " is the Bronze table of " +
@@ -827,16 +856,18 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
         SourceName(source), nlohmann::json((*described)->GeneratedColumns()).dump());
   }
   if (existing) {
-    auto it = existing->metadata().properties.find(kSourceColumnsProperty);
+    auto it = existing->metadata().properties.find(lake::kSourceColumnsProperty);
     if (it != existing->metadata().properties.end()) {
       ARROW_ASSIGN_OR_RAISE(entry->bindings, ColumnMap::FromJson(it->second));
     }
+    entry->bound_at = ColumnsPositionOf(existing->metadata());
     entry->appender = std::make_unique<TableAppender>(std::move(existing));
   }
   return entry.get();
 }
 
-arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> columns) {
+arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
+                                 ChangePosition at) {
   if (!table->appender) {
     ARROW_ASSIGN_OR_RAISE(BronzeLayout layout, NewBronzeLayout(columns));
     ARROW_ASSIGN_OR_RAISE(ice::PartitionSpec spec,
@@ -845,8 +876,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
                               .Build());
     ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(table->id.ns));
     std::map<std::string, std::string> props{
-        {kSourceTableProperty, SourceName(table->source)},
-        {kSourceColumnsProperty, layout.columns.ToJson()}};
+        {lake::kSourceTableProperty, SourceName(table->source)},
+        {lake::kSourceColumnsProperty, layout.columns.ToJson()}};
     auto created =
         ice::Table::Create(catalog_, io_, table->id, layout.schema, spec,
                            ice::SortOrder::Unsorted(),
@@ -855,10 +886,11 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     if (!created.ok() && ice::GetCatalogErrorKind(created.status()) ==
                              ice::CatalogErrorKind::kAlreadyExists) {
       ARROW_ASSIGN_OR_RAISE(t, ice::Table::Load(catalog_, io_, table->id));
-      auto it = t->metadata().properties.find(kSourceColumnsProperty);
+      auto it = t->metadata().properties.find(lake::kSourceColumnsProperty);
       if (it != t->metadata().properties.end()) {
         ARROW_ASSIGN_OR_RAISE(table->bindings, ColumnMap::FromJson(it->second));
       }
+      table->bound_at = ColumnsPositionOf(t->metadata());
     } else {
       ARROW_ASSIGN_OR_RAISE(t, std::move(created));
       // Create assigns fresh field ids; bind to the ids it chose.
@@ -867,7 +899,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
         const std::string json = table->bindings.ToJson();
         ARROW_RETURN_NOT_OK(
             t->UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-              b->SetProperties({{kSourceColumnsProperty, json}});
+              b->SetProperties({{lake::kSourceColumnsProperty, json}});
               return arrow::Status::OK();
             }));
       }
@@ -901,16 +933,16 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
         [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
           b->SetProperties({{property, value}});
           if (!reason.empty()) {
-            b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
+            b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
             // An earlier copy again no longer suffices.
-            b->RemoveProperties({kRecopyUntilProperty});
+            b->RemoveProperties({lake::kRecopyUntilProperty});
           }
           return arrow::Status::OK();
         });
   };
   ARROW_ASSIGN_OR_RAISE(const std::string filenode, RelFilenodeOf(table->source));
-  if (!filenode.empty() && !t.metadata().properties.contains(kRelFilenodeProperty)) {
-    ARROW_RETURN_NOT_OK(record(kRelFilenodeProperty, filenode, ""));
+  if (!filenode.empty() && !t.metadata().properties.contains(lake::kRelFilenodeProperty)) {
+    ARROW_RETURN_NOT_OK(record(lake::kRelFilenodeProperty, filenode, ""));
   }
   // The same columns under the names Bronze's bindings still have: a column renamed
   // since is the same column (a renamed key is no new key).
@@ -933,7 +965,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
       by_bound_names([](const SourceColumn& c) { return c.is_row_key; });
   const std::string identity_as_bound =
       by_bound_names([](const SourceColumn& c) { return c.in_identity; });
-  if (auto it = t.metadata().properties.find(kIdentityColumnsProperty);
+  if (auto it = t.metadata().properties.find(lake::kIdentityColumnsProperty);
       it == t.metadata().properties.end() || it->second != identity_json) {
     // A delete now carries a column it did not (REPLICA IDENTITY FULL, say): the
     // deletes Bronze holds lack it, and a Silver merge key declared on it could not
@@ -950,10 +982,10 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
         }
       }
     }
-    ARROW_RETURN_NOT_OK(record(kIdentityColumnsProperty, identity_json, reason));
+    ARROW_RETURN_NOT_OK(record(lake::kIdentityColumnsProperty, identity_json, reason));
   }
   {
-    auto it = t.metadata().properties.find(kPrimaryKeyProperty);
+    auto it = t.metadata().properties.find(lake::kPrimaryKeyProperty);
     if (it == t.metadata().properties.end() || it->second != key_json) {
       // The key changed (a new primary key, or a replica identity index): the
       // changes Bronze holds carry the old one (a delete only that), which a Silver
@@ -965,7 +997,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
         reason = "the key every change carries changed from " + it->second + " to " +
                  key_json;
       }
-      ARROW_RETURN_NOT_OK(record(kPrimaryKeyProperty, key_json, reason));
+      ARROW_RETURN_NOT_OK(record(lake::kPrimaryKeyProperty, key_json, reason));
     }
   }
   // Every row Bronze holds or was handed so far carries the bound names.
@@ -984,9 +1016,9 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     // A column moved to another field (a type change Iceberg cannot promote): the
     // source rewrote every row, but logical decoding sends none of it, so the new
     // field lacks the values of every row not changed since. The table is copied
-    // again; until that copy commits, Silver waits (kRecopyPendingProperty, set in
+    // again; until that copy commits, Silver waits (lake::kRecopyPendingProperty, set in
     // the same commit as the new bindings, so no reader sees one without the other).
-    const auto recorded = t.metadata().properties.find(kRelFilenodeProperty);
+    const auto recorded = t.metadata().properties.find(lake::kRelFilenodeProperty);
     const std::string baseline =
         !table->filenode_after_truncate.empty() ? table->filenode_after_truncate
         : recorded != t.metadata().properties.end() ? recorded->second
@@ -1008,11 +1040,14 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
             b->AddSchema(plan.schema);
             b->SetCurrentSchema(*b->last_added_schema_id());
           }
-          b->SetProperties({{kSourceColumnsProperty, json}});
-          if (!filenode.empty()) b->SetProperties({{kRelFilenodeProperty, filenode}});
+          b->SetProperties({{lake::kSourceColumnsProperty, json}});
+          if (at > table->bound_at) {
+            b->SetProperties({{lake::kColumnsPositionProperty, PositionJson(at)}});
+          }
+          if (!filenode.empty()) b->SetProperties({{lake::kRelFilenodeProperty, filenode}});
           if (!moved.empty()) {
-            b->SetProperties({{kRecopyPendingProperty, table->recopy_reason}});
-            b->RemoveProperties({kRecopyUntilProperty});
+            b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
+            b->RemoveProperties({lake::kRecopyUntilProperty});
           }
           return arrow::Status::OK();
         }));
@@ -1024,8 +1059,46 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   ARROW_ASSIGN_OR_RAISE(auto conformer,
                         BatchConformer::Make(t.schema(), table->bindings, columns));
   table->conformer.emplace(std::move(conformer));
+  table->conformer_shape = nullptr;  // the callers binding a stream shape say which
+  table->older.clear();
+  table->bound_at = std::max(table->bound_at, at);
   table->columns = std::move(columns);
   return arrow::Status::OK();
+}
+
+arrow::Result<const BatchConformer*> Pipeline::ConformerFor(BronzeTable* table,
+                                                           const pg::TransactionInfo& tx,
+                                                           const pg::TableChanges& changes) {
+  const ChangePosition at{static_cast<int64_t>(tx.commit_lsn.value()),
+                          FirstSeqOf(*changes.batch)};
+  if (table->appender && at <= table->bound_at) {
+    // Described as the table was before what Bronze's bindings describe: binding it
+    // again would take a column added since for a dropped one (its values, copied
+    // since, lost to Silver), a renamed one for a new one.
+    auto it = table->older.find(changes.shape.get());
+    if (it == table->older.end()) {
+      std::vector<std::string> unplaced;
+      ARROW_ASSIGN_OR_RAISE(
+          auto conformer,
+          BatchConformer::MakeForOlderShape(table->appender->table().schema(),
+                                            table->bindings,
+                                            SourceColumnsOf(*changes.shape), &unplaced));
+      if (!unplaced.empty()) {
+        spdlog::warn("{}: changes made before its columns changed again (at {}) name "
+                     "column(s) {} that no Bronze field of theirs holds any more: those "
+                     "values are left out of these changes (a later copy holds the rows "
+                     "as they are now)",
+                     SourceName(table->source), Lsn(static_cast<uint64_t>(at.first)).ToString(),
+                     nlohmann::json(unplaced).dump());
+      }
+      it = table->older.emplace(changes.shape.get(), std::move(conformer)).first;
+    }
+    return &it->second;
+  }
+  ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape), at));
+  RecopyIfMoved(table);
+  table->conformer_shape = changes.shape.get();
+  return nullptr;
 }
 
 arrow::Result<std::string> Pipeline::RelFilenodeOf(const pg::QualifiedName& table,
@@ -1044,12 +1117,12 @@ arrow::Result<std::string> Pipeline::RelFilenodeOf(const pg::QualifiedName& tabl
 arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& identity) {
   if (!table->appender || !table->appender->has_snapshot()) return false;
   const auto& properties = table->appender->table().metadata().properties;
-  if (auto until = properties.find(kRecopyUntilProperty);
-      until != properties.end() && properties.contains(kRecopyPendingProperty)) {
+  if (auto until = properties.find(lake::kRecopyUntilProperty);
+      until != properties.end() && properties.contains(lake::kRecopyPendingProperty)) {
     // The copy again committed; the stream had not reached its point yet.
     if (auto lsn = ParseUint64(until->second)) table->recopy_until = Lsn(*lsn);
   }
-  if (auto pending = properties.find(kRecopyPendingProperty);
+  if (auto pending = properties.find(lake::kRecopyPendingProperty);
       pending != properties.end() && table->recopy_until.value() == 0) {
     spdlog::warn("{}: the copy after moving column(s) {} did not commit yet: copying it",
                  SourceName(table->source), pending->second);
@@ -1061,7 +1134,7 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
     return false;
   }
   if (identity.empty()) return false;
-  auto it = properties.find(kSourceIdentityProperty);
+  auto it = properties.find(lake::kSourceIdentityProperty);
   if (it == properties.end()) {
     ARROW_RETURN_NOT_OK(RecordIdentity(table, identity));
     return false;
@@ -1082,12 +1155,12 @@ arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& id
   if (!table->appender) return arrow::Status::OK();
   const auto& properties = table->appender->table().metadata().properties;
   const bool pending =
-      properties.contains(kRecopyPendingProperty) && table->recopy_until.value() == 0;
+      properties.contains(lake::kRecopyPendingProperty) && table->recopy_until.value() == 0;
   if (identity.empty() && !pending) return arrow::Status::OK();
   return table->appender->table().UpdateMetadata(
       [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-        if (!identity.empty()) b->SetProperties({{kSourceIdentityProperty, identity}});
-        if (pending) b->RemoveProperties({kRecopyPendingProperty});
+        if (!identity.empty()) b->SetProperties({{lake::kSourceIdentityProperty, identity}});
+        if (pending) b->RemoveProperties({lake::kRecopyPendingProperty});
         return arrow::Status::OK();
       });
 }
@@ -1330,7 +1403,7 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   const std::string emit =
       "SELECT pg_logical_emit_message(true, $1::text, $2::text)::text";
   ARROW_RETURN_NOT_OK(
-      sql.Query(emit, {std::string(kWatermarkPrefix), mark.ToContent()}).status());
+      sql.Query(emit, {std::string(lake::kWatermarkPrefix), mark.ToContent()}).status());
   // One snapshot for the xids it cannot see and for the rows.
   ARROW_RETURN_NOT_OK(
       sql.Query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
@@ -1371,7 +1444,7 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   backfill->window.emplace(table_name, mark.chunk, std::move(snapshot), std::move(keys));
   mark.kind = Watermark::Kind::kHigh;
   ARROW_RETURN_NOT_OK(
-      sql.Query(emit, {std::string(kWatermarkPrefix), mark.ToContent()}).status());
+      sql.Query(emit, {std::string(lake::kWatermarkPrefix), mark.ToContent()}).status());
   return arrow::Status::OK();
 }
 
@@ -1565,19 +1638,15 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
   }
   ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(source));
   if (!table->unnamed.empty()) return arrow::Status::OK();
-  if (Replaying(table, change.commit_lsn)) {
-    // The stream replays changes Bronze already holds (after a restart), described
-    // as the table was then; Bronze's bindings follow a later shape, and binding this
-    // one again would take a column renamed since for a dropped one and a new one
-    // (its values lost in Silver). The shape of the first change Bronze does not
-    // hold yet is bound (OnTableChanges).
-    if (table->conformer) {
-      ARROW_RETURN_NOT_OK(FlushBuffered(table));
-      table->conformer.reset();
-    }
-  } else {
+  // The shape is bound with its first change (OnTableChanges, ConformerFor), which
+  // knows the change's position: the stream may replay changes Bronze holds (after
+  // a restart), or deliver changes older than a copy of the table, described as the
+  // table was then, and binding such a shape again would take a column renamed
+  // since for a dropped one and a new one (its values lost in Silver). A table not
+  // in Bronze yet is created now.
+  if (!table->appender && !Replaying(table, change.commit_lsn)) {
     ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*change.shape)));
-    RecopyIfMoved(table);
+    table->conformer_shape = change.shape.get();
   }
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
     ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
@@ -1603,9 +1672,9 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     table_of_shape_.emplace(changes.shape.get(), std::pair{changes.shape, table});
   }
   if (!table->unnamed.empty()) return arrow::Status::OK();
-  if (!table->conformer && !Replaying(table, tx.commit_lsn)) {
-    ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape)));
-    RecopyIfMoved(table);
+  const BatchConformer* older = nullptr;
+  if (table->conformer_shape != changes.shape.get() && !Replaying(table, tx.commit_lsn)) {
+    ARROW_ASSIGN_OR_RAISE(older, ConformerFor(table, tx, changes));
   }
   if (table->awaiting_copy) return arrow::Status::OK();
   if (!backfills_.empty()) {
@@ -1646,15 +1715,17 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     if (!table->filenode_after_truncate.empty()) {
       ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
           [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-            b->SetProperties({{kRelFilenodeProperty, table->filenode_after_truncate}});
+            b->SetProperties({{lake::kRelFilenodeProperty, table->filenode_after_truncate}});
             return arrow::Status::OK();
           }));
     }
   }
-  if (changes.batch->num_rows() >= kSmallBatchRows) {
+  if (older != nullptr || changes.batch->num_rows() >= kSmallBatchRows) {
+    // The buffer holds the bound shape's batches: they go first.
     ARROW_RETURN_NOT_OK(FlushBuffered(table));
+    const BatchConformer& conformer = older != nullptr ? *older : *table->conformer;
     ARROW_ASSIGN_OR_RAISE(auto conformed,
-                          table->conformer->Conform(*changes.batch, NowUnixMicros()));
+                          conformer.Conform(*changes.batch, NowUnixMicros()));
     ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
   } else {
     ARROW_RETURN_NOT_OK(table->buffered.Add(changes.batch));
@@ -1744,8 +1815,8 @@ void Pipeline::WarnIfAnInsertLacksValues(BronzeTable* table, const arrow::Record
 }
 
 arrow::Status Pipeline::OnMessage(const pg::CapturedMessage& message) {
-  if (message.prefix == kHeartbeatPrefix) return arrow::Status::OK();
-  if (message.prefix == kWatermarkPrefix) {
+  if (message.prefix == lake::kHeartbeatPrefix) return arrow::Status::OK();
+  if (message.prefix == lake::kWatermarkPrefix) {
     return message.transactional ? OnWatermark(message) : arrow::Status::OK();
   }
   metrics_->messages.Inc({});
@@ -1895,7 +1966,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     if (copy != reached.end()) lsn = std::max(lsn, copy->second);
     ice::SummaryProperties summary;
     if (auto it = progress.find(appender); it != progress.end()) {
-      summary[kBackfillSummaryKey] = it->second;
+      summary[lake::kBackfillSummaryKey] = it->second;
     }
     const bool force = !summary.empty() || copy != reached.end();
     commits.push_back(
@@ -1915,7 +1986,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     table->recopy_until = Lsn();
     ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
         [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-          b->RemoveProperties({kRecopyPendingProperty, kRecopyUntilProperty});
+          b->RemoveProperties({lake::kRecopyPendingProperty, lake::kRecopyUntilProperty});
           return arrow::Status::OK();
         }));
     spdlog::info("{}: Bronze now holds every change up to its copy again at {}",
@@ -1963,7 +2034,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
       // Record first: a slot found beyond the recorded position at start-up was
       // moved by someone else.
       ARROW_RETURN_NOT_OK(catalog_->UpdateNamespaceProperties(
-          ServiceNamespace(), {{kStateConfirmed, std::to_string(confirm.value())}}));
+          ServiceNamespace(), {{lake::kStateConfirmed, std::to_string(confirm.value())}}));
       Failpoint("checkpoint.before-confirm");  // recorded, not yet sent to the server
       keeper.reset();  // the connection is the pipeline's again
       streaming_->ReportDurable(confirm);
@@ -2018,6 +2089,7 @@ void Pipeline::SampleSource() {
 // are skipped for them and those at C or later land after the copy.
 arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   if (tables.empty()) return arrow::Status::OK();
+  Failpoint("copy.before-snapshot");  // the copy decided, its point not yet taken
   const std::string& conninfo = config_.source.conninfo;
   ARROW_ASSIGN_OR_RAISE(auto temp, pg::ReplicationConnection::Connect(conninfo));
   pg::CreateSlotOptions slot_options;
@@ -2039,7 +2111,9 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     ARROW_ASSIGN_OR_RAISE(auto columns,
                           SourceColumnsFromCatalog(*sql_, *types_, table->source,
                                                    config_.source.publication));
-    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
+    // The stream may still be behind the copy: its changes before the copy's point
+    // are older than these columns (ConformerFor).
+    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns), {point.value(), INT32_MAX}));
     table->appender->Abandon();
     table->buffered.Clear();
     table->snapshot_seq = 0;
@@ -2191,7 +2265,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     // ends them in the latest state). floe.source.recopy-until keeps the point
     // across a restart.
     Lsn at = point;
-    ice::SummaryProperties summary{{kSnapshotLsnSummaryKey, std::to_string(point.value())}};
+    ice::SummaryProperties summary{{lake::kSnapshotLsnSummaryKey, std::to_string(point.value())}};
     if (table->recopy_queued) {
       at = std::min(point, std::max(appender->committed_lsn(), last_commit_lsn_));
       table->recopy_until = point;
@@ -2207,11 +2281,16 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
       table->recopy_queued = false;
       ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
           [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-            b->SetProperties({{kRecopyUntilProperty,
+            b->SetProperties({{lake::kRecopyUntilProperty,
                                std::to_string(table->recopy_until.value())}});
+            // The stream's changes up to the point are older than the bindings the
+            // copy used, after a restart too.
+            b->SetProperties({{lake::kColumnsPositionProperty,
+                               PositionJson(table->bound_at)}});
             return arrow::Status::OK();
           }));
     }
+    Failpoint("copy.after-commit");  // committed, the stream perhaps still behind it
     table->awaiting_copy = false;
     copied_.insert(table->source);
     // After the commit: a crash before this line copies the table once more on the
@@ -2321,7 +2400,7 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
       "changes in between are not recoverable from this slot), run: floe run "
       "--resnapshot <config>";
 
-  auto sys = state_.find(kStateSystemId);
+  auto sys = state_.find(lake::kStateSystemId);
   if (sys != state_.end() && sys->second != who.system_id && !resnapshot_) {
     return Fatal("the source is a different database cluster (system identifier " +
                  who.system_id + ") than the one " + ice::NamespaceToString(ns) +
@@ -2332,12 +2411,12 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
   }
   ARROW_ASSIGN_OR_RAISE(auto slot_state, pg::ReadSlotState(*sql_, slot));
   std::optional<uint64_t> recorded = std::nullopt;
-  if (auto it = state_.find(kStateConfirmed); it != state_.end()) {
+  if (auto it = state_.find(lake::kStateConfirmed); it != state_.end()) {
     recorded = ParseUint64(it->second);
   }
-  const bool same_slot = state_.contains(kStateSlot) && state_.at(kStateSlot) == slot;
-  if (recorded && state_.contains(kStateSlot) && !same_slot && !resnapshot_) {
-    const std::string& old_slot = state_.at(kStateSlot);
+  const bool same_slot = state_.contains(lake::kStateSlot) && state_.at(lake::kStateSlot) == slot;
+  if (recorded && state_.contains(lake::kStateSlot) && !same_slot && !resnapshot_) {
+    const std::string& old_slot = state_.at(lake::kStateSlot);
     return Fatal(ice::NamespaceToString(ns) + " was fed from replication slot \"" +
                  old_slot + "\" up to LSN " + Lsn(*recorded).ToString() +
                  ", but this pipeline names slot \"" + slot +
@@ -2410,22 +2489,22 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
   }
   if (!crash_checked_) {
     crash_checked_ = true;
-    auto clean = state_.find(kStateCleanStop);
+    auto clean = state_.find(lake::kStateCleanStop);
     if (clean != state_.end() && clean->second != "true") {
       metrics_->restarts.Inc({"crash"});
       spdlog::warn("the previous floe run did not stop cleanly; carrying on from what "
                    "Bronze holds (nothing is lost or repeated)");
     }
   }
-  std::map<std::string, std::string> updates{{kStateSlot, slot},
-                                             {kStateSystemId, who.system_id},
-                                             {kStateCleanStop, "false"}};
+  std::map<std::string, std::string> updates{{lake::kStateSlot, slot},
+                                             {lake::kStateSystemId, who.system_id},
+                                             {lake::kStateCleanStop, "false"}};
   std::vector<std::string> removals;
   if (recorded && same_slot && !resnapshot_) {
     confirmed_ = Lsn(recorded.value_or(0));
   } else {
     confirmed_ = slot_state->confirmed_flush_lsn;
-    updates[kStateConfirmed] = std::to_string(confirmed_.value());
+    updates[lake::kStateConfirmed] = std::to_string(confirmed_.value());
   }
   return catalog_->UpdateNamespaceProperties(ns, updates, removals);
 }
@@ -2563,7 +2642,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
         now - last_heartbeat >= options_.heartbeat_interval) {
       last_heartbeat = now;
       auto st = sql_->Query("SELECT pg_logical_emit_message(true, $1, ''::text)::text",
-                            {std::string(kHeartbeatPrefix)});
+                            {std::string(lake::kHeartbeatPrefix)});
       if (!st.ok()) return st.status();
     }
   }
@@ -2587,17 +2666,8 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
                    config.warehouse.substr(7) + ": " + ec.message());
     }
   }
-  std::unique_ptr<ice::SqlConnection> connection;
-  if (config.catalog.type == config::CatalogType::kSqlite) {
-    const auto parent = std::filesystem::path(config.catalog.uri).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenSqlite(config.catalog.uri));
-  } else {
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenPostgres(config.catalog.uri));
-  }
-  ARROW_ASSIGN_OR_RAISE(auto sql_catalog,
-                        ice::SqlCatalog::Open(config.catalog.name, std::move(connection)));
-  auto catalog = ice::MakeSynchronizedCatalog(WithCatalogFailpoints(std::move(sql_catalog)));
+  ARROW_ASSIGN_OR_RAISE(auto catalog,
+                        lake::OpenPipelineCatalog(config, lake::CatalogAccess::kCreate));
   auto io = ice::MakeLocalFileIO();
 
   ARROW_ASSIGN_OR_RAISE(auto metrics, PipelineMetrics::Make());

@@ -36,14 +36,6 @@
 
 namespace floe::bronze {
 
-/// The pipeline's state, kept in the properties of the `bronze.<service>`
-/// namespace (docs/running.md): the slot it streams, the source cluster's system
-/// identifier, the last position it recorded before confirming it, and whether the
-/// last run stopped cleanly.
-inline constexpr char kStateSlot[] = "floe.slot";
-inline constexpr char kStateSystemId[] = "floe.system-identifier";
-inline constexpr char kStateConfirmed[] = "floe.confirmed-lsn";
-inline constexpr char kStateCleanStop[] = "floe.clean-stop";
 
 struct RunOptions {
   /// Stop (gracefully: a last checkpoint) after this long; unset: run until stopped.

@@ -29,9 +29,6 @@
 
 namespace floe::bronze {
 
-/// The tables' names inside the service's Bronze namespace.
-inline constexpr const char* kLogicalMessagesTableName = "pg_logical_messages";
-inline constexpr const char* kQuarantineTableName = "quarantine";
 
 // ---- pg_logical_messages ------------------------------------------------------------
 

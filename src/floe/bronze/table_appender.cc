@@ -11,6 +11,8 @@
 
 #include "floe/common/parse.h"
 #include "floe/iceberg/partition_split.h"
+#include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 
 namespace floe::bronze {
 
@@ -95,21 +97,8 @@ arrow::Result<int64_t> ReferencedBytes(const arrow::RecordBatch& batch) {
 
 }  // namespace
 
-Lsn CommittedLsnOf(const iceberg::TableMetadata& metadata) {
-  const iceberg::Snapshot* snapshot = metadata.CurrentSnapshot();
-  while (snapshot != nullptr) {
-    auto it = snapshot->summary.find(kCommitLsnSummaryKey);
-    if (it != snapshot->summary.end()) {
-      if (auto value = ParseUint64(it->second)) return Lsn(*value);
-    }
-    if (!snapshot->parent_snapshot_id) break;
-    snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
-  }
-  return Lsn();
-}
-
 TableAppender::TableAppender(std::unique_ptr<iceberg::Table> table)
-    : table_(std::move(table)), committed_lsn_(CommittedLsnOf(table_->metadata())) {}
+    : table_(std::move(table)), committed_lsn_(lake::CommittedLsnOf(table_->metadata())) {}
 
 TableAppender::~TableAppender() = default;
 
@@ -158,7 +147,7 @@ arrow::Status TableAppender::CommitResettingLsn(
 arrow::Status TableAppender::CommitAt(Lsn lsn,
                                       const iceberg::SummaryProperties& summary) {
   iceberg::SummaryProperties props = summary;
-  props[kCommitLsnSummaryKey] = std::to_string(lsn.value());
+  props[lake::kCommitLsnSummaryKey] = std::to_string(lsn.value());
   ARROW_RETURN_NOT_OK(table_->AppendFiles(closed_files_, props).status());
   committed_lsn_ = lsn;
   last_commit_ = CommitStats{};

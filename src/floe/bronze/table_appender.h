@@ -21,15 +21,6 @@
 
 namespace floe::bronze {
 
-/// Snapshot-summary key: the highest source commit LSN fully contained in the table
-/// (decimal). On restart, transactions at or below it are skipped for this table.
-inline constexpr char kCommitLsnSummaryKey[] = "floe.commit-lsn";
-/// Snapshot-summary key of a full copy of the table (the copy's consistent point).
-inline constexpr char kSnapshotLsnSummaryKey[] = "floe.snapshot-lsn";
-
-/// The highest `floe.commit-lsn` on the current snapshot's ancestry (snapshots
-/// without it, such as compactions, are skipped); the invalid LSN when none.
-Lsn CommittedLsnOf(const iceberg::TableMetadata& metadata);
 
 class TableAppender {
  public:

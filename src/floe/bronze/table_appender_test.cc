@@ -13,6 +13,8 @@
 #include "floe/iceberg/partition_spec.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
+#include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 
 namespace floe::bronze {
 namespace {
@@ -97,8 +99,8 @@ TEST_F(TableAppenderTest, CommitsRowsOfEveryPartitionWithTheCommitLsn) {
   EXPECT_EQ(appender_->committed_lsn(), Lsn(0x1000));
 
   auto table = Reload();
-  EXPECT_EQ(CommittedLsnOf(table->metadata()), Lsn(0x1000));
-  EXPECT_EQ(table->metadata().CurrentSnapshot()->summary.at(kCommitLsnSummaryKey), "4096");
+  EXPECT_EQ(lake::CommittedLsnOf(table->metadata()), Lsn(0x1000));
+  EXPECT_EQ(table->metadata().CurrentSnapshot()->summary.at(lake::kCommitLsnSummaryKey), "4096");
   // one data file per day partition, all rows readable
   EXPECT_EQ(ValueOrDie(table->LiveFiles()).size(), 3u);
   EXPECT_EQ(RowsOf(*table), 60);
@@ -109,7 +111,7 @@ TEST_F(TableAppenderTest, NothingWrittenCommitsNothingUnlessForced) {
   EXPECT_FALSE(appender_->has_snapshot());
   ASSERT_TRUE(appender_->Commit(Lsn(0x10), {{"floe.snapshot-lsn", "16"}}, true).ok());
   EXPECT_TRUE(appender_->has_snapshot());
-  EXPECT_EQ(CommittedLsnOf(Reload()->metadata()), Lsn(0x10));
+  EXPECT_EQ(lake::CommittedLsnOf(Reload()->metadata()), Lsn(0x10));
 }
 
 TEST_F(TableAppenderTest, CommitLsnIsNeverLowered) {
@@ -118,7 +120,7 @@ TEST_F(TableAppenderTest, CommitLsnIsNeverLowered) {
   ASSERT_TRUE(appender_->Write(*Batch(5, 5, 1)).ok());
   ASSERT_TRUE(appender_->Commit(Lsn(0x400)).ok());
   EXPECT_EQ(appender_->committed_lsn(), Lsn(0x500));
-  EXPECT_EQ(CommittedLsnOf(Reload()->metadata()), Lsn(0x500));
+  EXPECT_EQ(lake::CommittedLsnOf(Reload()->metadata()), Lsn(0x500));
   EXPECT_EQ(RowsOf(*Reload()), 10);
 }
 
@@ -128,7 +130,7 @@ TEST_F(TableAppenderTest, AFreshCopyResetsTheCommitLsn) {
   ASSERT_TRUE(appender_->Write(*Batch(5, 5, 1)).ok());
   ASSERT_TRUE(appender_->CommitResettingLsn(Lsn(0x40)).ok());
   EXPECT_EQ(appender_->committed_lsn(), Lsn(0x40));
-  EXPECT_EQ(CommittedLsnOf(Reload()->metadata()), Lsn(0x40));
+  EXPECT_EQ(lake::CommittedLsnOf(Reload()->metadata()), Lsn(0x40));
 }
 
 TEST_F(TableAppenderTest, ClosedFilesAreCommittedWithTheNextCommit) {
@@ -160,8 +162,8 @@ TEST_F(TableAppenderTest, CommittedLsnSkipsSnapshotsWithoutIt) {
   auto rewritten = ValueOrDie(table->WriteDataFiles(
       {Batch(0, 4, 1)}, files[0].entry.data_file.partition));
   ASSERT_TRUE(table->RewriteFiles({files[0].entry.data_file}, rewritten).ok());
-  EXPECT_EQ(table->metadata().CurrentSnapshot()->summary.count(kCommitLsnSummaryKey), 0u);
-  EXPECT_EQ(CommittedLsnOf(Reload()->metadata()), Lsn(0x77));
+  EXPECT_EQ(table->metadata().CurrentSnapshot()->summary.count(lake::kCommitLsnSummaryKey), 0u);
+  EXPECT_EQ(lake::CommittedLsnOf(Reload()->metadata()), Lsn(0x77));
 }
 
 // ---------------------------------------------------------------------------

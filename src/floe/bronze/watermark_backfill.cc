@@ -11,6 +11,7 @@
 
 #include "floe/bronze/table_appender.h"
 #include "floe/common/parse.h"
+#include "floe/lake/keys.h"
 #include "floe/source/postgres/type_mapping.h"
 
 namespace floe::bronze {
@@ -193,7 +194,7 @@ std::string BackfillProgress::ToJson() const {
 arrow::Result<BackfillProgress> BackfillProgress::FromJson(const std::string& json) {
   auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) {
-    return arrow::Status::Invalid(kBackfillSummaryKey, " is not a JSON object: ", json);
+    return arrow::Status::Invalid(lake::kBackfillSummaryKey, " is not a JSON object: ", json);
   }
   try {
     BackfillProgress p;
@@ -207,7 +208,7 @@ arrow::Result<BackfillProgress> BackfillProgress::FromJson(const std::string& js
     p.chunks = j.value("chunks", int64_t{0});
     return p;
   } catch (const nlohmann::json::exception& e) {
-    return arrow::Status::Invalid(kBackfillSummaryKey, " is malformed (", e.what(),
+    return arrow::Status::Invalid(lake::kBackfillSummaryKey, " is malformed (", e.what(),
                                   "): ", json);
   }
 }
@@ -216,12 +217,12 @@ arrow::Result<std::optional<BackfillProgress>> BackfillProgressOf(
     const iceberg::TableMetadata& metadata) {
   const iceberg::Snapshot* snapshot = metadata.CurrentSnapshot();
   while (snapshot != nullptr) {
-    if (auto it = snapshot->summary.find(kBackfillSummaryKey);
+    if (auto it = snapshot->summary.find(lake::kBackfillSummaryKey);
         it != snapshot->summary.end()) {
       ARROW_ASSIGN_OR_RAISE(auto progress, BackfillProgress::FromJson(it->second));
       return std::optional<BackfillProgress>(std::move(progress));
     }
-    if (snapshot->summary.contains(kSnapshotLsnSummaryKey)) return std::nullopt;
+    if (snapshot->summary.contains(lake::kSnapshotLsnSummaryKey)) return std::nullopt;
     if (!snapshot->parent_snapshot_id) break;
     snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
   }

@@ -27,19 +27,13 @@
 #include "floe/bronze/bronze_schema.h"
 #include "floe/common/lsn.h"
 #include "floe/iceberg/table_metadata.h"
+#include "floe/lake/keys.h"
 #include "floe/source/postgres/change_stream.h"
 #include "floe/source/postgres/pg_connection.h"
 
 namespace floe::bronze {
 
-/// The `pg_logical_emit_message` prefix of floe's watermarks. Never written to the
-/// audit table.
-inline constexpr char kWatermarkPrefix[] = "floe.watermark";
 
-/// Snapshot-summary key of a backfill's progress (JSON, BackfillProgress), written
-/// with every commit of the table while it is backfilled and with the commit that
-/// holds its last chunk.
-inline constexpr char kBackfillSummaryKey[] = "floe.backfill";
 
 /// One watermark message: `{"table": ..., "chunk": ..., "mark": "low" | "high"}`.
 struct Watermark {
@@ -111,7 +105,7 @@ class ChunkWindow {
 arrow::Result<std::vector<std::string>> RowKeys(
     const arrow::RecordBatch& batch, const std::vector<std::string>& key_columns);
 
-/// A backfill's progress, as kept in kBackfillSummaryKey.
+/// A backfill's progress, as kept in lake::kBackfillSummaryKey.
 struct BackfillProgress {
   /// Identifies one backfill of the table (a later backfill has another).
   std::string id;

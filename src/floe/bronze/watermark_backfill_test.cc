@@ -6,6 +6,7 @@
 #include <arrow/builder.h>
 
 #include "floe/bronze/table_appender.h"
+#include "floe/lake/keys.h"
 
 namespace floe::bronze {
 namespace {
@@ -217,7 +218,7 @@ TEST(BackfillProgress, RoundTripsAndIsFoundOnTheAncestry) {
   iceberg::TableMetadata md;
   iceberg::Snapshot s1;
   s1.snapshot_id = 1;
-  s1.summary[kBackfillSummaryKey] = p.ToJson();
+  s1.summary[lake::kBackfillSummaryKey] = p.ToJson();
   iceberg::Snapshot s2;
   s2.snapshot_id = 2;
   s2.parent_snapshot_id = 1;  // a compaction or other commit without the record
@@ -232,7 +233,7 @@ TEST(BackfillProgress, RoundTripsAndIsFoundOnTheAncestry) {
   iceberg::Snapshot s3;
   s3.snapshot_id = 3;
   s3.parent_snapshot_id = 2;
-  s3.summary[kSnapshotLsnSummaryKey] = "99";
+  s3.summary[lake::kSnapshotLsnSummaryKey] = "99";
   md.snapshots.push_back(s3);
   md.current_snapshot_id = 3;
   found = BackfillProgressOf(md);

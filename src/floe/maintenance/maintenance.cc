@@ -16,13 +16,13 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "floe/bronze/system_tables.h"
-#include "floe/bronze/table_appender.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/literal.h"
 #include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/table_operations.h"
+#include "floe/lake/catalog.h"
+#include "floe/lake/keys.h"
 #include "floe/silver/merge.h"
 #include "floe/silver/silver.h"
 
@@ -403,7 +403,7 @@ struct Opened {
 arrow::Result<Opened> OpenService(const config::PipelineConfig& config,
                                   const std::optional<config::QualifiedName>& only) {
   Opened out;
-  ARROW_ASSIGN_OR_RAISE(out.catalog, silver::OpenPipelineCatalog(config));
+  ARROW_ASSIGN_OR_RAISE(out.catalog, lake::OpenPipelineCatalog(config));
   out.io = ice::MakeLocalFileIO();
   ARROW_ASSIGN_OR_RAISE(out.tables, ListServiceTables(out.catalog.get(), config, only));
   return out;
@@ -443,9 +443,9 @@ std::string Join(const std::vector<std::string>& parts) {
 }  // namespace
 
 arrow::Result<std::vector<std::string>> SilverKeyOf(const ice::TableMetadata& silver) {
-  auto it = silver.properties.find(silver::kSilverKeyProperty);
+  auto it = silver.properties.find(lake::kSilverKeyProperty);
   if (it == silver.properties.end()) {
-    return arrow::Status::Invalid("the table has no ", silver::kSilverKeyProperty,
+    return arrow::Status::Invalid("the table has no ", lake::kSilverKeyProperty,
                                   " property: not a Silver table floe made");
   }
   auto json = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
@@ -456,7 +456,7 @@ arrow::Result<std::vector<std::string>> SilverKeyOf(const ice::TableMetadata& si
     }
   }
   if (key.empty() || key.size() != json.size()) {
-    return arrow::Status::Invalid(silver::kSilverKeyProperty, "='", it->second,
+    return arrow::Status::Invalid(lake::kSilverKeyProperty, "='", it->second,
                                   "' is not a JSON array of column names");
   }
   return key;
@@ -584,7 +584,7 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
     }
     return out;
   };
-  return Compact(table, /*silver=*/true, sort_keys, silver::kWatermarkSummaryKey, plan,
+  return Compact(table, /*silver=*/true, sort_keys, lake::kWatermarkSummaryKey, plan,
                  options);
 }
 
@@ -634,14 +634,14 @@ arrow::Result<CompactResult> CompactBronzeTable(ice::Table& table,
     }
     return out;
   };
-  return Compact(table, /*silver=*/false, sort_keys, bronze::kCommitLsnSummaryKey, plan,
+  return Compact(table, /*silver=*/false, sort_keys, lake::kCommitLsnSummaryKey, plan,
                  options);
 }
 
 arrow::Result<std::vector<ServiceTable>> ListServiceTables(
     ice::Catalog* catalog, const config::PipelineConfig& config,
     const std::optional<config::QualifiedName>& only) {
-  ARROW_ASSIGN_OR_RAISE(auto bronze_tables, silver::ListBronzeTables(catalog, config));
+  ARROW_ASSIGN_OR_RAISE(auto bronze_tables, lake::ListBronzeTables(catalog, config));
   auto io = ice::MakeLocalFileIO();
   std::vector<ServiceTable> out;
   for (const auto& id : bronze_tables) {
@@ -650,7 +650,7 @@ arrow::Result<std::vector<ServiceTable>> ListServiceTables(
     ARROW_ASSIGN_OR_RAISE(auto table, ice::Table::Load(catalog, io, id));
     const auto& props = table->metadata().properties;
     std::optional<config::QualifiedName> source;
-    if (auto it = props.find(silver::kSourceTableProperty); it != props.end()) {
+    if (auto it = props.find(lake::kSourceTableProperty); it != props.end()) {
       source = config::ParseQualifiedName(it->second);
     }
     if (!source && !id.ns.empty()) source = config::QualifiedName{id.ns.back(), id.name};
@@ -689,7 +689,7 @@ arrow::Result<std::vector<TableReport>> CompactService(const config::PipelineCon
   if (options.table || !options.bronze) return reports;
   // The service's audit and quarantine tables, when floe run has made them.
   for (const char* name :
-       {bronze::kLogicalMessagesTableName, bronze::kQuarantineTableName}) {
+       {lake::kLogicalMessagesTableName, lake::kQuarantineTableName}) {
     ice::TableIdentifier id;
     id.ns = {config.naming.bronze_namespace, config.service};
     id.name = name;
@@ -720,8 +720,8 @@ arrow::Result<std::vector<TableReport>> ExpireService(const config::PipelineConf
     ice::ExpireSnapshotsOptions expire;
     expire.older_than_ms = now - options.retention_ms;
     expire.retain_last = std::max<int32_t>(1, options.retain_last);
-    expire.retain_summary_keys = {is_silver ? silver::kWatermarkSummaryKey
-                                            : bronze::kCommitLsnSummaryKey};
+    expire.retain_summary_keys = {is_silver ? lake::kWatermarkSummaryKey
+                                            : lake::kCommitLsnSummaryKey};
     ARROW_ASSIGN_OR_RAISE(auto r, ice::ExpireSnapshots(table, expire));
     return "expired " + std::to_string(r.expired_snapshot_ids.size()) +
            " snapshot(s), " + std::to_string(table.metadata().snapshots.size()) +
@@ -749,7 +749,7 @@ arrow::Result<std::vector<TableReport>> RemoveOrphansService(
       if (t.silver) ids.push_back(*t.silver);
     }
     for (const char* name :
-         {bronze::kLogicalMessagesTableName, bronze::kQuarantineTableName}) {
+         {lake::kLogicalMessagesTableName, lake::kQuarantineTableName}) {
       ice::TableIdentifier id{{config.naming.bronze_namespace, config.service}, name};
       ARROW_ASSIGN_OR_RAISE(bool exists, opened.catalog->TableExists(id));
       if (exists) ids.push_back(id);

@@ -14,8 +14,6 @@
 #include <arrow/table.h>
 #include <libpq-fe.h>
 
-#include "floe/bronze/pipeline.h"
-#include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
 #include "floe/common/parse.h"
 #include "floe/iceberg/catalog.h"
@@ -23,6 +21,9 @@
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/catalog.h"
+#include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/silver/merge.h"
 #include "floe/silver/silver.h"
 #include "floe/source/postgres/pg_connection.h"
@@ -32,10 +33,10 @@ namespace {
 
 namespace ice = floe::iceberg;
 namespace pg = floe::postgres;
-using bronze::kStateCleanStop;
-using bronze::kStateConfirmed;
-using bronze::kStateSlot;
-using bronze::kStateSystemId;
+using lake::kStateCleanStop;
+using lake::kStateConfirmed;
+using lake::kStateSlot;
+using lake::kStateSystemId;
 
 constexpr char kQuarantineTable[] = "quarantine";
 constexpr char kAuditTable[] = "pg_logical_messages";
@@ -50,7 +51,7 @@ std::optional<int64_t> TotalRecords(const ice::Snapshot* snapshot) {
 
 arrow::Result<std::unique_ptr<ice::Catalog>> OpenCatalog(
     const config::PipelineConfig& config) {
-  auto opened = silver::OpenPipelineCatalog(config);
+  auto opened = lake::OpenPipelineCatalog(config);
   if (!opened.ok()) {
     return arrow::Status(opened.status().code(),
                          RedactConninfoSecrets(opened.status().message(),
@@ -61,14 +62,14 @@ arrow::Result<std::unique_ptr<ice::Catalog>> OpenCatalog(
 
 PipelineState StateOf(const std::map<std::string, std::string>& props) {
   PipelineState state;
-  if (auto it = props.find(kStateSlot); it != props.end()) state.slot = it->second;
-  if (auto it = props.find(kStateSystemId); it != props.end()) {
+  if (auto it = props.find(lake::kStateSlot); it != props.end()) state.slot = it->second;
+  if (auto it = props.find(lake::kStateSystemId); it != props.end()) {
     state.system_identifier = it->second;
   }
-  if (auto it = props.find(kStateConfirmed); it != props.end()) {
+  if (auto it = props.find(lake::kStateConfirmed); it != props.end()) {
     state.confirmed_lsn = ParseUint64(it->second);
   }
-  if (auto it = props.find(kStateCleanStop); it != props.end()) {
+  if (auto it = props.find(lake::kStateCleanStop); it != props.end()) {
     state.clean_stop = it->second == "true";
   }
   return state;
@@ -144,7 +145,7 @@ TableStatus LoadTableStatus(ice::Catalog* catalog, const std::shared_ptr<ice::Fi
   }
   const ice::TableMetadata& meta = (*bronze)->metadata();
   std::optional<config::QualifiedName> source;
-  if (auto it = meta.properties.find(silver::kSourceTableProperty);
+  if (auto it = meta.properties.find(lake::kSourceTableProperty);
       it != meta.properties.end()) {
     source = config::ParseQualifiedName(it->second);
   }
@@ -165,7 +166,7 @@ TableStatus LoadTableStatus(ice::Catalog* catalog, const std::shared_ptr<ice::Fi
   } else {
     out.bronze.rows = 0;
   }
-  out.bronze.commit_lsn = bronze::CommittedLsnOf(meta).value();
+  out.bronze.commit_lsn = lake::CommittedLsnOf(meta).value();
   if (!source) return out;
 
   const ice::TableIdentifier silver_id = ice::IdentifierFromLevels(config.SilverIdentifier(*source));
@@ -427,7 +428,7 @@ arrow::Result<ServiceStatus> CollectStatus(const config::PipelineConfig& config,
     status.state = StateOf(props);
   }
 
-  ARROW_ASSIGN_OR_RAISE(auto bronze_tables, silver::ListBronzeTables(catalog.get(), config));
+  ARROW_ASSIGN_OR_RAISE(auto bronze_tables, lake::ListBronzeTables(catalog.get(), config));
   for (const auto& id : bronze_tables) {
     status.tables.push_back(LoadTableStatus(catalog.get(), io, config, id));
   }

@@ -16,13 +16,15 @@
 #include <parquet/exception.h>
 #include <spdlog/spdlog.h>
 
-#include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
 #include "floe/common/progress.h"
 #include "floe/iceberg/conversions.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/schema.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/catalog.h"
+#include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/merge.h"
 #include "floe/silver/silver.h"
@@ -125,7 +127,7 @@ arrow::Result<uint64_t> BronzeStartLsn(const ice::TableMetadata& bronze,
     }
   }
   if (start) return static_cast<uint64_t>(*start);
-  return bronze::CommittedLsnOf(bronze).value();
+  return lake::CommittedLsnOf(bronze).value();
 }
 
 arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetExport(const std::string& path,
@@ -355,8 +357,8 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
     return written.status();
   }
   const std::vector<ice::DataFile>& files = *written;
-  ice::SummaryProperties summary = {{kWatermarkSummaryKey, std::to_string(lsn)}};
-  if (!options.origin.empty()) summary[kSeededFromSummaryKey] = options.origin;
+  ice::SummaryProperties summary = {{lake::kWatermarkSummaryKey, std::to_string(lsn)}};
+  if (!options.origin.empty()) summary[lake::kSeededFromSummaryKey] = options.origin;
   // One attempt: if anything committed to the new table meanwhile (a `floe silver`
   // pass filling it from Bronze), the catalog's compare-and-swap refuses this commit.
   ice::CommitOptions once;
@@ -375,7 +377,7 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
 
 arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& config,
                                                 const BackfillOptions& options) {
-  ARROW_ASSIGN_OR_RAISE(auto catalog, OpenPipelineCatalog(config));
+  ARROW_ASSIGN_OR_RAISE(auto catalog, lake::OpenPipelineCatalog(config));
   std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
   const TableNames names = NamesOf(config, options.table);
   ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(names.bronze));

@@ -28,12 +28,10 @@
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/table_metadata.h"
+#include "floe/lake/keys.h"
 
 namespace floe::silver {
 
-/// Silver snapshot-summary key of a seeded table's first snapshot: the export it was
-/// seeded from.
-inline constexpr char kSeededFromSummaryKey[] = "floe.silver.seeded-from";
 
 /// Where Bronze's history of a table starts: the smallest cdc_commit_lsn of its
 /// current snapshot's rows (from the data files' lower bounds; files without one are
@@ -57,7 +55,7 @@ struct BackfillTableOptions {
   /// The table's write mode (silver.write_mode / write_modes), for its write.*.mode
   /// properties.
   bool copy_on_write = false;
-  /// Recorded in the snapshot summary (kSeededFromSummaryKey).
+  /// Recorded in the snapshot summary (lake::kSeededFromSummaryKey).
   std::string origin;
 };
 

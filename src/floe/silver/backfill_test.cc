@@ -15,6 +15,7 @@
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/keys.h"
 #include "floe/silver/bronze_fixture_test_util.h"
 #include "floe/silver/merge.h"
 #include "floe/silver/verify.h"
@@ -118,7 +119,7 @@ TEST_F(BackfillTest, SeedsSilverThenMergesContinueFromTheExportLsn) {
   EXPECT_EQ(seeded->bronze_start, 100u);
   auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
   EXPECT_EQ(SilverWatermark(silver->metadata()), 200u);
-  EXPECT_EQ(silver->metadata().CurrentSnapshot()->summary.at(kSeededFromSummaryKey),
+  EXPECT_EQ(silver->metadata().CurrentSnapshot()->summary.at(lake::kSeededFromSummaryKey),
             "test export");
   EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{{1, "uno"}, {2, "two"}}));
 

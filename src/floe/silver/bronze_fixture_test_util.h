@@ -16,6 +16,7 @@
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/keys.h"
 #include "floe/silver/merge.h"
 
 namespace floe::silver::testing {
@@ -65,7 +66,7 @@ class BronzeFixture : public ::testing::Test {
     auto table = ice::Table::Create(
         catalog_.get(), io_, bronze_id_, *schema, ice::PartitionSpec{},
         ice::SortOrder::Unsorted(), ice::Table::DefaultLocation(warehouse_, bronze_id_),
-        {{kPrimaryKeyProperty, "[\"id\"]"}, {kSourceTableProperty, "public.t"}});
+        {{lake::kPrimaryKeyProperty, "[\"id\"]"}, {lake::kSourceTableProperty, "public.t"}});
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     bronze_ = std::move(*table);
   }

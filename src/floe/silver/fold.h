@@ -40,13 +40,15 @@
 #include <arrow/result.h>
 #include <arrow/table.h>
 
+#include "floe/lake/cdc_columns.h"
+
 namespace floe::silver {
 
-/// Bronze CDC columns the fold reads.
-inline constexpr char kCdcOp[] = "cdc_op";
-inline constexpr char kCdcCommitLsn[] = "cdc_commit_lsn";
-inline constexpr char kCdcSeq[] = "cdc_seq";
-inline constexpr char kCdcUnchanged[] = "cdc_unchanged";
+/// Bronze CDC columns the fold reads (lake/cdc_columns.h).
+using lake::kCdcCommitLsn;
+using lake::kCdcOp;
+using lake::kCdcSeq;
+using lake::kCdcUnchanged;
 
 /// Whether `name` is one of Bronze's CDC metadata columns.
 bool IsCdcColumn(const std::string& name);

@@ -21,13 +21,14 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "floe/bronze/bronze_schema.h"
-#include "floe/bronze/table_appender.h"
 #include "floe/common/parse.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/column_map.h"
+#include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/silver/counting_file_io.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/position_deletes.h"
@@ -94,7 +95,7 @@ bool SameTypeIgnoringIds(const ice::Type& a, const ice::Type& b) {
 // The names of Silver's merge key as its table property records them (a JSON array).
 std::vector<std::string> SilverKeyNames(const ice::TableMetadata& silver) {
   std::vector<std::string> out;
-  auto it = silver.properties.find(kSilverKeyProperty);
+  auto it = silver.properties.find(lake::kSilverKeyProperty);
   if (it == silver.properties.end()) return out;
   const json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_array()) return out;
@@ -261,9 +262,9 @@ arrow::Status EvolveSilver(ice::Table* silver, const ice::TableMetadata& bronze,
   ARROW_ASSIGN_OR_RAISE(Evolution planned,
                         PlanSilverEvolution(silver->metadata(), bronze));
   const bool map_recorded =
-      silver->metadata().properties.count(kSilverFieldMapProperty) > 0 &&
+      silver->metadata().properties.count(lake::kSilverFieldMapProperty) > 0 &&
       FieldMapJson(planned.field_map) ==
-          silver->metadata().properties.at(kSilverFieldMapProperty);
+          silver->metadata().properties.at(lake::kSilverFieldMapProperty);
   if (planned.changes.empty() && map_recorded) return arrow::Status::OK();
   ARROW_RETURN_NOT_OK(silver->UpdateMetadata(
       [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) -> arrow::Status {
@@ -271,7 +272,7 @@ arrow::Status EvolveSilver(ice::Table* silver, const ice::TableMetadata& bronze,
         if (!e.changes.empty()) {
           b->AddSchema(e.schema).SetCurrentSchema(ice::kLastAdded);
         }
-        b->SetProperties({{kSilverFieldMapProperty, FieldMapJson(e.field_map)}});
+        b->SetProperties({{lake::kSilverFieldMapProperty, FieldMapJson(e.field_map)}});
         return arrow::Status::OK();
       }));
   *changes = std::move(planned.changes);
@@ -677,7 +678,7 @@ bool IsLostRace(const arrow::Status& st) {
 
 std::string SourceNameOf(const ice::TableMetadata& bronze,
                          const ice::TableIdentifier& id) {
-  auto it = bronze.properties.find(kSourceTableProperty);
+  auto it = bronze.properties.find(lake::kSourceTableProperty);
   if (it != bronze.properties.end() && !it->second.empty()) return it->second;
   return id.name;
 }
@@ -905,15 +906,15 @@ arrow::Result<CowRewrite> RewriteForCopyOnWrite(
 }
 // The merge's work counters as snapshot-summary properties.
 void AddMergeCounters(const MergeStats& stats, ice::SummaryProperties* summary) {
-  (*summary)[kFilesReadSummaryKey] = std::to_string(stats.files_scanned);
-  (*summary)[kRowGroupsReadSummaryKey] = std::to_string(stats.row_groups_read);
-  (*summary)[kRowGroupsSkippedStatsSummaryKey] =
+  (*summary)[lake::kFilesReadSummaryKey] = std::to_string(stats.files_scanned);
+  (*summary)[lake::kRowGroupsReadSummaryKey] = std::to_string(stats.row_groups_read);
+  (*summary)[lake::kRowGroupsSkippedStatsSummaryKey] =
       std::to_string(stats.row_groups_skipped_stats);
-  (*summary)[kRowGroupsSkippedBloomSummaryKey] =
+  (*summary)[lake::kRowGroupsSkippedBloomSummaryKey] =
       std::to_string(stats.row_groups_skipped_bloom);
-  (*summary)[kSilverBytesReadSummaryKey] = std::to_string(stats.silver_bytes_read);
-  (*summary)[kBronzeBytesReadSummaryKey] = std::to_string(stats.bronze_bytes_read);
-  (*summary)[kBytesWrittenSummaryKey] = std::to_string(stats.bytes_written);
+  (*summary)[lake::kSilverBytesReadSummaryKey] = std::to_string(stats.silver_bytes_read);
+  (*summary)[lake::kBronzeBytesReadSummaryKey] = std::to_string(stats.bronze_bytes_read);
+  (*summary)[lake::kBytesWrittenSummaryKey] = std::to_string(stats.bytes_written);
 }
 
 }  // namespace
@@ -921,15 +922,15 @@ void AddMergeCounters(const MergeStats& stats, ice::SummaryProperties* summary) 
 arrow::Result<std::vector<RowColumn>> RowColumnsOf(const ice::TableMetadata& bronze) {
   const ice::Schema& schema = *bronze.CurrentSchema();
   std::vector<RowColumn> out;
-  auto it = bronze.properties.find(bronze::kSourceColumnsProperty);
+  auto it = bronze.properties.find(lake::kSourceColumnsProperty);
   if (it == bronze.properties.end()) {
     for (const auto& f : schema.fields()) {
       if (!IsCdcColumn(f.name)) out.push_back({f.name, &f});
     }
     return out;
   }
-  ARROW_ASSIGN_OR_RAISE(bronze::ColumnMap map, bronze::ColumnMap::FromJson(it->second));
-  for (const bronze::ColumnBinding& b : map.columns) {
+  ARROW_ASSIGN_OR_RAISE(lake::ColumnMap map, lake::ColumnMap::FromJson(it->second));
+  for (const lake::ColumnBinding& b : map.columns) {
     const ice::NestedField* f = schema.FindField(b.field_id);
     if (f == nullptr) {
       return arrow::Status::Invalid("Bronze binds source column `", b.name,
@@ -964,7 +965,7 @@ bool SameKeyColumns(const ice::TableMetadata& silver, const ice::Schema& bronze_
 std::map<int32_t, int32_t> FieldMapOf(const ice::TableMetadata& silver,
                                       const ice::Schema& bronze) {
   std::map<int32_t, int32_t> out;
-  auto it = silver.properties.find(kSilverFieldMapProperty);
+  auto it = silver.properties.find(lake::kSilverFieldMapProperty);
   if (it != silver.properties.end()) {
     json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_object()) {
@@ -1102,9 +1103,9 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
                             ice::SortDirection::kAscending, ice::NullOrder::kNullsFirst});
   }
   std::map<std::string, std::string> props = {
-      {kSilverKeyProperty, key_json},
-      {kSilverFieldMapProperty, FieldMapJson(field_map)},
-      {kSourceTableProperty, source},
+      {lake::kSilverKeyProperty, key_json},
+      {lake::kSilverFieldMapProperty, FieldMapJson(field_map)},
+      {lake::kSourceTableProperty, source},
       {ice::kTargetFileSizeProperty, std::to_string(target_file_bytes)},
   };
   for (const char* mode_key : kWriteModeProperties) {
@@ -1139,7 +1140,7 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
 uint64_t SilverWatermark(const ice::TableMetadata& metadata) {
   const ice::Snapshot* snapshot = metadata.CurrentSnapshot();
   while (snapshot != nullptr) {
-    auto it = snapshot->summary.find(kWatermarkSummaryKey);
+    auto it = snapshot->summary.find(lake::kWatermarkSummaryKey);
     if (it != snapshot->summary.end()) {
       if (auto value = ParseUint64(it->second)) return *value;
     }
@@ -1154,7 +1155,7 @@ const ice::Snapshot* LastMergeSnapshot(const ice::TableMetadata& metadata) {
   while (snapshot != nullptr) {
     // A compaction (replace) carries the watermark forward but merges nothing.
     if (snapshot->operation != "replace" &&
-        snapshot->summary.contains(kWatermarkSummaryKey)) {
+        snapshot->summary.contains(lake::kWatermarkSummaryKey)) {
       return snapshot;
     }
     if (!snapshot->parent_snapshot_id) break;
@@ -1178,18 +1179,18 @@ arrow::Result<std::vector<std::string>> MergeKeyOf(
     const std::optional<std::vector<std::string>>& override_key) {
   if (override_key && !override_key->empty()) return *override_key;
   std::vector<std::string> out;
-  auto it = bronze.properties.find(kPrimaryKeyProperty);
+  auto it = bronze.properties.find(lake::kPrimaryKeyProperty);
   if (it == bronze.properties.end()) return out;
   json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_array()) {
-    return arrow::Status::Invalid("table property ", kPrimaryKeyProperty,
+    return arrow::Status::Invalid("table property ", lake::kPrimaryKeyProperty,
                                   " is not a JSON "
                                   "array of column names: ",
                                   it->second);
   }
   for (const auto& v : parsed) {
     if (!v.is_string()) {
-      return arrow::Status::Invalid("table property ", kPrimaryKeyProperty,
+      return arrow::Status::Invalid("table property ", lake::kPrimaryKeyProperty,
                                     " holds a non-string: ", it->second);
     }
     out.push_back(v.get<std::string>());
@@ -1248,7 +1249,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                                  &key_bronze_fields));
   // A declared key must be carried by a delete, or deletes cannot reach Silver.
   if (options.key && !options.key->empty()) {
-    auto identity = bronze.properties.find(kIdentityColumnsProperty);
+    auto identity = bronze.properties.find(lake::kIdentityColumnsProperty);
     const json carried = identity == bronze.properties.end()
                              ? json()
                              : json::parse(identity->second, nullptr, false);
@@ -1275,14 +1276,14 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   }
   // A column moved to a new field lacks the values of the rows not changed since
   // until floe run's copy of the table commits: merging now would leave them null.
-  if (auto pending = bronze.properties.find(bronze::kRecopyPendingProperty);
+  if (auto pending = bronze.properties.find(lake::kRecopyPendingProperty);
       pending != bronze.properties.end()) {
     stats.outcome = MergeOutcome::kWaiting;
     stats.message = bronze_id.ToString() + ": waiting for floe run to copy " + source +
                     " again: " + pending->second;
     return stats;
   }
-  const uint64_t bronze_lsn = bronze::CommittedLsnOf(bronze).value();
+  const uint64_t bronze_lsn = lake::CommittedLsnOf(bronze).value();
   stats.to_lsn = bronze_lsn;
   const std::string key_json = JsonArray(key);
 
@@ -1309,7 +1310,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     uint64_t watermark = 0;
     bool backfill = silver == nullptr;
     if (silver != nullptr) {
-      auto it = silver->metadata().properties.find(kSilverKeyProperty);
+      auto it = silver->metadata().properties.find(lake::kSilverKeyProperty);
       const bool renamed_key =
           it != silver->metadata().properties.end() && it->second != key_json &&
           SameKeyColumns(silver->metadata(), bronze_schema, row_columns, key);
@@ -1352,7 +1353,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
         const std::vector<std::string> old_names = SilverKeyNames(silver->metadata());
         ARROW_RETURN_NOT_OK(silver->UpdateMetadata(
             [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) {
-              std::map<std::string, std::string> set{{kSilverKeyProperty, key_json}};
+              std::map<std::string, std::string> set{{lake::kSilverKeyProperty, key_json}};
               std::vector<std::string> remove;
               for (size_t i = 0; i < old_names.size() && i < key.size(); ++i) {
                 if (old_names[i] == key[i]) continue;
@@ -1533,7 +1534,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     stats.silver_bytes_read = silver_read.bytes;
     stats.bytes_written = silver_written.bytes;
 
-    ice::SummaryProperties summary = {{kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
+    ice::SummaryProperties summary = {{lake::kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
     AddMergeCounters(stats, &summary);
     ice::CommitOptions once;
     once.max_attempts = 1;

@@ -24,29 +24,10 @@
 #include "floe/iceberg/manifest.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
+#include "floe/lake/keys.h"
 
 namespace floe::silver {
 
-/// Silver snapshot-summary key: every Bronze row with cdc_commit_lsn at or below it
-/// is folded into the table (decimal).
-inline constexpr char kWatermarkSummaryKey[] = "floe.bronze-commit-lsn";
-/// Silver snapshot-summary keys of a merge's work (decimal): MergeStats'
-/// files_scanned, row_groups_read, row_groups_skipped_stats,
-/// row_groups_skipped_bloom, silver_bytes_read, bronze_bytes_read, bytes_written.
-inline constexpr char kFilesReadSummaryKey[] = "floe.merge.files-read";
-inline constexpr char kRowGroupsReadSummaryKey[] = "floe.merge.row-groups-read";
-inline constexpr char kRowGroupsSkippedStatsSummaryKey[] =
-    "floe.merge.row-groups-skipped-stats";
-inline constexpr char kRowGroupsSkippedBloomSummaryKey[] =
-    "floe.merge.row-groups-skipped-bloom";
-inline constexpr char kSilverBytesReadSummaryKey[] = "floe.merge.silver-bytes-read";
-inline constexpr char kBronzeBytesReadSummaryKey[] = "floe.merge.bronze-bytes-read";
-inline constexpr char kBytesWrittenSummaryKey[] = "floe.merge.bytes-written";
-/// Silver table property: the merge key, a JSON array of column names.
-inline constexpr char kSilverKeyProperty[] = "floe.silver.key";
-/// Silver table property: JSON object mapping Bronze field ids (as strings) to the
-/// Silver field ids they are copied into, so renames follow the column.
-inline constexpr char kSilverFieldMapProperty[] = "floe.silver.bronze-field-ids";
 
 /// One of Silver's row columns: the source table's live column as it is named now
 /// (Silver's column name) and the Bronze field it is read from.
@@ -68,21 +49,16 @@ struct RowColumn {
 /// into `bronze`'s current schema.
 arrow::Result<std::vector<RowColumn>> RowColumnsOf(const iceberg::TableMetadata& bronze);
 
-/// Bronze field id -> Silver field id: the table property kSilverFieldMapProperty,
+/// Bronze field id -> Silver field id: the table property lake::kSilverFieldMapProperty,
 /// or (a table created by a merge that crashed before recording it) by name.
 /// Whether the merge key `key` (names of `row_columns`) is the key Silver was built
-/// with (kSilverKeyProperty), under other names: the same Silver fields by id.
+/// with (lake::kSilverKeyProperty), under other names: the same Silver fields by id.
 bool SameKeyColumns(const iceberg::TableMetadata& silver,
                     const iceberg::Schema& bronze_schema,
                     const std::vector<RowColumn>& row_columns,
                     const std::vector<std::string>& key);
 std::map<int32_t, int32_t> FieldMapOf(const iceberg::TableMetadata& silver,
                                       const iceberg::Schema& bronze);
-/// Bronze table properties Silver reads.
-inline constexpr char kSourceTableProperty[] = "floe.source.table";
-inline constexpr char kPrimaryKeyProperty[] = "floe.source.primary-key";
-/// The columns a delete carries (the source table's replica identity), JSON names.
-inline constexpr char kIdentityColumnsProperty[] = "floe.source.identity-columns";
 
 /// The Iceberg properties that tell engines how to write a table's deletes, updates
 /// and merges; Silver sets all three to the mode its merges use.
@@ -123,7 +99,7 @@ enum class MergeOutcome {
   /// No merge key: no Silver table (see `message`).
   kNoKey,
   /// Bronze awaits floe run's copy of the table after a type change Iceberg cannot
-  /// promote (bronze::kRecopyPendingProperty); nothing merged (see `message`).
+  /// promote (lake::kRecopyPendingProperty); nothing merged (see `message`).
   kWaiting,
 };
 

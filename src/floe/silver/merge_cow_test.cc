@@ -16,6 +16,7 @@
 
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/keys.h"
 #include "floe/silver/bronze_fixture_test_util.h"
 #include "floe/silver/merge.h"
 
@@ -137,7 +138,7 @@ TEST_F(MergeCowTest, MergeRewritesTheFilesOfReplacedRowsAndWritesNoDeleteFiles) 
   EXPECT_EQ(LiveDeleteFiles(), 0u);
   const auto snapshot = *Silver()->metadata().CurrentSnapshot();
   EXPECT_EQ(snapshot.operation, "overwrite");
-  EXPECT_EQ(snapshot.summary.at(kWatermarkSummaryKey), "220");
+  EXPECT_EQ(snapshot.summary.at(lake::kWatermarkSummaryKey), "220");
   EXPECT_EQ(snapshot.summary.count("added-position-delete-files"), 0u);
   EXPECT_EQ(std::stoi(snapshot.summary.at("deleted-data-files")),
             merged.rewritten_data_files);
@@ -268,7 +269,7 @@ TEST_F(MergeCowTest, LostRaceIsPlannedAgain) {
   EXPECT_EQ(SilverRows(), want);
   EXPECT_EQ(LiveDeleteFiles(), 0u);
   EXPECT_FALSE(LiveData().contains(compacted));
-  EXPECT_EQ(SilverSummary().at(kWatermarkSummaryKey), "200");
+  EXPECT_EQ(SilverSummary().at(lake::kWatermarkSummaryKey), "200");
 }
 
 }  // namespace

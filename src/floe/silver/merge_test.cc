@@ -15,6 +15,7 @@
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/keys.h"
 #include "floe/silver/bronze_fixture_test_util.h"
 
 namespace floe::silver {
@@ -40,7 +41,7 @@ TEST_F(MergeTableTest, BackfillThenMergeOnReadAcrossBuckets) {
   EXPECT_GT(backfill.buckets, 1);
   EXPECT_EQ(backfill.upserted, 400);
   EXPECT_EQ(SilverRows(), want);
-  EXPECT_EQ(SilverSummary().at(kWatermarkSummaryKey), "100");
+  EXPECT_EQ(SilverSummary().at(lake::kWatermarkSummaryKey), "100");
   const int32_t data_files = backfill.data_files;
   EXPECT_GE(data_files, backfill.buckets / 2);
 
@@ -65,7 +66,7 @@ TEST_F(MergeTableTest, BackfillThenMergeOnReadAcrossBuckets) {
   EXPECT_LT(merged.files_scanned, data_files);
   EXPECT_EQ(SilverRows(), want);
   auto summary = SilverSummary();
-  EXPECT_EQ(summary.at(kWatermarkSummaryKey), "220");
+  EXPECT_EQ(summary.at(lake::kWatermarkSummaryKey), "220");
   EXPECT_EQ(summary.count("deleted-data-files"), 0u);
   EXPECT_GT(std::stoi(summary.at("added-position-delete-files")), 0);
 
@@ -142,15 +143,15 @@ TEST_F(MergeTableTest, ReadsOnlyTheRowGroupsThatMayHoldTheKeys) {
   EXPECT_EQ(merged.row_groups_skipped_stats, 18);
   EXPECT_EQ(SilverRows(), want);
   auto summary = SilverSummary();
-  EXPECT_EQ(summary.at(kRowGroupsReadSummaryKey), "2");
-  EXPECT_EQ(summary.at(kRowGroupsSkippedBloomSummaryKey), "1");
-  EXPECT_EQ(summary.at(kRowGroupsSkippedStatsSummaryKey), "18");
-  EXPECT_EQ(summary.at(kFilesReadSummaryKey), "2");
+  EXPECT_EQ(summary.at(lake::kRowGroupsReadSummaryKey), "2");
+  EXPECT_EQ(summary.at(lake::kRowGroupsSkippedBloomSummaryKey), "1");
+  EXPECT_EQ(summary.at(lake::kRowGroupsSkippedStatsSummaryKey), "18");
+  EXPECT_EQ(summary.at(lake::kFilesReadSummaryKey), "2");
   // (Files this small are read whole with their footer: the integration test
   // checks the bytes against the table's size.)
-  EXPECT_GT(std::stoll(summary.at(kSilverBytesReadSummaryKey)), 0);
-  EXPECT_GT(std::stoll(summary.at(kBronzeBytesReadSummaryKey)), 0);
-  EXPECT_GT(std::stoll(summary.at(kBytesWrittenSummaryKey)), 0);
+  EXPECT_GT(std::stoll(summary.at(lake::kSilverBytesReadSummaryKey)), 0);
+  EXPECT_GT(std::stoll(summary.at(lake::kBronzeBytesReadSummaryKey)), 0);
+  EXPECT_GT(std::stoll(summary.at(lake::kBytesWrittenSummaryKey)), 0);
 
   // Positions are the file's, not the row group's: a key deep in the new file.
   Append({{"d", 400, 0, 790, std::nullopt}, {"u", 400, 1, 398, "late"}}, 400);
@@ -179,7 +180,7 @@ TEST_F(MergeTableTest, TableWithoutKeyGetsNoSilverTable) {
   ASSERT_TRUE(
       bronze_
           ->UpdateMetadata([](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-            b->SetProperties({{kPrimaryKeyProperty, "[]"}});
+            b->SetProperties({{lake::kPrimaryKeyProperty, "[]"}});
             return arrow::Status::OK();
           })
           .ok());

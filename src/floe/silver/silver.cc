@@ -12,8 +12,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "floe/bronze/failpoint_catalog.h"
-#include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
 #include "floe/common/parse.h"
 #include "floe/common/progress.h"
@@ -21,6 +19,8 @@
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/catalog.h"
+#include "floe/lake/keys.h"
 #include "floe/metrics/http_server.h"
 #include "floe/metrics/registry.h"
 #include "floe/silver/merge.h"
@@ -30,11 +30,6 @@ namespace {
 
 namespace ice = floe::iceberg;
 using Clock = std::chrono::steady_clock;
-
-// Bronze tables that are not changelogs of a source table.
-bool IsSystemTable(const std::string& name) {
-  return name == "pg_logical_messages" || name == "quarantine";
-}
 
 
 struct TableJob {
@@ -61,7 +56,7 @@ int64_t PendingBronzeRows(const ice::TableMetadata& bronze, uint64_t watermark) 
   if (watermark == 0) return SummaryCount(*snapshot, "total-records");
   int64_t rows = 0;
   while (snapshot != nullptr) {
-    auto lsn = snapshot->summary.find(bronze::kCommitLsnSummaryKey);
+    auto lsn = snapshot->summary.find(lake::kCommitLsnSummaryKey);
     if (lsn != snapshot->summary.end()) {
       std::optional<uint64_t> at = ParseUint64(lsn->second);
       if (at && *at <= watermark) break;
@@ -82,7 +77,7 @@ arrow::Result<TableJob> JobFor(ice::Catalog* catalog, std::shared_ptr<ice::FileI
   ARROW_ASSIGN_OR_RAISE(auto table, ice::Table::Load(catalog, io, bronze));
   const auto& props = table->metadata().properties;
   std::optional<config::QualifiedName> source;
-  if (auto it = props.find(kSourceTableProperty); it != props.end()) {
+  if (auto it = props.find(lake::kSourceTableProperty); it != props.end()) {
     source = config::ParseQualifiedName(it->second);
   }
   if (!source && bronze.ns.size() >= 1) {
@@ -241,7 +236,7 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
                                                 const config::PipelineConfig& config,
                                                 const SilverOptions& options,
                                                 SilverMetrics* metrics) {
-  ARROW_ASSIGN_OR_RAISE(auto tables, ListBronzeTables(catalog, config));
+  ARROW_ASSIGN_OR_RAISE(auto tables, lake::ListBronzeTables(catalog, config));
   spdlog::info("silver: {} Bronze tables of service {}, {} at a time", tables.size(),
                config.service, config.silver.concurrency);
   // Planned first, so that the progress line knows how many Bronze rows the pass
@@ -354,54 +349,9 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
 
 // Every Bronze changelog of the service: the tables of each schema namespace under
 // `<bronze>.<service>`, plus tables given their own Bronze name in naming.tables.
-arrow::Result<std::vector<ice::TableIdentifier>> ListBronzeTables(
-    ice::Catalog* catalog, const config::PipelineConfig& config) {
-  std::set<ice::TableIdentifier> out;
-  const ice::Namespace root = {config.naming.bronze_namespace, config.service};
-  ARROW_ASSIGN_OR_RAISE(bool root_exists, catalog->NamespaceExists(root));
-  if (root_exists) {
-    ARROW_ASSIGN_OR_RAISE(auto schemas, catalog->ListNamespaces(root));
-    for (const auto& ns : schemas) {
-      ARROW_ASSIGN_OR_RAISE(auto tables, catalog->ListTables(ns));
-      for (auto& t : tables) out.insert(std::move(t));
-    }
-    // Tables directly under the service are the audit and quarantine tables (and
-    // nothing else today); listed for completeness, filtered below.
-    ARROW_ASSIGN_OR_RAISE(auto direct, catalog->ListTables(root));
-    for (auto& t : direct) {
-      if (!IsSystemTable(t.name)) out.insert(std::move(t));
-    }
-  }
-  for (const auto& [name, naming] : config.naming.tables) {
-    if (naming.bronze.empty()) continue;
-    auto id = ice::IdentifierFromLevels(config.BronzeIdentifier(name));
-    ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(id));
-    if (exists) out.insert(id);
-  }
-  return std::vector<ice::TableIdentifier>(out.begin(), out.end());
-}
-
-arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
-    const config::PipelineConfig& config) {
-  std::unique_ptr<ice::SqlConnection> connection;
-  if (config.catalog.type == config::CatalogType::kSqlite) {
-    if (!std::filesystem::exists(config.catalog.uri)) {
-      return arrow::Status::Invalid("the catalog ", config.catalog.uri,
-                                    " does not exist yet: run `floe run` first, which "
-                                    "creates it with the Bronze tables");
-    }
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenSqlite(config.catalog.uri));
-  } else {
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenPostgres(config.catalog.uri));
-  }
-  ARROW_ASSIGN_OR_RAISE(auto sql_catalog, ice::SqlCatalog::Open(config.catalog.name,
-                                                                std::move(connection)));
-  return ice::MakeSynchronizedCatalog(bronze::WithCatalogFailpoints(std::move(sql_catalog)));
-}
-
 arrow::Status RunSilver(const config::PipelineConfig& config,
                         const SilverOptions& options) {
-  ARROW_ASSIGN_OR_RAISE(auto catalog, OpenPipelineCatalog(config));
+  ARROW_ASSIGN_OR_RAISE(auto catalog, lake::OpenPipelineCatalog(config));
   std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
 
   ARROW_ASSIGN_OR_RAISE(auto metrics, SilverMetrics::Make());

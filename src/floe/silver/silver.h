@@ -34,17 +34,6 @@ struct SilverOptions {
   FILE* progress = stderr;
 };
 
-/// Opens the pipeline's Iceberg catalog, serialised for use from several threads.
-/// A SQLite catalog must exist already (`floe run` creates it).
-arrow::Result<std::unique_ptr<iceberg::Catalog>> OpenPipelineCatalog(
-    const config::PipelineConfig& config);
-
-/// Every Bronze changelog of the service: the tables of each schema namespace under
-/// `<bronze>.<service>`, plus tables given their own Bronze name in naming.tables
-/// (the audit and quarantine tables are not changelogs and are left out).
-arrow::Result<std::vector<iceberg::TableIdentifier>> ListBronzeTables(
-    iceberg::Catalog* catalog, const config::PipelineConfig& config);
-
 /// One pass (or, with `every`, passes until stopped) over every Bronze table of the
 /// service: `<bronze_namespace>.<service>.<schema>.<table>` (the audit and quarantine
 /// tables are skipped) and those named in naming.tables, merged

@@ -1,4 +1,7 @@
 #include "floe/silver/silver.h"
+#include "floe/lake/catalog.h"
+#include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/silver/verify.h"
 
 #include <algorithm>
@@ -15,7 +18,6 @@
 #include <arrow/compute/initialize.h>
 #include <nlohmann/json.hpp>
 
-#include "floe/bronze/table_appender.h"
 #include "floe/common/lsn.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
@@ -394,7 +396,7 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
   v.silver = silver_id.ToString();
   ARROW_ASSIGN_OR_RAISE(auto bronze_table, ice::Table::Load(catalog, io, bronze_id));
   const ice::TableMetadata bronze = bronze_table->metadata();
-  v.bronze_lsn = bronze::CommittedLsnOf(bronze).value();
+  v.bronze_lsn = lake::CommittedLsnOf(bronze).value();
   ARROW_ASSIGN_OR_RAISE(std::vector<std::string> key, MergeKeyOf(bronze, options.key));
   if (key.empty()) {
     v.skipped = "no merge key, so no Silver table";
@@ -533,7 +535,7 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
   // Bronze read again after the source: changes above the watermark explain a
   // difference (the source moved on; Silver catches up on its next merge).
   ARROW_ASSIGN_OR_RAISE(auto bronze_now, ice::Table::Load(catalog, io, bronze_id));
-  v.bronze_lsn = bronze::CommittedLsnOf(bronze_now->metadata()).value();
+  v.bronze_lsn = lake::CommittedLsnOf(bronze_now->metadata()).value();
   v.source = v.bronze_lsn > v.watermark ? SourceCheck::kMovedOn : SourceCheck::kDiffers;
   return v;
 }
@@ -608,7 +610,7 @@ TableNames NamesOf(const config::PipelineConfig& config,
 
 arrow::Result<std::vector<TableVerification>> VerifySilver(
     const config::PipelineConfig& config, const VerifyOptions& options) {
-  ARROW_ASSIGN_OR_RAISE(auto catalog, OpenPipelineCatalog(config));
+  ARROW_ASSIGN_OR_RAISE(auto catalog, lake::OpenPipelineCatalog(config));
   std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
   // The source tables to verify: the one asked for, or every Bronze changelog of the
   // service (as `floe silver` lists them).
@@ -651,7 +653,7 @@ arrow::Result<std::vector<TableVerification>> VerifySilver(
       for (const auto& [name, naming] : config.naming.tables) {
         if (ice::IdentifierFromLevels(config.BronzeIdentifier(name)) == id) source = name;
       }
-      auto property = props.find(kSourceTableProperty);
+      auto property = props.find(lake::kSourceTableProperty);
       if (!source && !id.ns.empty() &&
           (property == props.end() || property->second == id.ns.back() + "." + id.name)) {
         source = config::QualifiedName{id.ns.back(), id.name};

@@ -1,11 +1,11 @@
-#include "floe/bronze/failpoint_catalog.h"
+#include "floe/lake/failpoint_catalog.h"
 
 #include <cstdlib>
 #include <string>
 
 #include "floe/common/failpoint.h"
 
-namespace floe::bronze {
+namespace floe::lake {
 namespace {
 
 namespace ice = floe::iceberg;
@@ -54,4 +54,4 @@ std::unique_ptr<ice::Catalog> WithCatalogFailpoints(std::unique_ptr<ice::Catalog
   return std::make_unique<FailpointCatalog>(std::move(inner));
 }
 
-}  // namespace floe::bronze
+}  // namespace floe::lake

@@ -7,7 +7,7 @@
 
 #include "floe/iceberg/catalog.h"
 
-namespace floe::bronze {
+namespace floe::lake {
 
 /// `inner` itself when FLOE_FAILPOINT is unset. Otherwise a decorator whose
 /// CommitTable (failpoint `catalog.commit`) and UpdateNamespaceProperties
@@ -18,4 +18,4 @@ namespace floe::bronze {
 std::unique_ptr<iceberg::Catalog> WithCatalogFailpoints(
     std::unique_ptr<iceberg::Catalog> inner);
 
-}  // namespace floe::bronze
+}  // namespace floe::lake

@@ -1,0 +1,39 @@
+// Opening the pipeline's catalog and finding a service's tables in it: the one way
+// `floe run`, `floe silver`, maintenance and `floe status` reach the lake.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include <arrow/result.h>
+
+#include "floe/config/pipeline_config.h"
+#include "floe/iceberg/catalog.h"
+
+namespace floe::lake {
+
+enum class CatalogAccess {
+  /// A SQLite catalog must exist already (`floe run` creates it): everything but
+  /// `floe run` opens it this way.
+  kMustExist,
+  /// A SQLite catalog (and its directory) is created when missing.
+  kCreate,
+};
+
+/// The pipeline's Iceberg catalog (`catalog:` in the pipeline file), serialised for
+/// use from several threads, with the catalog failpoints of failpoint_catalog.h.
+arrow::Result<std::unique_ptr<iceberg::Catalog>> OpenPipelineCatalog(
+    const config::PipelineConfig& config, CatalogAccess access = CatalogAccess::kMustExist);
+
+/// Whether a table directly in the service's Bronze namespace is one of floe's own
+/// (the audit and quarantine tables), not a changelog of a source table.
+bool IsSystemTable(std::string_view name);
+
+/// Every Bronze changelog of the service: the tables of each schema namespace under
+/// `<bronze>.<service>`, plus tables given their own Bronze name in naming.tables
+/// (the audit and quarantine tables are not changelogs and are left out).
+arrow::Result<std::vector<iceberg::TableIdentifier>> ListBronzeTables(
+    iceberg::Catalog* catalog, const config::PipelineConfig& config);
+
+}  // namespace floe::lake
