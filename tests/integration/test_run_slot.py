@@ -239,3 +239,25 @@ def test_a_source_restored_from_a_backup_is_refused(floe_bin, tmp_path, duckdb_c
         if run is not None:
             run.kill()
         cluster.destroy()
+
+
+def test_resnapshot_on_a_healthy_slot_says_what_it_replaces(floe, pg, duckdb_con):
+    """--resnapshot on a slot that could still stream its changes: they reach Bronze
+    only as the copy's rows (the latest state is right: the fold equals psql), not as
+    change rows, and floe says so and what to run to keep them (break-it finding:
+    the changes vanished from the changelog without a word)."""
+    make_table(pg)
+    run = floe()
+    started_and_caught_up(run, 5)
+    run.stop()
+    pg.execute("UPDATE acct SET owner = 'while stopped' WHERE id = 2")
+    pg.execute("DELETE FROM acct WHERE id = 3")
+    run.start("--resnapshot")
+    run.wait_until(lambda: "--resnapshot is done" in run.log_text(), 60, what="the copy")
+    run.stop()
+    log = run.log_text()
+    assert "--resnapshot: replication slot" in log and "--backfill-table" in log, \
+        run.log_tail()
+    state = fold(run.rows_pyiceberg("public.acct"), ["id"])
+    source = {(i,): {"id": i, "owner": o} for i, o in pg.execute("SELECT id, owner FROM acct")}
+    assert state == source

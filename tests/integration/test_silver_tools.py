@@ -230,3 +230,40 @@ def test_verify_compares_tables_with_dots_in_their_names_with_the_source(floe, p
     out = tool(run, "verify", str(run.config_path), expect_rc=1)
     assert "not compared" not in out, out
     assert "verify: 0 consistent, 3 inconsistent" in out, out
+
+
+def test_a_key_the_bucket_transform_cannot_take_is_refused_with_the_fix(floe, pg):
+    """Silver is bucket(N, first key column), and Iceberg's bucket transform takes no
+    float, double or boolean. A table keyed on a float8 or a boolean got an
+    internal Iceberg error from every `floe silver` pass, and `floe verify` said the
+    next pass would build it (break-it finding). Now the pass names the column and
+    what to declare instead, `floe verify` fails with the same reason, and a declared
+    key whose first column is bucketable builds the table."""
+    pg.execute("CREATE TABLE fkey (id float8 PRIMARY KEY, code int NOT NULL UNIQUE);"
+               "ALTER TABLE fkey REPLICA IDENTITY FULL;"
+               "INSERT INTO fkey SELECT g + 0.5, g FROM generate_series(1, 20) g;"
+               "CREATE TABLE bkey (flag boolean PRIMARY KEY, v int);"
+               "INSERT INTO bkey VALUES (true, 1), (false, 2)")
+    run = floe(service=SERVICE).start()
+    wait_bronze(run, pg, "public.fkey", ["id"])
+    wait_bronze(run, pg, "public.bkey", ["flag"])
+    run.stop()
+    out = silver(run, expect_rc=1)
+    for table, column, kind in (("fkey", "id", "double"), ("bkey", "flag", "boolean")):
+        assert (f"merge key column `{column}` of bronze.svc.public.{table} is a {kind}: "
+                "Silver buckets its rows by the first key column") in out, out
+        assert not run.catalog().table_exists(silver_ident(f"public.{table}"))
+    out = tool(run, "verify", str(run.config_path), "--table", "public.fkey", expect_rc=2)
+    assert "Iceberg's bucket transform does not take float, double or boolean" in out, out
+    assert "next `floe silver` pass builds it" not in out, out
+    # The fix the message gives: a key whose first column the transform takes.
+    run.config_path.write_text(run.config_path.read_text() +
+                               "silver:\n  keys:\n    public.fkey: [code]\n")
+    run.start().wait_streaming()
+    run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog().load_table(
+        ("bronze", SERVICE, "public", "fkey")).properties, what="the copy of fkey")
+    run.stop()
+    out = silver(run, expect_rc=1)  # bkey still fails
+    assert run.catalog().table_exists(silver_ident("public.fkey")), out
+    out = tool(run, "verify", str(run.config_path), "--table", "public.fkey")
+    assert "Silver vs source: OK" in out, out

@@ -477,6 +477,46 @@ def test_busy_work_inside_the_stream_keeps_the_connection_under_a_short_timeout(
     assert run.count("public.big") == 150_000
 
 
+def test_a_copy_waiting_for_an_open_transaction_keeps_the_connection_and_says_so(
+        floe, pg):
+    """The snapshot of a copy (CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT) waits
+    until every transaction running in the cluster has ended; the stream pauses
+    meanwhile. With wal_sender_timeout = 1s and a transaction left open in another
+    session, a copy again (ADD COLUMN ... DEFAULT 7: PostgreSQL fills the rows
+    without WAL) waits for it: floe keeps its connection alive (no replication
+    timeout in the server log, no reconnect), says what it waits for and how to find
+    it, and copies once the transaction ends (Bronze holds the column's 7s).
+    Before: no log line for as long as the transaction stayed open, and the server
+    ended floe's connection (break-it finding)."""
+    pg.execute("CREATE TABLE waits (id int PRIMARY KEY, v int);"
+               "INSERT INTO waits SELECT g, g FROM generate_series(1, 20) g;"
+               "CREATE TABLE elsewhere (id int)")
+    run = floe(service=SERVICE, tables=["public.waits"])
+    run.start().wait_streaming()
+    run.stop()
+    set_sender_timeout(pg.cluster, "1s")
+    log_from = log_size(pg.cluster)
+    run.start().wait_streaming()
+    with psycopg.connect(pg.dsn, autocommit=False) as blocker:
+        blocker.execute("INSERT INTO elsewhere VALUES (1)")  # holds a transaction id
+        pg.execute("ALTER TABLE waits ADD COLUMN d int NOT NULL DEFAULT 7")
+        pg.execute("UPDATE waits SET v = -v WHERE id = 1")  # the stream meets d
+        notice = "the copy's snapshot waits until every transaction"
+        run.wait_until(lambda: notice in run.log_text(), 60, what="the wait notice")
+        time.sleep(3)  # three times wal_sender_timeout, still waiting
+        blocker.commit()
+    wait_copied(run, "waits")
+    wait_flushed(run, pg)
+    run.stop()
+    log = server_log(pg.cluster, log_from)
+    assert TIMEOUT_LOG not in log, log[-3000:]
+    assert "reconnect" not in run.log_text(), run.log_tail()
+    assert "pg_stat_activity" in run.log_text()
+    folded = fold(run.rows_pyiceberg("public.waits"), ["id"])
+    assert sorted(folded) == [(i,) for i in range(1, 21)]
+    assert all(r["d"] == 7 for r in folded.values()), folded
+
+
 def fill(directory, name: str = "filler") -> int:
     """Writes a file under `directory` until its filesystem is full; its size."""
     written = 0

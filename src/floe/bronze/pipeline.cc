@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <chrono>
@@ -75,6 +76,42 @@ arrow::Status Fatal(std::string message) {
 }
 
 
+
+// Says `what`, with the seconds waited so far, once `first` has passed and then every
+// minute, until destroyed: for a call that may block on the source for long.
+class WaitNotice {
+ public:
+  WaitNotice(std::string what, std::chrono::seconds first)
+      : thread_([this, what = std::move(what), first] { Run(what, first); }) {}
+  ~WaitNotice() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  WaitNotice(const WaitNotice&) = delete;
+  WaitNotice& operator=(const WaitNotice&) = delete;
+
+ private:
+  void Run(const std::string& what, std::chrono::seconds first) {
+    const auto started = std::chrono::steady_clock::now();
+    auto next = started + first;
+    std::unique_lock lock(mu_);
+    while (!wake_.wait_until(lock, next, [&] { return stop_; })) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::steady_clock::now() - started);
+      spdlog::warn("{} (waiting {} s so far)", what, waited.count());
+      next += std::chrono::minutes(1);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the members above exist
+};
 
 // lake::kColumnsPositionProperty's value: `[commit_lsn, seq]`.
 std::string PositionJson(ChangePosition at) {
@@ -651,6 +688,11 @@ class Pipeline : public pg::ChangeSink {
                                  const int32_t* op_offsets, const uint8_t* op_chars);
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
   arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
+  /// The silver.keys entry of `source` as JSON names (`[]`: none).
+  std::string DeclaredKeyJson(const pg::QualifiedName& source) const;
+  /// Records the declared key in Bronze (lake::kDeclaredKeyProperty); a different
+  /// one than the table's changes were written with copies it again.
+  arrow::Status RecordDeclaredKey(BronzeTable* table);
   /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
                          ChangePosition at = {0, -1});
@@ -862,8 +904,48 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
     }
     entry->bound_at = ColumnsPositionOf(existing->metadata());
     entry->appender = std::make_unique<TableAppender>(std::move(existing));
+    ARROW_RETURN_NOT_OK(RecordDeclaredKey(entry.get()));
   }
   return entry.get();
+}
+
+std::string Pipeline::DeclaredKeyJson(const pg::QualifiedName& source) const {
+  auto it = config_.silver.keys.find({source.schema, source.table});
+  return nlohmann::json(it == config_.silver.keys.end() ? std::vector<std::string>{}
+                                                         : it->second)
+      .dump();
+}
+
+arrow::Status Pipeline::RecordDeclaredKey(BronzeTable* table) {
+  const std::string declared = DeclaredKeyJson(table->source);
+  ice::Table& t = table->appender->table();
+  auto it = t.metadata().properties.find(lake::kDeclaredKeyProperty);
+  const std::string recorded =
+      it == t.metadata().properties.end() ? std::string("[]") : it->second;
+  if (it != t.metadata().properties.end() && recorded == declared) {
+    return arrow::Status::OK();
+  }
+  // The changes Bronze holds split an update into a delete and an insert only when
+  // it changed the key declared then: under a newly declared key, an update that
+  // changed it reads as an update of the new value, and the old value's row would
+  // stay in Silver. A copy again starts the latest state afresh.
+  std::string reason;
+  if (recorded != declared && declared != "[]" && table->appender->has_snapshot()) {
+    reason = "silver.keys now declares " + declared + " as the merge key (it declared " +
+             recorded + " when Bronze's changes were written)";
+    table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
+  }
+  ARROW_RETURN_NOT_OK(
+      t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+        b->SetProperties({{lake::kDeclaredKeyProperty, declared}});
+        if (!reason.empty()) {
+          b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
+          b->RemoveProperties({lake::kRecopyUntilProperty});
+        }
+        return arrow::Status::OK();
+      }));
+  if (!reason.empty()) RecopyIfMoved(table);
+  return arrow::Status::OK();
 }
 
 arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
@@ -877,7 +959,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(table->id.ns));
     std::map<std::string, std::string> props{
         {lake::kSourceTableProperty, SourceName(table->source)},
-        {lake::kSourceColumnsProperty, layout.columns.ToJson()}};
+        {lake::kSourceColumnsProperty, layout.columns.ToJson()},
+        {lake::kDeclaredKeyProperty, DeclaredKeyJson(table->source)}};
     auto created =
         ice::Table::Create(catalog_, io_, table->id, layout.schema, spec,
                            ice::SortOrder::Unsorted(),
@@ -2096,7 +2179,24 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   slot_options.snapshot = pg::SnapshotAction::kExport;
   slot_options.temporary = true;
   const std::string temp_name = CopySlotName(config_.source.slot, ::getpid());
-  ARROW_ASSIGN_OR_RAISE(pg::CreatedSlot created, temp->CreateSlot(temp_name, slot_options));
+  // The copy's slot waits until every transaction running in the cluster when it
+  // started has ended (prepared ones too, in any database): the stream pauses
+  // meanwhile, its connection kept alive, and a long wait is said, with how to find
+  // what it waits for.
+  arrow::Result<pg::CreatedSlot> creating;
+  {
+    pg::StatusKeeper keeper(streaming_);
+    WaitNotice notice(
+        "copying " + std::to_string(tables.size()) +
+            " table(s): the copy's snapshot waits until every transaction that was "
+            "running in the cluster has ended (the stream is paused meanwhile); find "
+            "them with SELECT pid, datname, state, xact_start FROM pg_stat_activity "
+            "WHERE backend_xid IS NOT NULL ORDER BY xact_start, and SELECT * FROM "
+            "pg_prepared_xacts",
+        std::chrono::seconds(5));
+    creating = temp->CreateSlot(temp_name, slot_options);
+  }
+  ARROW_ASSIGN_OR_RAISE(pg::CreatedSlot created, std::move(creating));
   // The exported snapshot holds the transactions whose commit record lies before C;
   // one whose commit record starts at C is decoded (a slot skips only commits below
   // its start) and is not in the snapshot. No record starts at C - 1 (the one
@@ -2454,6 +2554,21 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
     ARROW_RETURN_NOT_OK(
         sql_->Query("SELECT pg_drop_replication_slot($1)", {std::string(slot)}).status());
     slot_state.reset();
+  }
+  if (slot_state && resnapshot_) {
+    // The slot can still stream what it holds, but a copy of every table replaces
+    // it: those changes reach Bronze only as the copies' latest state.
+    auto behind = sql_->Query("SELECT (pg_current_wal_lsn() - $1::pg_lsn)::bigint::text",
+                              {slot_state->confirmed_flush_lsn.ToString()});
+    if (behind.ok() && !behind->empty() && (*behind)[0][0] &&
+        ParseInt64(*(*behind)[0][0]).value_or(0) > 0) {
+      spdlog::warn("--resnapshot: replication slot {} can still stream the changes made "
+                   "since {} ({} bytes of WAL), but they reach Bronze only as the copies' "
+                   "rows (each table's latest state), not as change rows. To copy tables "
+                   "again and keep every change, stop now and run floe run "
+                   "--backfill-table schema.table instead (docs/running.md, Recovery)",
+                   slot, slot_state->confirmed_flush_lsn.ToString(), *(*behind)[0][0]);
+    }
   }
   if (!slot_state) {
     if (recorded && same_slot && !resnapshot_) {

@@ -50,6 +50,11 @@ inline constexpr char kIdentityColumnsProperty[] = "floe.source.identity-columns
 inline constexpr char kRelFilenodeProperty[] = "floe.source.relfilenode";
 /// The column bindings, source column -> Iceberg field (lake::ColumnMap::ToJson).
 inline constexpr char kSourceColumnsProperty[] = "floe.source.columns";
+/// The merge key declared for the table in silver.keys (JSON names; `[]`: none)
+/// when `floe run` wrote its changes: an update changing a declared key is written
+/// as a delete and an insert only while it is declared. A different declaration
+/// copies the table again, and `floe silver` waits until Bronze records it.
+inline constexpr char kDeclaredKeyProperty[] = "floe.source.declared-key";
 /// The change position `[commit_lsn, seq]` (JSON) from which the bindings of
 /// kSourceColumnsProperty describe the table: the first change of the shape they were
 /// planned for, or a copy's point. Changes before it that the stream delivers later

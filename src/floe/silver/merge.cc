@@ -702,11 +702,39 @@ arrow::Status ResolveKey(const std::vector<RowColumn>& row_columns,
                                     " is a ", f->type->ToString(),
                                     "; a key must be a primitive column");
     }
+    // Silver is bucket(N, first key column): Iceberg's bucket transform takes
+    // integers, decimals, dates and times, strings, uuids and binaries.
+    const ice::TypeId type = f->type->id();
+    if (name == key.front() && (type == ice::TypeId::kBoolean ||
+                                type == ice::TypeId::kFloat ||
+                                type == ice::TypeId::kDouble)) {
+      return arrow::Status::Invalid(
+          "merge key column `", name, "` of ", id.ToString(), " is a ",
+          f->type->ToString(), ": Silver buckets its rows by the first key column, and "
+          "Iceberg's bucket transform does not take float, double or boolean; no Silver "
+          "table is built. Declare a key whose first column is an integer, decimal, "
+          "string, uuid, date, time or binary column in the pipeline file (silver: "
+          "keys: <schema.table>: [column, ...]), e.g. another unique column, or this "
+          "one after such a column");
+    }
     indexes->push_back(static_cast<int>(at - row_columns.begin()));
     fields->push_back(f);
   }
   return arrow::Status::OK();
 }
+
+}  // namespace
+
+arrow::Status CheckMergeKey(const ice::TableMetadata& bronze,
+                            const std::vector<std::string>& key,
+                            const ice::TableIdentifier& id) {
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
+  std::vector<int> indexes;
+  std::vector<const ice::NestedField*> fields;
+  return ResolveKey(row_columns, key, id, &indexes, &fields);
+}
+
+namespace {
 
 struct Plan {
   Changes changes;
@@ -1272,6 +1300,22 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
             source + " REPLICA IDENTITY FULL, or USING INDEX on a unique index over " +
             "it), or remove the entry from silver.keys");
       }
+    }
+  }
+  // Bronze's changes split an update into a delete and an insert only when it
+  // changed the key declared then (none recorded: a Bronze table older than the
+  // record, taken as written with it).
+  if (options.key && !options.key->empty()) {
+    auto declared = bronze.properties.find(lake::kDeclaredKeyProperty);
+    if (declared != bronze.properties.end() && declared->second != JsonArray(key)) {
+      stats.outcome = MergeOutcome::kWaiting;
+      stats.message = bronze_id.ToString() + ": silver.keys declares " + JsonArray(key) +
+                      " as the merge key of " + source + ", but floe run wrote its " +
+                      "changes with " + declared->second + " declared (an update that " +
+                      "changed the new key would leave its old row in Silver): start " +
+                      "floe run with this pipeline file; it copies " + source +
+                      " again, and a later pass merges it";
+      return stats;
     }
   }
   // A column moved to a new field lacks the values of the rows not changed since

@@ -165,6 +165,13 @@ arrow::Result<std::vector<std::string>> MergeKeyOf(
     const iceberg::TableMetadata& bronze,
     const std::optional<std::vector<std::string>>& override_key);
 
+/// Error, saying why and what to declare instead, unless `key` can be the merge key
+/// of the Bronze table `bronze` (named `id`): primitive columns of it, the first
+/// one of a type Iceberg's bucket transform takes.
+arrow::Status CheckMergeKey(const iceberg::TableMetadata& bronze,
+                            const std::vector<std::string>& key,
+                            const iceberg::TableIdentifier& id);
+
 /// Merges Bronze table `bronze_id` into Silver table `silver_id` (created under
 /// `warehouse` when absent). One pass; see the file comment.
 arrow::Result<MergeStats> MergeTable(iceberg::Catalog* catalog,
