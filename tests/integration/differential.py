@@ -1856,7 +1856,7 @@ class Seed:
 
     def check_bronze(self, r: int):
         """Right after the catch-up: the slot confirmed every change, so Bronze must
-        hold every one (DESIGN.md section 3: confirm only what is committed)."""
+        hold every one (docs/design.md section 3: confirm only what is committed)."""
         bronze, n = compare_bronze(self.run, self.pg, self.state.tables)
         self.stats.changes = n
         if bronze:

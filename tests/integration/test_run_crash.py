@@ -1,4 +1,4 @@
-"""The crash test of `floe run` (DESIGN.md §3, §6): a mixed insert / update / delete
+"""The crash test of `floe run` (docs/design.md §3, §6): a mixed insert / update / delete
 workload runs in a background thread while floe is SIGKILLed at random moments (at
 least 20 times, 0.2-3 s apart, so some kills land inside checkpoint commits) and
 restarted each time. Every source change is also recorded by an audit trigger into a

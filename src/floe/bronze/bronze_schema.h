@@ -1,5 +1,5 @@
 // The Bronze table schema of a source table, and how it follows the source's schema
-// changes (DESIGN.md §2, issue "floe run" item 5).
+// changes (docs/design.md §2, issue "floe run" item 5).
 //
 // A Bronze table holds the source row's columns, then the CDC metadata columns
 // (cdc_op, cdc_ts, cdc_processed_at, cdc_source_lsn, cdc_source_tx_id,

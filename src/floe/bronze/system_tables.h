@@ -1,4 +1,4 @@
-// The two tables floe writes beside the Bronze changelogs (DESIGN.md §2,
+// The two tables floe writes beside the Bronze changelogs (docs/design.md §2,
 // docs/audit-and-quarantine.md):
 //
 //  * `bronze.<service>.pg_logical_messages`: every `pg_logical_emit_message()` record,

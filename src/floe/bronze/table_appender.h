@@ -2,7 +2,7 @@
 // table's partition spec and streamed to disk through one DataFileWriter per
 // partition as they arrive (so a huge transaction never sits in memory), and a
 // checkpoint commits every file written since the last one as one `append` snapshot
-// whose summary carries `floe.commit-lsn` (DESIGN.md §3).
+// whose summary carries `floe.commit-lsn` (docs/design.md §3).
 #pragma once
 
 #include <cstdint>

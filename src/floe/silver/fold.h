@@ -1,5 +1,5 @@
 // The fold at the heart of Silver: a run of Bronze changes (in any order) reduced to
-// the latest state of every key it touches (DESIGN.md §3). Pure functions over Arrow
+// the latest state of every key it touches (docs/design.md §3). Pure functions over Arrow
 // arrays, so every rule is unit-tested without a table:
 //
 //  * the total order is (cdc_commit_lsn, cdc_seq); per key the greatest change wins;

@@ -1,6 +1,6 @@
 // The change stream: committed transactions of a pgoutput replication stream, in
 // commit order, as per-table Arrow record batches of the row columns followed by the
-// CDC metadata columns of DESIGN.md §2 (cdc_op, cdc_ts, cdc_source_lsn,
+// CDC metadata columns of docs/design.md §2 (cdc_op, cdc_ts, cdc_source_lsn,
 // cdc_source_tx_id, cdc_commit_lsn, cdc_seq, cdc_unchanged), with the logical
 // messages, the conversion issues (quarantine candidates) and the relation (schema)
 // changes the consumer needs to keep its tables in step.
@@ -157,7 +157,7 @@ struct RelationChange {
 };
 
 /// A value that could not be represented and was written as null: a quarantine
-/// candidate (DESIGN.md §3 "Nothing is dropped silently").
+/// candidate (docs/design.md §3 "Nothing is dropped silently").
 struct QuarantineCandidate {
   Oid relation_id = 0;
   std::string schema_name;
