@@ -267,3 +267,21 @@ def test_a_key_the_bucket_transform_cannot_take_is_refused_with_the_fix(floe, pg
     assert run.catalog().table_exists(silver_ident("public.fkey")), out
     out = tool(run, "verify", str(run.config_path), "--table", "public.fkey")
     assert "Silver vs source: OK" in out, out
+
+
+def test_a_key_column_whose_name_bronze_holds_otherwise_is_verified(floe, pg):
+    """A primary-key column named "a.b" lands in Bronze's field `a_b` (and a real
+    column `a_b` in `a_b__string`): Silver merged it, but `floe verify` looked for
+    the key by its source name among Bronze's fields and could never verify the
+    table (break-it finding). Verify maps the key through the column bindings."""
+    pg.execute('CREATE TABLE dotted ("a.b" int PRIMARY KEY, a_b text, v int);'
+               "INSERT INTO dotted SELECT g, 'x' || g, g FROM generate_series(1, 30) g")
+    run = floe(service=SERVICE).start()
+    pg.execute('UPDATE dotted SET v = -v WHERE "a.b" <= 5')
+    pg.execute('DELETE FROM dotted WHERE "a.b" = 30')
+    run.wait_until(lambda: run.has_row("public.dotted", v=-5), what="the update in Bronze")
+    run.stop()
+    silver(run)
+    out = tool(run, "verify", str(run.config_path), "--table", "public.dotted")
+    assert "Silver vs fold(Bronze <= watermark): OK" in out, out
+    assert "Silver vs source: OK" in out, out

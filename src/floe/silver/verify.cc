@@ -438,6 +438,16 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
   }
   ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*history, bronze_names));
   const std::map<int32_t, int32_t> ids = FieldMapOf(silver, bronze_schema);
+  // The key names source columns; a Bronze field may be named otherwise (a name
+  // Iceberg cannot hold as it is, a `__<type>` suffix after a type change).
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
+  std::vector<std::string> key_fields;
+  for (const auto& k : key) {
+    auto rc = std::find_if(row_columns.begin(), row_columns.end(),
+                           [&](const RowColumn& c) { return c.name == k; });
+    key_fields.push_back(rc != row_columns.end() && rc->bronze != nullptr ? rc->bronze->name
+                                                                          : k);
+  }
   std::vector<int> key_columns;
   for (size_t c = 0; c < changes.names.size(); ++c) {
     const ice::NestedField* bf = bronze_schema.FindField(changes.names[c]);
@@ -450,7 +460,7 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
     // A column Silver does not have yet is left out of the upserts under a name
     // no Silver field has.
     changes.names[c] = sf != nullptr ? sf->name : "\x01" + bronze_name;
-    if (std::find(key.begin(), key.end(), bronze_name) != key.end()) {
+    if (std::find(key_fields.begin(), key_fields.end(), bronze_name) != key_fields.end()) {
       key_columns.push_back(static_cast<int>(c));
     }
   }
@@ -459,7 +469,7 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
   }
   // Key columns in key order.
   std::vector<int> ordered_key;
-  for (const auto& k : key) {
+  for (const auto& k : key_fields) {
     for (int c : key_columns) {
       if (bronze_names[c] == k) ordered_key.push_back(c);
     }
