@@ -929,8 +929,13 @@ arrow::Status Pipeline::RecordDeclaredKey(BronzeTable* table) {
   // it changed the key declared then: under a newly declared key, an update that
   // changed it reads as an update of the new value, and the old value's row would
   // stay in Silver. A copy again starts the latest state afresh.
+  // Without a replica identity the source has no updates to split (PostgreSQL
+  // refuses them on a published table): nothing to copy again.
+  auto identity = t.metadata().properties.find(lake::kIdentityColumnsProperty);
+  const bool updates = identity == t.metadata().properties.end() || identity->second != "[]";
   std::string reason;
-  if (recorded != declared && declared != "[]" && table->appender->has_snapshot()) {
+  if (recorded != declared && declared != "[]" && updates &&
+      table->appender->has_snapshot()) {
     reason = "silver.keys now declares " + declared + " as the merge key (it declared " +
              recorded + " when Bronze's changes were written)";
     table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;

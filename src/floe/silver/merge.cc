@@ -53,6 +53,16 @@ arrow::Status EnsureCompute() {
   return status;
 }
 
+// Whether a delete carries some column (lake::kIdentityColumnsProperty non-empty):
+// without a replica identity, PostgreSQL refuses a published table's updates and
+// deletes.
+bool HasReplicaIdentity(const ice::TableMetadata& bronze) {
+  auto it = bronze.properties.find(lake::kIdentityColumnsProperty);
+  if (it == bronze.properties.end()) return true;  // not recorded: assume it has
+  const json carried = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  return !carried.is_array() || !carried.empty();
+}
+
 std::string JsonArray(const std::vector<std::string>& items) {
   json array = json::array();
   for (const auto& item : items) array.push_back(item);
@@ -1304,8 +1314,9 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   }
   // Bronze's changes split an update into a delete and an insert only when it
   // changed the key declared then (none recorded: a Bronze table older than the
-  // record, taken as written with it).
-  if (options.key && !options.key->empty()) {
+  // record, taken as written with it). A table without a replica identity has no
+  // updates (PostgreSQL refuses them), so any declaration reads it right.
+  if (options.key && !options.key->empty() && HasReplicaIdentity(bronze)) {
     auto declared = bronze.properties.find(lake::kDeclaredKeyProperty);
     if (declared != bronze.properties.end() && declared->second != JsonArray(key)) {
       stats.outcome = MergeOutcome::kWaiting;
