@@ -783,9 +783,16 @@ def test_unusual_session_defaults_on_server_database_and_role_change_no_value(
         assert "nokey has no primary key or replica identity index: copying it" in \
             run.log_text()
 
-        config = run.base / "with-keys.yaml"
+        # The declaration reaches floe run first: Bronze records the key its
+        # changes are written under (floe silver waits until it does), and floe run
+        # copies the table again under it.
+        config = run.config_path
         config.write_text(run.config_path.read_text() +
                           "silver:\n  keys:\n    public.nokey: [id]\n")
+        run.start().wait_streaming()
+        run.wait_until(lambda: "floe.source.recopy-pending" not in run.catalog().load_table(
+            ("bronze", "svc", "public", "nokey")).properties, 90, what="the copy of nokey")
+        run.stop()
         silver(run, config)
         no_quarantine(run)
         for table in ("vals", "later", "nokey", "later2"):
