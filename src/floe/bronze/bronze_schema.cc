@@ -813,8 +813,8 @@ arrow::Result<BatchConformer> BatchConformer::Make(
 }
 
 arrow::Result<BatchConformer> BatchConformer::MakeForOlderShape(
-    const Schema& schema, const ColumnMap& columns, const std::vector<SourceColumn>& source,
-    std::vector<std::string>* unplaced) {
+    const Schema& schema, const ColumnMap& columns,
+    const std::vector<SourceColumn>& source, std::vector<std::string>* unplaced) {
   ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
   ARROW_RETURN_NOT_OK(lake::CheckColumnMap(columns));
   const std::vector<int> match = MatchBindings(source, columns.columns);
@@ -844,7 +844,8 @@ arrow::Result<BatchConformer> BatchConformer::MakeForOlderShape(
       } else if (fits(b.field_id)) {
         id = b.field_id;
       } else {
-        for (auto r = b.retired_field_ids.rbegin(); r != b.retired_field_ids.rend(); ++r) {
+        for (auto r = b.retired_field_ids.rbegin(); r != b.retired_field_ids.rend();
+             ++r) {
           if (fits(*r)) {
             id = *r;
             break;
@@ -869,9 +870,9 @@ arrow::Result<BatchConformer> BatchConformer::MakeForOlderShape(
   return Place(schema, source, field_of);
 }
 
-arrow::Result<BatchConformer> BatchConformer::Place(const Schema& schema,
-                                                    const std::vector<SourceColumn>& source,
-                                                    const std::vector<int32_t>& field_of) {
+arrow::Result<BatchConformer> BatchConformer::Place(
+    const Schema& schema, const std::vector<SourceColumn>& source,
+    const std::vector<int32_t>& field_of) {
   BatchConformer c;
   ARROW_ASSIGN_OR_RAISE(c.output_schema_, iceberg::ToArrowSchema(schema));
   c.input_columns_ = static_cast<int>(source.size() + kStreamCdcColumns.size());

@@ -59,7 +59,6 @@ using lake::kCdcSourceTxId;
 using lake::kCdcTs;
 using lake::kCdcUnchanged;
 
-
 /// One column of the source table as the Bronze layer needs it: from a change
 /// stream TableShape (relation column + its mapping) or from the catalog (snapshot).
 struct SourceColumn {

@@ -1,12 +1,12 @@
 #include "floe/bronze/pipeline.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <array>
-#include <charconv>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
-#include <chrono>
 #include <functional>
 #include <future>
 #include <map>
@@ -17,7 +17,6 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -74,8 +73,6 @@ arrow::Status Fatal(std::string message) {
   return arrow::Status(arrow::StatusCode::Invalid, std::move(message),
                        std::make_shared<FatalDetail>());
 }
-
-
 
 // Says `what`, with the seconds waited so far, once `first` has passed and then every
 // minute, until destroyed: for a call that may block on the source for long.
@@ -912,7 +909,7 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
 std::string Pipeline::DeclaredKeyJson(const pg::QualifiedName& source) const {
   auto it = config_.silver.keys.find({source.schema, source.table});
   return nlohmann::json(it == config_.silver.keys.end() ? std::vector<std::string>{}
-                                                         : it->second)
+                                                        : it->second)
       .dump();
 }
 
@@ -932,7 +929,8 @@ arrow::Status Pipeline::RecordDeclaredKey(BronzeTable* table) {
   // Without a replica identity the source has no updates to split (PostgreSQL
   // refuses them on a published table): nothing to copy again.
   auto identity = t.metadata().properties.find(lake::kIdentityColumnsProperty);
-  const bool updates = identity == t.metadata().properties.end() || identity->second != "[]";
+  const bool updates =
+      identity == t.metadata().properties.end() || identity->second != "[]";
   std::string reason;
   if (recorded != declared && declared != "[]" && updates &&
       table->appender->has_snapshot()) {
@@ -985,8 +983,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
       ARROW_ASSIGN_OR_RAISE(table->bindings, BindByName(t->schema(), layout.columns));
       if (!(table->bindings == layout.columns)) {
         const std::string json = table->bindings.ToJson();
-        ARROW_RETURN_NOT_OK(
-            t->UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+        ARROW_RETURN_NOT_OK(t->UpdateMetadata(
+            [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
               b->SetProperties({{lake::kSourceColumnsProperty, json}});
               return arrow::Status::OK();
             }));
@@ -1029,7 +1027,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
         });
   };
   ARROW_ASSIGN_OR_RAISE(const std::string filenode, RelFilenodeOf(table->source));
-  if (!filenode.empty() && !t.metadata().properties.contains(lake::kRelFilenodeProperty)) {
+  if (!filenode.empty() &&
+      !t.metadata().properties.contains(lake::kRelFilenodeProperty)) {
     ARROW_RETURN_NOT_OK(record(lake::kRelFilenodeProperty, filenode, ""));
   }
   // The same columns under the names Bronze's bindings still have: a column renamed
@@ -1132,7 +1131,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
           if (at > table->bound_at) {
             b->SetProperties({{lake::kColumnsPositionProperty, PositionJson(at)}});
           }
-          if (!filenode.empty()) b->SetProperties({{lake::kRelFilenodeProperty, filenode}});
+          if (!filenode.empty())
+            b->SetProperties({{lake::kRelFilenodeProperty, filenode}});
           if (!moved.empty()) {
             b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
             b->RemoveProperties({lake::kRecopyUntilProperty});
@@ -1154,9 +1154,8 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   return arrow::Status::OK();
 }
 
-arrow::Result<const BatchConformer*> Pipeline::ConformerFor(BronzeTable* table,
-                                                           const pg::TransactionInfo& tx,
-                                                           const pg::TableChanges& changes) {
+arrow::Result<const BatchConformer*> Pipeline::ConformerFor(
+    BronzeTable* table, const pg::TransactionInfo& tx, const pg::TableChanges& changes) {
   const ChangePosition at{static_cast<int64_t>(tx.commit_lsn.value()),
                           FirstSeqOf(*changes.batch)};
   if (table->appender && at <= table->bound_at) {
@@ -1166,18 +1165,18 @@ arrow::Result<const BatchConformer*> Pipeline::ConformerFor(BronzeTable* table,
     auto it = table->older.find(changes.shape.get());
     if (it == table->older.end()) {
       std::vector<std::string> unplaced;
-      ARROW_ASSIGN_OR_RAISE(
-          auto conformer,
-          BatchConformer::MakeForOlderShape(table->appender->table().schema(),
-                                            table->bindings,
-                                            SourceColumnsOf(*changes.shape), &unplaced));
+      ARROW_ASSIGN_OR_RAISE(auto conformer,
+                            BatchConformer::MakeForOlderShape(
+                                table->appender->table().schema(), table->bindings,
+                                SourceColumnsOf(*changes.shape), &unplaced));
       if (!unplaced.empty()) {
-        spdlog::warn("{}: changes made before its columns changed again (at {}) name "
-                     "column(s) {} that no Bronze field of theirs holds any more: those "
-                     "values are left out of these changes (a later copy holds the rows "
-                     "as they are now)",
-                     SourceName(table->source), Lsn(static_cast<uint64_t>(at.first)).ToString(),
-                     nlohmann::json(unplaced).dump());
+        spdlog::warn(
+            "{}: changes made before its columns changed again (at {}) name "
+            "column(s) {} that no Bronze field of theirs holds any more: those "
+            "values are left out of these changes (a later copy holds the rows "
+            "as they are now)",
+            SourceName(table->source), Lsn(static_cast<uint64_t>(at.first)).ToString(),
+            nlohmann::json(unplaced).dump());
       }
       it = table->older.emplace(changes.shape.get(), std::move(conformer)).first;
     }
@@ -1242,12 +1241,13 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
 arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& identity) {
   if (!table->appender) return arrow::Status::OK();
   const auto& properties = table->appender->table().metadata().properties;
-  const bool pending =
-      properties.contains(lake::kRecopyPendingProperty) && table->recopy_until.value() == 0;
+  const bool pending = properties.contains(lake::kRecopyPendingProperty) &&
+                       table->recopy_until.value() == 0;
   if (identity.empty() && !pending) return arrow::Status::OK();
   return table->appender->table().UpdateMetadata(
       [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-        if (!identity.empty()) b->SetProperties({{lake::kSourceIdentityProperty, identity}});
+        if (!identity.empty())
+          b->SetProperties({{lake::kSourceIdentityProperty, identity}});
         if (pending) b->RemoveProperties({lake::kRecopyPendingProperty});
         return arrow::Status::OK();
       });
@@ -1803,7 +1803,8 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     if (!table->filenode_after_truncate.empty()) {
       ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
           [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-            b->SetProperties({{lake::kRelFilenodeProperty, table->filenode_after_truncate}});
+            b->SetProperties(
+                {{lake::kRelFilenodeProperty, table->filenode_after_truncate}});
             return arrow::Status::OK();
           }));
     }
@@ -2122,7 +2123,8 @@ arrow::Status Pipeline::Checkpoint(bool final) {
       // Record first: a slot found beyond the recorded position at start-up was
       // moved by someone else.
       ARROW_RETURN_NOT_OK(catalog_->UpdateNamespaceProperties(
-          ServiceNamespace(), {{lake::kStateConfirmed, std::to_string(confirm.value())}}));
+          ServiceNamespace(),
+          {{lake::kStateConfirmed, std::to_string(confirm.value())}}));
       Failpoint("checkpoint.before-confirm");  // recorded, not yet sent to the server
       keeper.reset();  // the connection is the pipeline's again
       streaming_->ReportDurable(confirm);
@@ -2370,7 +2372,8 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     // ends them in the latest state). floe.source.recopy-until keeps the point
     // across a restart.
     Lsn at = point;
-    ice::SummaryProperties summary{{lake::kSnapshotLsnSummaryKey, std::to_string(point.value())}};
+    ice::SummaryProperties summary{
+        {lake::kSnapshotLsnSummaryKey, std::to_string(point.value())}};
     if (table->recopy_queued) {
       at = std::min(point, std::max(appender->committed_lsn(), last_commit_lsn_));
       table->recopy_until = point;
@@ -2390,8 +2393,8 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
                                std::to_string(table->recopy_until.value())}});
             // The stream's changes up to the point are older than the bindings the
             // copy used, after a restart too.
-            b->SetProperties({{lake::kColumnsPositionProperty,
-                               PositionJson(table->bound_at)}});
+            b->SetProperties(
+                {{lake::kColumnsPositionProperty, PositionJson(table->bound_at)}});
             return arrow::Status::OK();
           }));
     }
@@ -2519,7 +2522,8 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
   if (auto it = state_.find(lake::kStateConfirmed); it != state_.end()) {
     recorded = ParseUint64(it->second);
   }
-  const bool same_slot = state_.contains(lake::kStateSlot) && state_.at(lake::kStateSlot) == slot;
+  const bool same_slot =
+      state_.contains(lake::kStateSlot) && state_.at(lake::kStateSlot) == slot;
   if (recorded && state_.contains(lake::kStateSlot) && !same_slot && !resnapshot_) {
     const std::string& old_slot = state_.at(lake::kStateSlot);
     return Fatal(ice::NamespaceToString(ns) + " was fed from replication slot \"" +
@@ -2567,12 +2571,13 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
                               {slot_state->confirmed_flush_lsn.ToString()});
     if (behind.ok() && !behind->empty() && (*behind)[0][0] &&
         ParseInt64(*(*behind)[0][0]).value_or(0) > 0) {
-      spdlog::warn("--resnapshot: replication slot {} can still stream the changes made "
-                   "since {} ({} bytes of WAL), but they reach Bronze only as the copies' "
-                   "rows (each table's latest state), not as change rows. To copy tables "
-                   "again and keep every change, stop now and run floe run "
-                   "--backfill-table schema.table instead (docs/running.md, Recovery)",
-                   slot, slot_state->confirmed_flush_lsn.ToString(), *(*behind)[0][0]);
+      spdlog::warn(
+          "--resnapshot: replication slot {} can still stream the changes made "
+          "since {} ({} bytes of WAL), but they reach Bronze only as the copies' "
+          "rows (each table's latest state), not as change rows. To copy tables "
+          "again and keep every change, stop now and run floe run "
+          "--backfill-table schema.table instead (docs/running.md, Recovery)",
+          slot, slot_state->confirmed_flush_lsn.ToString(), *(*behind)[0][0]);
     }
   }
   if (!slot_state) {

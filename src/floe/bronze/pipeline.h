@@ -1,4 +1,5 @@
-// `floe run`: the continuous Bronze changelog of one source database (docs/design.md §2-3).
+// `floe run`: the continuous Bronze changelog of one source database (docs/design.md
+// §2-3).
 //
 // One process per source database. It copies the published tables that Bronze does
 // not hold yet (each through a temporary slot's exported snapshot, tagged with that

@@ -1,7 +1,6 @@
 #include "floe/bronze/table_appender.h"
 
 #include <algorithm>
-#include <charconv>
 #include <utility>
 
 #include <arrow/array/data.h>
@@ -98,7 +97,8 @@ arrow::Result<int64_t> ReferencedBytes(const arrow::RecordBatch& batch) {
 }  // namespace
 
 TableAppender::TableAppender(std::unique_ptr<iceberg::Table> table)
-    : table_(std::move(table)), committed_lsn_(lake::CommittedLsnOf(table_->metadata())) {}
+    : table_(std::move(table)),
+      committed_lsn_(lake::CommittedLsnOf(table_->metadata())) {}
 
 TableAppender::~TableAppender() = default;
 

@@ -100,7 +100,8 @@ TEST_F(TableAppenderTest, CommitsRowsOfEveryPartitionWithTheCommitLsn) {
 
   auto table = Reload();
   EXPECT_EQ(lake::CommittedLsnOf(table->metadata()), Lsn(0x1000));
-  EXPECT_EQ(table->metadata().CurrentSnapshot()->summary.at(lake::kCommitLsnSummaryKey), "4096");
+  EXPECT_EQ(table->metadata().CurrentSnapshot()->summary.at(lake::kCommitLsnSummaryKey),
+            "4096");
   // one data file per day partition, all rows readable
   EXPECT_EQ(ValueOrDie(table->LiveFiles()).size(), 3u);
   EXPECT_EQ(RowsOf(*table), 60);
@@ -162,7 +163,8 @@ TEST_F(TableAppenderTest, CommittedLsnSkipsSnapshotsWithoutIt) {
   auto rewritten = ValueOrDie(table->WriteDataFiles(
       {Batch(0, 4, 1)}, files[0].entry.data_file.partition));
   ASSERT_TRUE(table->RewriteFiles({files[0].entry.data_file}, rewritten).ok());
-  EXPECT_EQ(table->metadata().CurrentSnapshot()->summary.count(lake::kCommitLsnSummaryKey), 0u);
+  EXPECT_EQ(
+      table->metadata().CurrentSnapshot()->summary.count(lake::kCommitLsnSummaryKey), 0u);
   EXPECT_EQ(lake::CommittedLsnOf(Reload()->metadata()), Lsn(0x77));
 }
 

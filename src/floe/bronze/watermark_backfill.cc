@@ -1,7 +1,6 @@
 #include "floe/bronze/watermark_backfill.h"
 
 #include <algorithm>
-#include <charconv>
 #include <utility>
 
 #include <arrow/array.h>
@@ -194,7 +193,8 @@ std::string BackfillProgress::ToJson() const {
 arrow::Result<BackfillProgress> BackfillProgress::FromJson(const std::string& json) {
   auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) {
-    return arrow::Status::Invalid(lake::kBackfillSummaryKey, " is not a JSON object: ", json);
+    return arrow::Status::Invalid(lake::kBackfillSummaryKey,
+                                  " is not a JSON object: ", json);
   }
   try {
     BackfillProgress p;

@@ -16,8 +16,8 @@ TEST(ParseInteger, AcceptsOnlyAWholeNumberOfTheTypesRange) {
   EXPECT_EQ(ParseInt64("9223372036854775807"), std::numeric_limits<int64_t>::max());
   EXPECT_EQ(ParseUint64("18446744073709551615"), std::numeric_limits<uint64_t>::max());
   EXPECT_EQ(ParseInt32("-17"), -17);
-  for (const char* bad : {"", " 1", "1 ", "+1", "1x", "0x10", "1.0", "-",
-                          "9223372036854775808"}) {
+  for (const char* bad :
+       {"", " 1", "1 ", "+1", "1x", "0x10", "1.0", "-", "9223372036854775808"}) {
     EXPECT_FALSE(ParseInt64(bad).has_value()) << bad;
   }
   EXPECT_FALSE(ParseUint64("-1").has_value());
@@ -52,12 +52,11 @@ TEST(CivilDate, RoundTripsAndStepsOneDayAtATime) {
     for (int64_t days = start; days < start + 150'000; ++days) {
       const CivilDate d = CivilFromDays(days);
       ASSERT_EQ(DaysFromCivil(d.year, d.month, d.day), days);
-      const bool next_day = d.year == prev.year && d.month == prev.month &&
-                            d.day == prev.day + 1;
-      const bool next_month = d.day == 1 && ((d.year == prev.year &&
-                                              d.month == prev.month + 1) ||
-                                             (d.year == prev.year + 1 && d.month == 1 &&
-                                              prev.month == 12));
+      const bool next_day =
+          d.year == prev.year && d.month == prev.month && d.day == prev.day + 1;
+      const bool next_month =
+          d.day == 1 && ((d.year == prev.year && d.month == prev.month + 1) ||
+                         (d.year == prev.year + 1 && d.month == 1 && prev.month == 12));
       ASSERT_TRUE(next_day || next_month) << days;
       prev = d;
     }

@@ -1,7 +1,6 @@
 #include "floe/iceberg/parquet_writer.h"
 #include "floe/common/parse.h"
 
-#include <charconv>
 #include <set>
 #include <unordered_map>
 #include <utility>

@@ -1,7 +1,6 @@
 #include "floe/iceberg/table.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <chrono>
 #include <map>

@@ -1,7 +1,6 @@
 #include "floe/iceberg/table_metadata.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <random>

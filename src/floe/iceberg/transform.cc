@@ -1,7 +1,6 @@
 #include "floe/iceberg/transform.h"
 
 #include <bit>
-#include <charconv>
 #include <cmath>
 #include <limits>
 

@@ -29,8 +29,8 @@ arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
   } else {
     ARROW_ASSIGN_OR_RAISE(connection, ice::OpenPostgres(config.catalog.uri));
   }
-  ARROW_ASSIGN_OR_RAISE(auto sql_catalog,
-                        ice::SqlCatalog::Open(config.catalog.name, std::move(connection)));
+  ARROW_ASSIGN_OR_RAISE(auto sql_catalog, ice::SqlCatalog::Open(config.catalog.name,
+                                                                std::move(connection)));
   return ice::MakeSynchronizedCatalog(WithCatalogFailpoints(std::move(sql_catalog)));
 }
 

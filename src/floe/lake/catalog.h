@@ -24,7 +24,8 @@ enum class CatalogAccess {
 /// The pipeline's Iceberg catalog (`catalog:` in the pipeline file), serialised for
 /// use from several threads, with the catalog failpoints of failpoint_catalog.h.
 arrow::Result<std::unique_ptr<iceberg::Catalog>> OpenPipelineCatalog(
-    const config::PipelineConfig& config, CatalogAccess access = CatalogAccess::kMustExist);
+    const config::PipelineConfig& config,
+    CatalogAccess access = CatalogAccess::kMustExist);
 
 /// Whether a table directly in the service's Bronze namespace is one of floe's own
 /// (the audit and quarantine tables), not a changelog of a source table.

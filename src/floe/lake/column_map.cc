@@ -45,7 +45,8 @@ std::string ColumnMap::ToJson() const {
     if (!b.former_names.empty()) {
       entry["former-names"] = b.former_names;
       json through = json::array();
-      for (const ChangePosition& p : b.former_through) through.push_back({p.first, p.second});
+      for (const ChangePosition& p : b.former_through)
+        through.push_back({p.first, p.second});
       entry["former-through"] = std::move(through);
     }
     out.push_back(std::move(entry));
@@ -140,8 +141,9 @@ arrow::Result<ColumnMap> ColumnMap::FromJson(std::string_view text) {
     }
     if (auto r = e.find("former-through"); r != e.end()) {
       if (!r->is_array() || r->size() != b.former_names.size()) {
-        return BadEntry(i, "\"former-through\" is not an array as long as "
-                           "\"former-names\"");
+        return BadEntry(i,
+                        "\"former-through\" is not an array as long as "
+                        "\"former-names\"");
       }
       for (const json& p : *r) {
         if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() ||

@@ -688,8 +688,7 @@ arrow::Result<std::vector<TableReport>> CompactService(const config::PipelineCon
       });
   if (options.table || !options.bronze) return reports;
   // The service's audit and quarantine tables, when floe run has made them.
-  for (const char* name :
-       {lake::kLogicalMessagesTableName, lake::kQuarantineTableName}) {
+  for (const char* name : {lake::kLogicalMessagesTableName, lake::kQuarantineTableName}) {
     ice::TableIdentifier id;
     id.ns = {config.naming.bronze_namespace, config.service};
     id.name = name;

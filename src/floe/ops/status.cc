@@ -1,7 +1,6 @@
 #include "floe/ops/status.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -428,7 +427,8 @@ arrow::Result<ServiceStatus> CollectStatus(const config::PipelineConfig& config,
     status.state = StateOf(props);
   }
 
-  ARROW_ASSIGN_OR_RAISE(auto bronze_tables, lake::ListBronzeTables(catalog.get(), config));
+  ARROW_ASSIGN_OR_RAISE(auto bronze_tables,
+                        lake::ListBronzeTables(catalog.get(), config));
   for (const auto& id : bronze_tables) {
     status.tables.push_back(LoadTableStatus(catalog.get(), io, config, id));
   }

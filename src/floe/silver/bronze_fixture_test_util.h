@@ -63,10 +63,11 @@ class BronzeFixture : public ::testing::Test {
                                        ice::Type::List(7, ice::Type::String(), false))});
     ASSERT_TRUE(schema.ok());
     ASSERT_TRUE(catalog_->EnsureNamespace(bronze_id_.ns).ok());
-    auto table = ice::Table::Create(
-        catalog_.get(), io_, bronze_id_, *schema, ice::PartitionSpec{},
-        ice::SortOrder::Unsorted(), ice::Table::DefaultLocation(warehouse_, bronze_id_),
-        {{lake::kPrimaryKeyProperty, "[\"id\"]"}, {lake::kSourceTableProperty, "public.t"}});
+    auto table = ice::Table::Create(catalog_.get(), io_, bronze_id_, *schema,
+                                    ice::PartitionSpec{}, ice::SortOrder::Unsorted(),
+                                    ice::Table::DefaultLocation(warehouse_, bronze_id_),
+                                    {{lake::kPrimaryKeyProperty, "[\"id\"]"},
+                                     {lake::kSourceTableProperty, "public.t"}});
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     bronze_ = std::move(*table);
   }

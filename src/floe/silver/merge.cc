@@ -1,7 +1,6 @@
 #include "floe/silver/merge.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <mutex>
 #include <set>
@@ -715,12 +714,13 @@ arrow::Status ResolveKey(const std::vector<RowColumn>& row_columns,
     // Silver is bucket(N, first key column): Iceberg's bucket transform takes
     // integers, decimals, dates and times, strings, uuids and binaries.
     const ice::TypeId type = f->type->id();
-    if (name == key.front() && (type == ice::TypeId::kBoolean ||
-                                type == ice::TypeId::kFloat ||
-                                type == ice::TypeId::kDouble)) {
+    if (name == key.front() &&
+        (type == ice::TypeId::kBoolean || type == ice::TypeId::kFloat ||
+         type == ice::TypeId::kDouble)) {
       return arrow::Status::Invalid(
           "merge key column `", name, "` of ", id.ToString(), " is a ",
-          f->type->ToString(), ": Silver buckets its rows by the first key column, and "
+          f->type->ToString(),
+          ": Silver buckets its rows by the first key column, and "
           "Iceberg's bucket transform does not take float, double or boolean; no Silver "
           "table is built. Declare a key whose first column is an integer, decimal, "
           "string, uuid, date, time or binary column in the pipeline file (silver: "
@@ -1406,24 +1406,24 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
         // partition spec and sort order follow them by field id.
         // Bloom filter properties are keyed by column name: they move along.
         const std::vector<std::string> old_names = SilverKeyNames(silver->metadata());
-        ARROW_RETURN_NOT_OK(silver->UpdateMetadata(
-            [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) {
-              std::map<std::string, std::string> set{{lake::kSilverKeyProperty, key_json}};
-              std::vector<std::string> remove;
-              for (size_t i = 0; i < old_names.size() && i < key.size(); ++i) {
-                if (old_names[i] == key[i]) continue;
-                for (const char* prefix :
-                     {ice::kBloomFilterEnabledPrefix, ice::kBloomFilterFppPrefix}) {
-                  auto p = base.properties.find(prefix + old_names[i]);
-                  if (p == base.properties.end()) continue;
-                  set[prefix + key[i]] = p->second;
-                  remove.push_back(p->first);
-                }
-              }
-              b->SetProperties(set);
-              if (!remove.empty()) b->RemoveProperties(remove);
-              return arrow::Status::OK();
-            }));
+        ARROW_RETURN_NOT_OK(silver->UpdateMetadata([&](const ice::TableMetadata& base,
+                                                       ice::TableMetadataBuilder* b) {
+          std::map<std::string, std::string> set{{lake::kSilverKeyProperty, key_json}};
+          std::vector<std::string> remove;
+          for (size_t i = 0; i < old_names.size() && i < key.size(); ++i) {
+            if (old_names[i] == key[i]) continue;
+            for (const char* prefix :
+                 {ice::kBloomFilterEnabledPrefix, ice::kBloomFilterFppPrefix}) {
+              auto p = base.properties.find(prefix + old_names[i]);
+              if (p == base.properties.end()) continue;
+              set[prefix + key[i]] = p->second;
+              remove.push_back(p->first);
+            }
+          }
+          b->SetProperties(set);
+          if (!remove.empty()) b->RemoveProperties(remove);
+          return arrow::Status::OK();
+        }));
         stats.schema_changes.push_back("merge key renamed to " + key_json);
       }
       ARROW_RETURN_NOT_OK(SyncConfiguredProperties(silver.get(), options));
@@ -1589,7 +1589,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     stats.silver_bytes_read = silver_read.bytes;
     stats.bytes_written = silver_written.bytes;
 
-    ice::SummaryProperties summary = {{lake::kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
+    ice::SummaryProperties summary = {
+        {lake::kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
     AddMergeCounters(stats, &summary);
     ice::CommitOptions once;
     once.max_attempts = 1;

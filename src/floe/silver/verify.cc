@@ -1,8 +1,8 @@
-#include "floe/silver/silver.h"
+#include "floe/silver/verify.h"
 #include "floe/lake/catalog.h"
 #include "floe/lake/keys.h"
 #include "floe/lake/metadata.h"
-#include "floe/silver/verify.h"
+#include "floe/silver/silver.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -445,8 +445,8 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
   for (const auto& k : key) {
     auto rc = std::find_if(row_columns.begin(), row_columns.end(),
                            [&](const RowColumn& c) { return c.name == k; });
-    key_fields.push_back(rc != row_columns.end() && rc->bronze != nullptr ? rc->bronze->name
-                                                                          : k);
+    key_fields.push_back(
+        rc != row_columns.end() && rc->bronze != nullptr ? rc->bronze->name : k);
   }
   std::vector<int> key_columns;
   for (size_t c = 0; c < changes.names.size(); ++c) {
@@ -460,7 +460,8 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
     // A column Silver does not have yet is left out of the upserts under a name
     // no Silver field has.
     changes.names[c] = sf != nullptr ? sf->name : "\x01" + bronze_name;
-    if (std::find(key_fields.begin(), key_fields.end(), bronze_name) != key_fields.end()) {
+    if (std::find(key_fields.begin(), key_fields.end(), bronze_name) !=
+        key_fields.end()) {
       key_columns.push_back(static_cast<int>(c));
     }
   }

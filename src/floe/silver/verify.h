@@ -2,8 +2,8 @@
 // silver.md, "Verification"):
 //
 //  1. Silver == fold(Bronze rows with cdc_commit_lsn <= Silver's watermark), the
-//     invariant of docs/design.md §3: same row count, same order-independent checksum, and
-//     on a difference the first differing keys. A difference is a bug or a damaged
+//     invariant of docs/design.md §3: same row count, same order-independent checksum,
+//     and on a difference the first differing keys. A difference is a bug or a damaged
 //     table.
 //  2. Silver vs the live source table (counts, checksums, differing keys). The source
 //     keeps moving after the watermark, so a difference is reported as "source moved

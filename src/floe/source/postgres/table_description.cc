@@ -1,7 +1,6 @@
 #include "floe/source/postgres/table_description.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "floe/common/parse.h"
 #include "floe/source/postgres/pg_connection.h"
