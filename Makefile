@@ -47,8 +47,11 @@ integration-test: build
 # The sanitizer run comes before pytest so that pytest's summary closes the output.
 test: unit-test test-asan integration-test
 
-test-asan:
-	$(MAKE) unit-test PRESET=asan-ubsan
+# Only the unit-test executables (ctest runs nothing else): no CLI, tools or benches.
+test-asan: bootstrap
+	cmake --preset asan-ubsan >/dev/null
+	cmake --build --preset asan-ubsan --target floe_unit_tests
+	ctest --preset asan-ubsan
 
 bench: build
 	bench/run

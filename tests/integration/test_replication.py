@@ -471,3 +471,48 @@ def test_connection_errors_never_contain_the_password(tool, pg, pg_cluster):
         assert proc.returncode == 3
         assert secret not in proc.stdout + proc.stderr
         assert json.loads(proc.stdout)["error"]
+
+
+def test_the_relation_cache_reads_the_catalog_as_of_the_decoded_transaction(tool, pg):
+    """The walsender can send a transaction before other sessions see it committed
+    (its commit record is in the WAL a moment before the transaction leaves the
+    process array; for as long as a synchronous standby takes, under synchronous
+    replication). A catalog read in that moment saw the columns before the
+    transaction's renames: floe run bound a swap of two names by name (the wrong
+    values under each name in Bronze) and copied the table again. Here a rename's
+    transaction stays open while the cache's lookup for it runs: the lookup waits for
+    it, then reads the renamed columns."""
+    pg.execute("CREATE TABLE rc (id int PRIMARY KEY, x text, y text)")
+    oid = str(pg.execute("SELECT 'rc'::regclass::oid")[0][0])
+    with pg.connect(autocommit=False) as c:
+        c.execute("ALTER TABLE rc RENAME COLUMN x TO tmp")
+        c.execute("ALTER TABLE rc RENAME COLUMN y TO x")
+        c.execute("ALTER TABLE rc RENAME COLUMN tmp TO y")
+        xid = str(c.execute("SELECT pg_current_xact_id()::text::bigint "
+                            "& 4294967295").fetchone()[0])
+        lookup = subprocess.Popen(
+            [str(tool("replication_tool")), "--dsn", pg.dsn, "columns", "--relation",
+             oid, "--after-xid", xid, "--wait-ms", "60000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            lookup.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        assert lookup.poll() is None, "the lookup did not wait for the transaction"
+        c.commit()
+    out, err = lookup.communicate(timeout=60)
+    assert lookup.returncode == 0, err
+    assert json.loads(out)["columns"] == ["id", "y", "x"]
+    # Without a transaction to wait for (and for one long visible) it reads at once.
+    assert run_tool(tool, "--dsn", pg.dsn, "columns", "--relation", oid)[0] == \
+        {"columns": ["id", "y", "x"]}
+    assert run_tool(tool, "--dsn", pg.dsn, "columns", "--relation", oid,
+                    "--after-xid", xid, "--wait-ms", "0")[0] == \
+        {"columns": ["id", "y", "x"]}
+    # A transaction that never becomes visible (here: one not yet begun) is waited for
+    # no longer than the bound: the catalog as it is.
+    future = str((int(pg.execute("SELECT pg_current_xact_id()::text::bigint")[0][0])
+                  + 1000) & 0xFFFFFFFF)
+    assert run_tool(tool, "--dsn", pg.dsn, "columns", "--relation", oid,
+                    "--after-xid", future, "--wait-ms", "300")[0] == \
+        {"columns": ["id", "y", "x"]}

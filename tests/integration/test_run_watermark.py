@@ -21,6 +21,7 @@ import traceback
 import psycopg
 
 from floerun import check_order, floe, fold  # noqa: F401
+from test_silver import check_silver, silver
 
 SETUP = """
 CREATE TABLE big (id bigint PRIMARY KEY, grp int NOT NULL, v text, amount numeric(12,2));
@@ -255,6 +256,71 @@ def test_sigkill_during_a_backfill_resumes_after_the_last_committed_chunk(
     assert run.log_text().count("resuming its backfill") >= 3
     chunks = [rec["chunks"] for _, rec in records]
     assert chunks == sorted(chunks), chunks
+
+
+DOCS = """
+    CREATE TABLE docs (id int PRIMARY KEY, body text, n int);
+    ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL;
+    INSERT INTO docs SELECT d, (SELECT string_agg(md5(random()::text || i || d), '')
+                                FROM generate_series(1, 300) i), 0
+      FROM generate_series(1, {rows}) d;
+"""
+
+
+def docs_end_to_end(run, pg, duckdb_con, moved_to: int) -> None:
+    """Bronze's `c` of the moved key lacks the body; a later `r` row of that key holds
+    it; the fold of Bronze, and Silver (PyIceberg and DuckDB), equal the source."""
+    run.wait_until(lambda: (latest_backfill(run, "public.docs") or {}).get("done"), 60,
+                   what="the backfill of public.docs")
+    run.stop()
+    rows = run.rows(duckdb_con, "public.docs")
+    check_order("docs", rows)
+    moved = [(r["cdc_op"], r["body"] is None, r["cdc_unchanged"])
+             for r in rows if r["id"] == moved_to]
+    assert moved == [("c", True, ["body"]), ("r", False, None)], moved
+    cols = ["id", "body", "n"]
+    assert bronze_state(rows, cols) == source_state(pg, "docs", cols)
+    # Silver reads the body from the `r` row, not null.
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.docs", ["id"])
+
+
+def test_a_key_changed_inside_the_window_keeps_its_unchanged_toast_value(
+        floe, pg, duckdb_con):
+    """A key-changing update that leaves a TOAST value unchanged sends the new row
+    without it. Committed inside a chunk's window, after the chunk's snapshot: the
+    chunk holds the old key (which the update's delete beats) and not the new one, so
+    no `r` row brought the value, and Silver read null (soak seed 1805121841). The new
+    key is now selected again with a later chunk."""
+    pg.execute(SETUP + DOCS.format(rows=3))
+    run = floe(service="svc", publication="pub", interval="300ms")
+    run.start().wait_streaming()
+    with pg.connect(autocommit=False) as blocker:
+        pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+        blocker.execute("LOCK TABLE docs IN ACCESS EXCLUSIVE MODE")
+        blocker.execute("UPDATE docs SET id = 1000 WHERE id = 2")  # body not sent
+        run.wait_until(lambda: pg.execute(
+            "SELECT count(*) FROM pg_locks WHERE relation = 'docs'::regclass "
+            "AND NOT granted")[0][0] > 0, 30, what="the chunk's SELECT waiting")
+        blocker.commit()
+    docs_end_to_end(run, pg, duckdb_con, 1000)
+
+
+def test_a_key_moved_behind_the_backfill_keeps_its_unchanged_toast_value(
+        floe, pg, duckdb_con):
+    """The same between two chunks, to a key in a range already done: no later chunk
+    selects it. Chunks of two rows; floe pauses before its second chunk
+    (`backfill.before-chunk`) while key 5 moves to 0."""
+    pg.execute(SETUP + DOCS.format(rows=6))
+    run = floe(service="svc", publication="pub", interval="300ms")
+    with_chunk_rows(run, 2)
+    run.start(env={"FLOE_FAILPOINT": "backfill.before-chunk@2=sleep:4000"})
+    run.wait_streaming()
+    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+    run.wait_until(lambda: "failpoint backfill.before-chunk" in run.log_text(), 60,
+                   what="floe paused before the second chunk", interval=0.05)
+    pg.execute("UPDATE docs SET id = 0 WHERE id = 5")
+    docs_end_to_end(run, pg, duckdb_con, 0)
 
 
 def test_a_table_without_a_key_falls_back_to_the_exported_snapshot_copy(

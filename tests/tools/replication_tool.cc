@@ -336,8 +336,27 @@ int main(int argc, char** argv) {
   stream->add_option("--proto", sargs.proto);
   stream->add_flag("--binary", sargs.binary);
   stream->add_option("--status-interval-ms", sargs.status_interval_ms);
+  uint32_t relation = 0, after_xid = 0;
+  int wait_ms = 10'000;
+  auto* columns = app.add_subcommand(
+      "columns", "print a relation's columns as floe's relation cache reads them");
+  columns->add_option("--relation", relation, "pg_class oid")->required();
+  columns->add_option("--after-xid", after_xid, "a transaction the catalog must show");
+  columns->add_option("--wait-ms", wait_ms, "how long to wait for it to be visible");
   CLI11_PARSE(app, argc, argv);
 
+  if (columns->parsed()) {
+    auto sql = PgConnection::Connect(dsn);
+    if (!sql.ok()) return Fail(sql.status());
+    PgAttributeLookup lookup(sql->get());
+    lookup.visibility_wait = std::chrono::milliseconds(wait_ms);
+    auto attributes = lookup.Lookup(relation, after_xid);
+    if (!attributes.ok()) return Fail(attributes.status());
+    Json names = Json::array();
+    for (const AttributeInfo& a : *attributes) names.push_back(a.name);
+    Print(Json{{"columns", names}});
+    return 0;
+  }
   if (info->parsed()) {
     auto repl = ReplicationConnection::Connect(dsn);
     if (!repl.ok()) return Fail(repl.status());

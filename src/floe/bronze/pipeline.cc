@@ -585,6 +585,8 @@ struct Backfill {
   /// no `r` row. Forgotten on restart (then they get a redundant `r` row).
   std::unordered_set<std::string> complete_keys;
   bool truncated = false;
+  /// Said once: a partial row's key could not be selected again.
+  bool warned_partial = false;
   Clock::time_point started = Clock::now();
 };
 
@@ -732,6 +734,8 @@ class Pipeline : public pg::ChangeSink {
                               BackfillProgress progress, std::string committed);
   arrow::Status IssueChunks();
   arrow::Status IssueChunk(Backfill* backfill);
+  void RetryPartialRows(Backfill* backfill, const pg::TableChanges& changes,
+                        const std::vector<std::string>& keys);
   arrow::Status TrackBackfill(Backfill* backfill, const pg::TransactionInfo& tx,
                               const pg::TableChanges& changes);
   arrow::Status OnWatermark(const pg::CapturedMessage& message);
@@ -1411,6 +1415,7 @@ arrow::Status Pipeline::IssueChunks() {
 
 // Low watermark, the chunk in a fresh snapshot, high watermark (watermark_backfill.h).
 arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
+  Failpoint("backfill.before-chunk");  // the previous chunk finished, no watermark yet
   if (!backfill_sql_) {
     ARROW_ASSIGN_OR_RAISE(backfill_sql_,
                           pg::PgConnection::Connect(config_.source.conninfo));
@@ -1524,6 +1529,23 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   backfill->recent_xids.clear();
   std::vector<pg::PgRow> rows = std::move(chunk->second);
   ARROW_ASSIGN_OR_RAISE(auto keys, ChunkRowKeys(columns, rows, backfill->key_columns));
+  // A key selected again that the range selected too (a key later in the order), or
+  // twice: one row.
+  if (rows.size() > range_rows) {
+    std::unordered_set<std::string> seen(
+        keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(range_rows));
+    size_t kept = range_rows;
+    for (size_t i = range_rows; i < rows.size(); ++i) {
+      if (!seen.insert(keys[i]).second) continue;
+      if (kept != i) {
+        rows[kept] = std::move(rows[i]);
+        keys[kept] = std::move(keys[i]);
+      }
+      ++kept;
+    }
+    rows.resize(kept);
+    keys.resize(kept);
+  }
   backfill->chunk_last = static_cast<int64_t>(range_rows) < limit;
   backfill->chunk_range_rows = range_rows;
   backfill->chunk_retried = retried;
@@ -1580,7 +1602,57 @@ arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionI
     if (whole) backfill->complete_keys.insert(keys[static_cast<size_t>(i)]);
   }
   if (counts) backfill->window->OnChanges(tx.xid, keys);
+  if (!changes.partial.empty() && !backfill->progress.done &&
+      tx.commit_lsn > backfill->table->appender->committed_lsn()) {
+    RetryPartialRows(backfill, changes, keys);
+  }
   return arrow::Status::OK();
+}
+
+// An insert or update without some of its values (the new row of a key-changing
+// update, or an update, leaving a TOAST value unchanged) whose key Bronze holds no
+// whole row of: no chunk may select the row later (its key is in a range already
+// done, or was not in the chunk's snapshot), and the change alone leaves the value
+// null in Silver. The key is selected again with a later chunk; recorded in the
+// progress committed with the change, so a restart keeps it.
+void Pipeline::RetryPartialRows(Backfill* backfill, const pg::TableChanges& changes,
+                                const std::vector<std::string>& keys) {
+  const pg::RelationInfo& relation = changes.shape->relation;
+  const std::vector<int> row_key = relation.row_key();
+  // Where each backfill key column is in the partial rows' keys.
+  std::vector<size_t> at;
+  for (const std::string& name : backfill->key_columns) {
+    const int column = relation.FindColumn(name);
+    auto it = std::find(row_key.begin(), row_key.end(), column);
+    if (column < 0 || it == row_key.end()) break;
+    at.push_back(static_cast<size_t>(it - row_key.begin()));
+  }
+  std::vector<std::vector<std::string>>& retry = backfill->progress.retry;
+  for (const pg::PartialRow& partial : changes.partial) {
+    if (backfill->complete_keys.contains(keys[static_cast<size_t>(partial.row)])) {
+      continue;
+    }
+    std::vector<std::string> key;
+    for (size_t k = 0; k < at.size() && at.size() == backfill->key_columns.size(); ++k) {
+      if (at[k] >= partial.key.size() || !partial.key[at[k]]) break;
+      key.push_back(*partial.key[at[k]]);
+    }
+    if (key.size() != backfill->key_columns.size()) {
+      if (!backfill->warned_partial) {
+        spdlog::warn(
+            "{}: an update during the backfill left a TOAST value unchanged "
+            "in a row floe cannot select again (its key did not arrive as "
+            "text): that value stays null in Silver until the table is "
+            "copied again (floe run --backfill-table {})",
+            SourceName(backfill->table->source), SourceName(backfill->table->source));
+        backfill->warned_partial = true;
+      }
+      continue;
+    }
+    if (std::find(retry.begin(), retry.end(), key) == retry.end()) {
+      retry.push_back(std::move(key));
+    }
+  }
 }
 
 arrow::Status Pipeline::OnWatermark(const pg::CapturedMessage& message) {

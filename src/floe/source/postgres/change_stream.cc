@@ -169,6 +169,8 @@ struct ChangeStream::TableBuilder {
   /// The builder row of each issue.
   std::vector<int64_t> issue_rows;
   std::vector<ConversionIssue> found;
+  /// Rows without some of their values (builder row numbers), with their keys.
+  std::vector<PartialRow> partial;
 };
 
 struct ChangeStream::TableState {
@@ -632,7 +634,8 @@ arrow::Status ChangeStream::ApplyData(Transaction* tx, Lsn wal_start,
 
 arrow::Status ChangeStream::ApplyRelation(Transaction* tx,
                                           const RelationMessage& message) {
-  ARROW_ASSIGN_OR_RAISE(RelationUpdate update, relations_.Apply(message));
+  ARROW_ASSIGN_OR_RAISE(RelationUpdate update,
+                        relations_.Apply(message, tx != nullptr ? tx->info.xid : 0));
   auto& state = tables_[message.relation_id];
   if (update.kind == RelationUpdate::Kind::kUnchanged && state) {
     return arrow::Status::OK();
@@ -830,7 +833,19 @@ arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
       }
     }
   }
-  if (!any_unchanged) ARROW_RETURN_NOT_OK(b->unchanged.AppendNull());
+  if (!any_unchanged) {
+    ARROW_RETURN_NOT_OK(b->unchanged.AppendNull());
+  } else if (op == 'c' || op == 'u') {
+    PartialRow partial;
+    partial.row = b->rows;
+    for (int column : shape.relation.row_key()) {
+      const TupleValue& v = tuple[static_cast<size_t>(column)];
+      partial.key.push_back(v.kind == TupleValueKind::kText
+                                ? std::optional<std::string>(std::string(v.bytes))
+                                : std::nullopt);
+    }
+    b->partial.push_back(std::move(partial));
+  }
   b->op.push_back(op);
   b->ts.push_back(PgTimestampToUnixMicros(tx->info.commit_time));
   b->source_lsn.push_back(static_cast<int64_t>(wal_start.value()));
@@ -857,6 +872,7 @@ arrow::Status ChangeStream::Seal(Oid relation_id) {
     b->value_bytes = 0;
     b->issues.clear();
     b->issue_rows.clear();
+    b->partial.clear();
     auto state = tables_.find(relation_id);
     if (state != tables_.end() && state->second && state->second->shape == b->shape &&
         state->second->spare == nullptr) {
@@ -925,6 +941,12 @@ arrow::Status ChangeStream::Seal(Oid relation_id) {
     for (size_t i = 0; i < b->issues.size(); ++i) {
       if (b->issue_rows[i] >= seg.start && b->issue_rows[i] < seg.start + seg.rows) {
         changes.issues.push_back(std::move(b->issues[i]));
+      }
+    }
+    for (PartialRow& partial : b->partial) {
+      if (partial.row >= seg.start && partial.row < seg.start + seg.rows) {
+        changes.partial.push_back(std::move(partial));
+        changes.partial.back().row -= seg.start;
       }
     }
     return changes;

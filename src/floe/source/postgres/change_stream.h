@@ -175,10 +175,24 @@ struct QuarantineCandidate {
 /// transaction touched; more when the table's shape changed inside the transaction
 /// or it has more than `max_batch_rows` rows or `max_batch_bytes` of values. Rows are
 /// in cdc_seq order.
+/// A row of a change batch that lacks values (unchanged TOAST), with the text form
+/// of its key as PostgreSQL sent it: what a backfill needs to select the row again
+/// when Bronze holds no whole row of the key.
+struct PartialRow {
+  /// The row in TableChanges::batch.
+  int64_t row = 0;
+  /// The values of the shape's row key columns (RelationInfo::row_key()), in that
+  /// order; nullopt where the value did not come as text (binary format, null, or
+  /// itself unchanged TOAST).
+  std::vector<std::optional<std::string>> key;
+};
+
 struct TableChanges {
   std::shared_ptr<const TableShape> shape;
   std::shared_ptr<arrow::RecordBatch> batch;
   std::vector<QuarantineCandidate> issues;
+  /// The inserts and updates of the batch that lack values, in row order.
+  std::vector<PartialRow> partial;
 };
 
 /// A `pg_logical_emit_message()` record.

@@ -1,8 +1,9 @@
 #include "floe/source/postgres/relation_cache.h"
 
 #include <algorithm>
-
-#include <charconv>
+#include <chrono>
+#include <string>
+#include <thread>
 
 #include "floe/source/postgres/pg_connection.h"
 #include "floe/source/postgres/table_description.h"
@@ -165,7 +166,31 @@ RelationDiff Diff(const RelationInfo& before, const RelationInfo& after) {
   return diff;
 }
 
-arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(Oid relation_id) {
+arrow::Result<bool> PgAttributeLookup::Visible(TransactionId xid) {
+  // pgoutput names a transaction by its 32-bit xid; pg_visible_in_snapshot takes the
+  // 64-bit one: the xid's epoch is that of the snapshot's next xid, or the one before
+  // where the 32-bit counter wrapped since (none before the first: not begun yet).
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows,
+      conn_->Query(
+          "SELECT f >= 0 AND pg_visible_in_snapshot(GREATEST(f, 0)::text::xid8, s) "
+          "FROM (SELECT pg_current_snapshot() AS s) q, LATERAL (SELECT "
+          "pg_snapshot_xmax(q.s)::text::bigint AS x) n, LATERAL (SELECT x - "
+          "((x - $1::bigint) & 4294967295) AS f) w",
+          {std::to_string(xid)}));
+  return rows.size() == 1 && rows[0].size() == 1 && rows[0][0] == "t";
+}
+
+arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(
+    Oid relation_id, TransactionId after_xid) {
+  if (after_xid != 0) {
+    const auto deadline = std::chrono::steady_clock::now() + visibility_wait;
+    for (;;) {
+      ARROW_ASSIGN_OR_RAISE(bool visible, Visible(after_xid));
+      if (visible || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
   ARROW_ASSIGN_OR_RAISE(auto described, DescribeTable(*conn_, relation_id, publication_));
   std::vector<AttributeInfo> out;
   if (!described) return out;
@@ -185,9 +210,9 @@ arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(Oid relation
   return out;
 }
 
-arrow::Status RelationCache::FillFromCatalog(RelationInfo* info) {
+arrow::Status RelationCache::FillFromCatalog(RelationInfo* info, TransactionId xid) {
   if (lookup_ == nullptr) return arrow::Status::OK();
-  ARROW_ASSIGN_OR_RAISE(auto attributes, lookup_->Lookup(info->relation_id));
+  ARROW_ASSIGN_OR_RAISE(auto attributes, lookup_->Lookup(info->relation_id, xid));
   // The message describes the table as of the position being decoded; the catalog
   // as it is now, which may be later (floe lags, or replays after a restart). Its
   // attnums are the columns' identities only where it still agrees with the message:
@@ -231,7 +256,8 @@ arrow::Status RelationCache::FillFromCatalog(RelationInfo* info) {
   return arrow::Status::OK();
 }
 
-arrow::Result<RelationUpdate> RelationCache::Apply(const RelationMessage& message) {
+arrow::Result<RelationUpdate> RelationCache::Apply(const RelationMessage& message,
+                                                   TransactionId xid) {
   RelationInfo info = RelationInfoFromMessage(message);
   RelationUpdate update;
   auto it = relations_.find(info.relation_id);
@@ -240,7 +266,7 @@ arrow::Result<RelationUpdate> RelationCache::Apply(const RelationMessage& messag
     update.relation = it->second.get();
     return update;
   }
-  ARROW_RETURN_NOT_OK(FillFromCatalog(&info));
+  ARROW_RETURN_NOT_OK(FillFromCatalog(&info, xid));
   if (it == relations_.end()) {
     update.kind = RelationUpdate::Kind::kNew;
     it = relations_.emplace(info.relation_id, nullptr).first;

@@ -12,6 +12,7 @@
 // unknown (0); Diff then falls back to matching that column by name.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -142,8 +143,10 @@ class AttributeLookup {
  public:
   virtual ~AttributeLookup() = default;
   /// The live (not dropped) user columns of `relation_id`, in attnum order; empty if
-  /// the relation no longer exists.
-  virtual arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id) = 0;
+  /// the relation no longer exists. With `after_xid` (0: none), as of a catalog that
+  /// shows that transaction committed: the one whose changes are being decoded.
+  virtual arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id,
+                                                           TransactionId after_xid) = 0;
 };
 
 /// AttributeLookup over a plain SQL connection (which must outlive it).
@@ -153,9 +156,21 @@ class PgAttributeLookup : public AttributeLookup {
   /// left out (pgoutput does not send them).
   explicit PgAttributeLookup(PgConnection* conn, std::string publication = "")
       : conn_(conn), publication_(std::move(publication)) {}
-  arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id) override;
+  /// A transaction's commit record reaches the WAL, and so the walsender, a moment
+  /// before other sessions see the transaction (for as long as a synchronous standby
+  /// takes to acknowledge it, under synchronous replication): read too early, the
+  /// catalog still shows the columns before the transaction's DDL. So this waits
+  /// until `after_xid` is visible, up to `visibility_wait`, then reads the catalog as
+  /// it is (Bronze then binds by name, and copies the table again where names cannot
+  /// tell a rename from a drop and an add).
+  arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id,
+                                                   TransactionId after_xid) override;
+
+  std::chrono::milliseconds visibility_wait = std::chrono::seconds(10);
 
  private:
+  arrow::Result<bool> Visible(TransactionId xid);
+
   PgConnection* conn_;
   std::string publication_;
 };
@@ -185,14 +200,16 @@ class RelationCache {
 
   /// Records `message`. The catalog is consulted only when the relation is new or
   /// the message differs from the cached version.
-  arrow::Result<RelationUpdate> Apply(const RelationMessage& message);
+  /// `xid` is the transaction the message came in (0: unknown).
+  arrow::Result<RelationUpdate> Apply(const RelationMessage& message,
+                                      TransactionId xid = 0);
 
   /// The cached relation, or null.
   const RelationInfo* Find(Oid relation_id) const;
   size_t size() const { return relations_.size(); }
 
  private:
-  arrow::Status FillFromCatalog(RelationInfo* info);
+  arrow::Status FillFromCatalog(RelationInfo* info, TransactionId xid);
 
   AttributeLookup* lookup_;
   std::unordered_map<Oid, std::unique_ptr<RelationInfo>> relations_;

@@ -177,13 +177,16 @@ TEST(RelationDiff, ReorderedColumnsAreAnOrderChangeOnly) {
 // An in-memory catalog: what pg_attribute would answer, per relation.
 class TableLookup : public AttributeLookup {
  public:
-  arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id) override {
+  arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id,
+                                                   TransactionId after_xid) override {
     ++calls;
+    last_xid = after_xid;
     if (fail) return arrow::Status::IOError("catalog unavailable");
     return catalog[relation_id];
   }
   std::map<Oid, std::vector<AttributeInfo>> catalog;
   int calls = 0;
+  TransactionId last_xid = 0;
   bool fail = false;
 };
 
@@ -240,6 +243,17 @@ TEST(RelationCache, NewRelationIsCopiedAndCompletedFromTheCatalog) {
   EXPECT_EQ(r->replica_identity_columns(), std::vector<std::string>{"id"});
   EXPECT_EQ(cache.Find(101), nullptr);
   EXPECT_EQ(lookup.calls, 1);
+}
+
+TEST(RelationCache, TheCatalogIsReadAsOfTheMessagesTransaction) {
+  // The walsender sends a transaction a moment before other sessions see it
+  // committed: the lookup is told which transaction its catalog must show.
+  TableLookup lookup;
+  lookup.catalog[100] = {{1, "id", kInt8, -1, true}};
+  RelationCache cache(&lookup);
+  Message m(100, {{"id", kInt8, true}});
+  ASSERT_TRUE(cache.Apply(m.msg, 4242).ok());
+  EXPECT_EQ(lookup.last_xid, 4242u);
 }
 
 TEST(RelationCache, ResentIdenticalRelationIsUnchangedWithoutACatalogQuery) {
