@@ -437,22 +437,31 @@ def events(rows: list[dict], *cols: str, ops: str = "cudrt") -> list[tuple]:
 
 
 def fold(rows: list[dict], key: list[str]) -> dict[tuple, dict]:
-    """Latest state per key, as Silver would have it: rows in (cdc_commit_lsn,
-    cdc_seq) order; d removes, t clears, u keeps the previous value of columns listed
-    in cdc_unchanged."""
+    """Latest state per key as Silver must have it, the integration tests' one fold
+    of Bronze's changes (the rules of src/floe/silver/fold.h): (cdc_commit_lsn,
+    cdc_seq) order, d removes, t clears, a column in cdc_unchanged keeps the previous
+    value, which for the new row of a key-changing update (d of the old key then a c
+    lacking values, consecutive cdc_seq; an insert always carries every value) is the
+    old key's."""
     state: dict[tuple, dict] = {}
+    last_delete = None
     for r in sorted(rows, key=lambda r: (r["cdc_commit_lsn"], r["cdc_seq"])):
         op = r["cdc_op"]
         if op == "t":
             state.clear()
+            last_delete = None
             continue
         k = tuple(r[c] for c in key)
         if op == "d":
-            state.pop(k, None)
+            last_delete = (r["cdc_commit_lsn"], r["cdc_seq"], state.pop(k, {}))
             continue
+        previous = state.get(k, {})
+        if op == "c" and r.get("cdc_unchanged") and last_delete and k not in state and \
+                last_delete[:2] == (r["cdc_commit_lsn"], r["cdc_seq"] - 1):
+            previous = last_delete[2]
         values = {c: v for c, v in r.items() if not c.startswith("cdc_")}
         for c in r.get("cdc_unchanged") or []:
-            values[c] = state.get(k, {}).get(c)
+            values[c] = previous.get(c)
         state[k] = values
     return state
 

@@ -54,7 +54,7 @@ DURING = [
 PAUSE = "copy.before-snapshot@1=sleep:3000"
 
 
-def _start_behind_a_copy(run, pg, failpoints: str):
+def _start_behind_a_copy(run, pg, failpoints: str, during: list[str] = DURING):
     run.start().wait_streaming()
     run.stop()
     for statement in BEHIND:
@@ -63,7 +63,7 @@ def _start_behind_a_copy(run, pg, failpoints: str):
     pausing = "failpoint copy.before-snapshot (hit 1): sleeping"
     run.wait_until(lambda: pausing in run.log_text().rsplit("===== floe run start", 1)[-1],
                    60, what=pausing, interval=0.05)
-    for statement in DURING:
+    for statement in during:
         pg.execute(statement)
 
 
@@ -108,4 +108,46 @@ def test_a_restart_right_after_a_copy_again_replays_older_changes_unbound(
         run.log_text(), run.log_tail()
     run.start().wait_streaming()
     _check(run, pg, duckdb_con)
+    run.stop()
+
+
+def test_another_tables_quarantine_records_before_a_copy_agains_point_are_kept(
+        floe, pg, duckdb_con):
+    """A copy again that quarantines values commits the shared quarantine table. Its
+    point lies ahead of what the stream delivered, and another table's transaction
+    committed in between (while floe pauses before the copy's snapshot) brings a
+    quarantined value the stream delivers after the copy. Committed at the copy's
+    point, the quarantine table counted that record as held and filtered it out
+    (code-read (c)); it commits at its own position, so the record lands, once."""
+    pg.execute(SETUP + """
+        ALTER TABLE t ADD COLUMN m int[];
+        UPDATE t SET m = '{{1,2},{3,4}}' WHERE id = 3;  -- quarantined by each copy
+        CREATE TABLE a (id int PRIMARY KEY, m int[]);
+    """)
+    run = floe(tables=["public.t", "public.a"])
+    _start_behind_a_copy(run, pg, PAUSE, ["INSERT INTO a VALUES (1, '{{5,6},{7,8}}')"])
+    run.wait_streaming()
+    wait_copied(run, "t")
+    pg.execute("INSERT INTO a VALUES (2, '{{9}}')")
+    wait_flushed(run, pg)
+
+    def quarantined():
+        rows = run.catalog().load_table(("bronze", run.service, "quarantine")).scan() \
+            .to_arrow().to_pylist()
+        return sorted((r["source_table"], r["raw_text"]) for r in rows)
+
+    # t's row 3: from the first copy, the update of BEHIND, and the copy again.
+    want = [("public.a", "{{5,6},{7,8}}"), ("public.a", "{{9}}")] + \
+        [("public.t", "{{1,2},{3,4}}")] * 3
+    try:
+        run.wait_until(lambda: quarantined() == want, 30, what="the quarantine records")
+    except AssertionError as e:
+        raise AssertionError(f"the quarantine holds {quarantined()}") from e
+    # The copy's point passed, the two tables' rows are in Bronze as the source has
+    # them (the arrays null), and a restart repeats no record.
+    assert sorted(r["id"] for r in run.rows_pyiceberg("public.a")) == [1, 2]
+    run.stop()
+    run.start().wait_streaming()
+    wait_flushed(run, pg)
+    assert quarantined() == want
     run.stop()

@@ -99,6 +99,22 @@ def with_chunk_rows(run, n: int):
                      f"  snapshot: initial\n  backfill_chunk_rows: {n}\n"))
 
 
+def publish_and_commit_inside_the_window(run, pg, statement: str) -> None:
+    """Adds `docs` to the publication and runs `statement` (on docs: the body is not
+    sent) in a transaction that holds a lock the first chunk's SELECT waits for, its
+    snapshot already taken: the statement commits inside the chunk's window."""
+    with pg.connect(autocommit=False) as blocker:
+        pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+        blocker.execute("LOCK TABLE docs IN ACCESS EXCLUSIVE MODE")
+        blocker.execute(statement)
+        # floe notices the table at its next publication check, emits the low
+        # watermark, takes the chunk's snapshot and waits for the lock.
+        run.wait_until(lambda: pg.execute(
+            "SELECT count(*) FROM pg_locks WHERE relation = 'docs'::regclass "
+            "AND NOT granted")[0][0] > 0, 30, what="the chunk's SELECT waiting")
+        blocker.commit()
+
+
 def backfill_records(run, table: str) -> list[tuple[int, dict]]:
     """(timestamp_ms, floe.backfill) of every snapshot of `table` that has one."""
     out = []
@@ -293,16 +309,9 @@ def test_a_key_changed_inside_the_window_keeps_its_unchanged_toast_value(
     no `r` row brought the value, and Silver read null (soak seed 1805121841). The new
     key is now selected again with a later chunk."""
     pg.execute(SETUP + DOCS.format(rows=3))
-    run = floe(service="svc", publication="pub", interval="300ms")
+    run = floe(publication="pub", interval="300ms")
     run.start().wait_streaming()
-    with pg.connect(autocommit=False) as blocker:
-        pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
-        blocker.execute("LOCK TABLE docs IN ACCESS EXCLUSIVE MODE")
-        blocker.execute("UPDATE docs SET id = 1000 WHERE id = 2")  # body not sent
-        run.wait_until(lambda: pg.execute(
-            "SELECT count(*) FROM pg_locks WHERE relation = 'docs'::regclass "
-            "AND NOT granted")[0][0] > 0, 30, what="the chunk's SELECT waiting")
-        blocker.commit()
+    publish_and_commit_inside_the_window(run, pg, "UPDATE docs SET id = 1000 WHERE id = 2")
     docs_end_to_end(run, pg, duckdb_con, 1000)
 
 
@@ -312,7 +321,7 @@ def test_a_key_moved_behind_the_backfill_keeps_its_unchanged_toast_value(
     selects it. Chunks of two rows; floe pauses before its second chunk
     (`backfill.before-chunk`) while key 5 moves to 0."""
     pg.execute(SETUP + DOCS.format(rows=6))
-    run = floe(service="svc", publication="pub", interval="300ms")
+    run = floe(publication="pub", interval="300ms")
     with_chunk_rows(run, 2)
     run.start(env={"FLOE_FAILPOINT": "backfill.before-chunk@2=sleep:4000"})
     run.wait_streaming()
@@ -400,16 +409,7 @@ def test_a_partial_update_inside_the_window_gets_its_key_selected_again(
     """)
     run = floe(publication="pub", interval="300ms")
     run.start().wait_streaming()
-    with pg.connect(autocommit=False) as blocker:
-        pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
-        blocker.execute("LOCK TABLE docs IN ACCESS EXCLUSIVE MODE")
-        blocker.execute("UPDATE docs SET n = n + 1 WHERE id = 2")  # body not sent
-        # floe notices the table at its next publication check, emits the low
-        # watermark, takes the chunk's snapshot and waits for the lock.
-        run.wait_until(lambda: pg.execute(
-            "SELECT count(*) FROM pg_locks WHERE relation = 'docs'::regclass "
-            "AND NOT granted")[0][0] > 0, 30, what="the chunk's SELECT waiting")
-        blocker.commit()
+    publish_and_commit_inside_the_window(run, pg, "UPDATE docs SET n = n + 1 WHERE id = 2")
     run.wait_until(lambda: (latest_backfill(run, "public.docs") or {}).get("done"), 60,
                    what="the backfill of public.docs")
     records = [rec for _, rec in backfill_records(run, "public.docs")]

@@ -13,7 +13,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from floerun import assert_same_rows, floe  # noqa: F401
+from floerun import assert_same_rows, floe, fold  # noqa: F401
 
 SERVICE = "svc"
 
@@ -58,35 +58,6 @@ def silver_rows(run, con, table: str, key: list[str]) -> list[dict]:
     py, dk = by_key(py, key), by_key(dk, key)
     assert_same_rows(py, dk, f"silver {table}: PyIceberg vs DuckDB")
     return py
-
-
-def fold(rows: list[dict], key: list[str]) -> dict[tuple, dict]:
-    """Latest state per key as Silver must have it (the rules of src/floe/silver/
-    fold.h): (cdc_commit_lsn, cdc_seq) order, d removes, t clears, a column in
-    cdc_unchanged keeps the previous value, which for the new row of a key-changing
-    update (d of the old key then a c lacking values, consecutive cdc_seq; an insert
-    always carries every value) is the old key's."""
-    state: dict[tuple, dict] = {}
-    last_delete = None
-    for r in sorted(rows, key=lambda r: (r["cdc_commit_lsn"], r["cdc_seq"])):
-        op = r["cdc_op"]
-        if op == "t":
-            state.clear()
-            last_delete = None
-            continue
-        k = tuple(r[c] for c in key)
-        if op == "d":
-            last_delete = (r["cdc_commit_lsn"], r["cdc_seq"], state.pop(k, {}))
-            continue
-        previous = state.get(k, {})
-        if op == "c" and r.get("cdc_unchanged") and last_delete and k not in state and \
-                last_delete[:2] == (r["cdc_commit_lsn"], r["cdc_seq"] - 1):
-            previous = last_delete[2]
-        values = {c: v for c, v in r.items() if not c.startswith("cdc_")}
-        for c in r.get("cdc_unchanged") or []:
-            values[c] = previous.get(c)
-        state[k] = values
-    return state
 
 
 def wait_bronze(run, pg, table: str, key: list[str]) -> None:

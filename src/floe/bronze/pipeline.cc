@@ -27,6 +27,7 @@
 #include <spdlog/spdlog.h>
 
 #include "floe/bronze/bronze_schema.h"
+#include "floe/bronze/checkpointer.h"
 #include "floe/bronze/system_tables.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/bronze/watermark_backfill.h"
@@ -2138,74 +2139,76 @@ arrow::Status Pipeline::Checkpoint(bool final) {
           return st;
         }));
   }
-  ARROW_RETURN_NOT_OK(WaitAll(&commits));
-  for (auto& [name, table] : tables_) {
-    if (table->recopy_until.value() == 0 || !table->appender ||
-        table->appender->committed_lsn() < table->recopy_until) {
-      continue;
+  // The commits' bookkeeping, once every one of them succeeded.
+  auto after_commits = [&]() -> arrow::Status {
+    for (auto& [name, table] : tables_) {
+      if (table->recopy_until.value() == 0 || !table->appender ||
+          table->appender->committed_lsn() < table->recopy_until) {
+        continue;
+      }
+      table->recopy_until = Lsn();
+      ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+          [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+            b->RemoveProperties(
+                {lake::kRecopyPendingProperty, lake::kRecopyUntilProperty});
+            return arrow::Status::OK();
+          }));
+      spdlog::info("{}: Bronze now holds every change up to its copy again at {}",
+                   SourceName(name), Lsn(table->appender->committed_lsn()).ToString());
     }
-    table->recopy_until = Lsn();
-    ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
-        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-          b->RemoveProperties({lake::kRecopyPendingProperty, lake::kRecopyUntilProperty});
-          return arrow::Status::OK();
-        }));
-    spdlog::info("{}: Bronze now holds every change up to its copy again at {}",
-                 SourceName(name), Lsn(table->appender->committed_lsn()).ToString());
-  }
-  // Requested backfills are durable once their first progress record committed.
-  backfills_requested_ = true;
-  for (auto it = backfills_.begin(); it != backfills_.end();) {
-    Backfill& backfill = *it->second;
-    backfill.committed = backfill.progress.ToJson();
-    if (backfill.progress.done) {
-      spdlog::info("backfilled {}: {} row(s) in {} chunk(s), {} s",
-                   SourceName(it->first), backfill.progress.rows,
-                   backfill.progress.chunks,
-                   std::chrono::duration_cast<std::chrono::seconds>(Clock::now() -
-                                                                    backfill.started)
-                       .count());
-      copied_.insert(it->first);
-      it = backfills_.erase(it);
-    } else {
-      ++it;
+    // Requested backfills are durable once their first progress record committed.
+    backfills_requested_ = true;
+    for (auto it = backfills_.begin(); it != backfills_.end();) {
+      Backfill& backfill = *it->second;
+      backfill.committed = backfill.progress.ToJson();
+      if (backfill.progress.done) {
+        spdlog::info("backfilled {}: {} row(s) in {} chunk(s), {} s",
+                     SourceName(it->first), backfill.progress.rows,
+                     backfill.progress.chunks,
+                     std::chrono::duration_cast<std::chrono::seconds>(Clock::now() -
+                                                                      backfill.started)
+                         .count());
+        copied_.insert(it->first);
+        it = backfills_.erase(it);
+      } else {
+        ++it;
+      }
     }
-  }
-  if (!dirty.empty()) {
-    spdlog::info("checkpoint: {} table(s), {} row(s) committed up to commit LSN {} in "
-                 "{} ms",
-                 dirty.size(), rows, last_commit_lsn_.ToString(),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
-                                                                       started)
-                     .count());
-  }
-
-  // Everything delivered is durable: confirm it. With nothing held back, the
-  // position the server last reported as sent is safe too (a transaction that
-  // commits after it is sent again after a restart), so an idle or fully filtered
-  // source never holds WAL.
-  if (streaming_ != nullptr) {
-    // A transaction read but still held back for batching (or half read) lies
-    // below the server's position: confirming that position would skip it after a
-    // crash.
-    Lsn confirm = std::max(last_end_lsn_, ServerPositionIfNothingHeld());
-    if (confirm > confirmed_) {
-      // Every table committed, nothing recorded or confirmed yet.
-      Failpoint("checkpoint.before-record");
-      // Record first: a slot found beyond the recorded position at start-up was
-      // moved by someone else.
-      ARROW_RETURN_NOT_OK(catalog_->UpdateNamespaceProperties(
-          ServiceNamespace(),
-          {{lake::kStateConfirmed, std::to_string(confirm.value())}}));
-      Failpoint("checkpoint.before-confirm");  // recorded, not yet sent to the server
-      keeper.reset();  // the connection is the pipeline's again
-      streaming_->ReportDurable(confirm);
-      confirmed_ = confirm;
-      if (final) ARROW_RETURN_NOT_OK(streaming_->SendStandbyStatus());
+    if (!dirty.empty()) {
+      spdlog::info(
+          "checkpoint: {} table(s), {} row(s) committed up to commit LSN {} in {} ms",
+          dirty.size(), rows, last_commit_lsn_.ToString(),
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started)
+              .count());
     }
-    // Confirmed while the stream holds a transaction it read but did not deliver:
-    // a crash now must not lose it.
-    if (stream_ != nullptr && !stream_->holds_nothing()) Failpoint("checkpoint.holding");
+    return arrow::Status::OK();
+  };
+  // Everything delivered is durable: confirm it (checkpointer.h). Not while the
+  // initial copy runs without a stream.
+  auto position = [&] {
+    if (streaming_ == nullptr) return confirmed_;
+    return ConfirmablePosition(
+        {.delivered_end = last_end_lsn_,
+         .server_sent = streaming_->server_wal_end(),
+         .holds_transaction = stream_ != nullptr && !stream_->holds_nothing()});
+  };
+  PositionSink sink;
+  sink.record = [&](Lsn confirm) {
+    return catalog_->UpdateNamespaceProperties(
+        ServiceNamespace(), {{lake::kStateConfirmed, std::to_string(confirm.value())}});
+  };
+  sink.confirm = [&](Lsn confirm) {
+    keeper.reset();  // the connection is the pipeline's again
+    streaming_->ReportDurable(confirm);
+    confirmed_ = confirm;
+    return final ? streaming_->SendStandbyStatus() : arrow::Status::OK();
+  };
+  ARROW_ASSIGN_OR_RAISE(confirmed_, FinishCheckpoint(std::move(commits), after_commits,
+                                                     position, confirmed_, sink));
+  // Confirmed while the stream holds a transaction it read but did not deliver: a
+  // crash now must not lose it.
+  if (streaming_ != nullptr && stream_ != nullptr && !stream_->holds_nothing()) {
+    Failpoint("checkpoint.holding");
   }
   delivered_since_checkpoint_ = 0;
   metrics_->checkpoint_seconds.Observe(
