@@ -1642,12 +1642,16 @@ class Seed:
                 continue
 
             def done(t=t):
-                # a watermark backfill that finished, or (after a restart) a copy
+                # a watermark backfill that finished, or a copy (after a restart, or
+                # a copy again that ended the backfill: its snapshot has
+                # floe.snapshot-lsn, and floe resumes no backfill recorded before it)
                 table = self.run.catalog().load_table(t.bronze_ident())
                 for snap in reversed(table.snapshots()):
                     v = (snap.summary or {}).get("floe.backfill")
                     if v is not None:
                         return json.loads(v).get("done")
+                    if (snap.summary or {}).get("floe.snapshot-lsn") is not None:
+                        return True
                 return table.scan(row_filter="cdc_op == 'r'", selected_fields=("cdc_op",),
                                   limit=1).to_arrow().num_rows > 0
             self.run.wait_until(done, self.budget.catch_up_timeout,

@@ -253,6 +253,25 @@ std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
     add("a column dropped and one added while the catalog had moved on from the "
         "stream (it may have been a rename)");
   }
+  // PostgreSQL never reorders a table's columns: matched by name (attnums unknown)
+  // in another order than they were bound in, names moved between columns (a swap
+  // in a transaction the catalog has moved on from), which names cannot undo.
+  if (unknown_attnum) {
+    int last = -1;
+    bool reordered = false;
+    for (const SourceColumn& c : columns) {
+      for (size_t j = 0; j < before.columns.size(); ++j) {
+        if (!same(c.attnum, c.name, before.columns[j])) continue;
+        reordered |= static_cast<int>(j) < last;
+        last = static_cast<int>(j);
+        break;
+      }
+    }
+    if (reordered) {
+      add("columns found in another order than they were bound in, while the catalog "
+          "had moved on from the stream (names swapped between columns)");
+    }
+  }
   return out;
 }
 
@@ -1409,6 +1428,8 @@ arrow::Status Pipeline::StartBackfill(BronzeTable* table,
 arrow::Status Pipeline::IssueChunks() {
   for (auto& [name, backfill] : backfills_) {
     if (backfill->window || backfill->progress.done) continue;
+    // To be copied (again): the copy ends the backfill.
+    if (backfill->table->recopy_queued || backfill->table->awaiting_copy) continue;
     ARROW_RETURN_NOT_OK(IssueChunk(backfill.get()));
   }
   return arrow::Status::OK();
@@ -1515,6 +1536,19 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   }();
   if (!chunk.ok()) {
     (void)sql.Query("ROLLBACK");
+    if (pg::GetSqlState(chunk.status()) == "42703") {
+      // A column the chunk selects under the name Bronze knows was renamed or
+      // dropped since, and the stream has not delivered that yet (it may not until
+      // the table's next change): the table is copied again instead, from the
+      // catalog's columns, which ends this backfill (CopyTables).
+      if (table->recopy_reason.empty()) {
+        table->recopy_reason =
+            "a column the backfill selects was renamed or dropped "
+            "before the stream delivered the change";
+      }
+      RecopyIfMoved(table);
+      return arrow::Status::OK();
+    }
     return chunk.status();
   }
   ARROW_ASSIGN_OR_RAISE(SnapshotXids snapshot, SnapshotXids::Parse(chunk->first));
@@ -1598,9 +1632,14 @@ arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionI
     const std::string_view op = ops->GetView(i);
     const bool sent_all = unchanged->IsNull(i) || unchanged->value_length(i) == 0;
     // A `c` can lack values too: the new row of a key-changing update does not
-    // carry its unchanged TOAST values.
+    // carry its unchanged TOAST values. Its key's history is not complete then,
+    // even after a delete of that key: the values it lacks are another key's.
     const bool whole = op == "d" || ((op == "c" || op == "u") && sent_all);
-    if (whole) backfill->complete_keys.insert(keys[static_cast<size_t>(i)]);
+    if (whole) {
+      backfill->complete_keys.insert(keys[static_cast<size_t>(i)]);
+    } else if (op == "c") {
+      backfill->complete_keys.erase(keys[static_cast<size_t>(i)]);
+    }
   }
   if (counts) backfill->window->OnChanges(tx.xid, keys);
   if (!changes.partial.empty() && !backfill->progress.done &&
@@ -2476,6 +2515,15 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     Failpoint("copy.after-commit");  // committed, the stream perhaps still behind it
     table->awaiting_copy = false;
     copied_.insert(table->source);
+    // A watermark backfill of the table still under way has nothing left to do: the
+    // copy holds every row (and after a restart BackfillProgressOf stops at the
+    // copy's snapshot). Its chunk in flight, if any, is dropped with it; a later
+    // chunk would select columns by names the copy may have seen renamed.
+    if (auto it = backfills_.find(table->source); it != backfills_.end()) {
+      spdlog::info("{}: its backfill ends with the copy, which holds every row",
+                   SourceName(table->source));
+      backfills_.erase(it);
+    }
     // After the commit: a crash before this line copies the table once more on the
     // next start (redundant, never wrong).
     ARROW_RETURN_NOT_OK(RecordIdentity(table, table->identity_at_copy));
