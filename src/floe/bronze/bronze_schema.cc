@@ -716,9 +716,14 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
       former = d.old->former_names;
       through = d.old->former_through;
       through.resize(former.size(), ChangePosition{0, 0});
+      // A name the column had before and has again, or had twice: its entries with
+      // a known last position all stay, so that a change names the column that had
+      // the name when it was written (a swap and a swap back: each side held the
+      // other's name in between). Only entries without one (maps written before
+      // floe kept positions) go, as they cannot be told apart.
       auto forget = [&](const std::string& name) {
         for (size_t k = former.size(); k-- > 0;) {
-          if (former[k] != name) continue;
+          if (former[k] != name || through[k] != ChangePosition{0, 0}) continue;
           former.erase(former.begin() + static_cast<std::ptrdiff_t>(k));
           through.erase(through.begin() + static_cast<std::ptrdiff_t>(k));
         }

@@ -460,6 +460,26 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
     // A column Silver does not have yet is left out of the upserts under a name
     // no Silver field has.
     changes.names[c] = sf != nullptr ? sf->name : "\x01" + bronze_name;
+    // cdc_unchanged names source columns as they were named when the row was
+    // written: the column's former names with their positions, as the merge folds
+    // them, and its source name where Silver's differs.
+    std::vector<std::string> former;
+    std::vector<std::pair<int64_t, int32_t>> through;
+    if (bf != nullptr) {
+      auto rc = std::find_if(row_columns.begin(), row_columns.end(),
+                             [&](const RowColumn& r) { return r.bronze == bf; });
+      if (rc != row_columns.end()) {
+        former = rc->former_names;
+        through = rc->former_through;
+        through.resize(former.size(), {0, 0});
+        if (rc->name != changes.names[c]) {
+          former.push_back(rc->name);
+          through.push_back({0, 0});
+        }
+      }
+    }
+    changes.former_names.push_back(std::move(former));
+    changes.former_through.push_back(std::move(through));
     if (std::find(key_fields.begin(), key_fields.end(), bronze_name) !=
         key_fields.end()) {
       key_columns.push_back(static_cast<int>(c));
