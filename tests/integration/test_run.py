@@ -686,6 +686,11 @@ def test_postgres_restart_mid_stream_floe_reconnects_and_loses_nothing(
                    what="every change made around the Postgres restart in Bronze")
     assert run.running, "floe must survive a Postgres restart"
     run.stop()
+    # The test server keeps WAL without bound: said at the start, not again at each
+    # reconnect of the same process.
+    log = run.log_text()
+    assert "reconnecting" in log, run.log_tail()
+    assert log.count("max_slot_wal_keep_size is -1") == 1, run.log_tail()
 
     rows = stopped_rows(run, duckdb_con, "public.acc")
     assert events(rows, "id", "v") == \

@@ -396,7 +396,13 @@ void WarnIfUnprotected(pg::PgConnection& sql) {
   if (!rows.ok() || rows->empty()) return;
   const std::string keep = (*rows)[0][0].value_or("");
   const std::string timeout = (*rows)[0][1].value_or("");
-  if (keep == "-1") {
+  // Once per process and value: a reconnect does not repeat it; the setting put
+  // back after a fix is said again.
+  static std::string said_keep, said_timeout;
+  const bool keep_again = keep == said_keep, timeout_again = timeout == said_timeout;
+  said_keep = keep;
+  said_timeout = timeout;
+  if (keep == "-1" && !keep_again) {
     spdlog::warn(
         "max_slot_wal_keep_size is -1 (unlimited): if floe stops or falls behind, "
         "the slot keeps WAL until the source's disk is full. Bound it, e.g. ALTER "
@@ -404,7 +410,7 @@ void WarnIfUnprotected(pg::PgConnection& sql) {
         "slot past the bound is invalidated and floe stops and says how to "
         "re-snapshot instead)");
   }
-  if (timeout == "0") {
+  if (timeout == "0" && !timeout_again) {
     spdlog::warn(
         "wal_sender_timeout is 0: a dead floe connection holds the slot forever. Set "
         "it, e.g. ALTER SYSTEM SET wal_sender_timeout = '60s'; SELECT "
