@@ -116,6 +116,17 @@ def publish_and_commit_inside_the_window(run, pg, statement: str) -> None:
         blocker.commit()
 
 
+def publish_and_pause_before_the_second_chunk(run, pg, ms: int) -> None:
+    """Starts floe with chunks of two rows, adds `docs` to the publication and waits
+    until floe pauses for `ms` before its second chunk (`backfill.before-chunk`)."""
+    with_chunk_rows(run, 2)
+    run.start(env={"FLOE_FAILPOINT": f"backfill.before-chunk@2=sleep:{ms}"})
+    run.wait_streaming()
+    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+    run.wait_until(lambda: "failpoint backfill.before-chunk" in run.log_text(), 60,
+                   what="floe paused before the second chunk", interval=0.05)
+
+
 def backfill_records(run, table: str) -> list[tuple[int, dict]]:
     """(timestamp_ms, floe.backfill) of every snapshot of `table` that has one."""
     out = []
@@ -331,12 +342,7 @@ def test_a_key_moved_behind_the_backfill_keeps_its_unchanged_toast_value(
     the break-it pass)."""
     pg.execute(SETUP + DOCS.format(rows=6))
     run = floe(publication="pub", interval="300ms")
-    with_chunk_rows(run, 2)
-    run.start(env={"FLOE_FAILPOINT": "backfill.before-chunk@2=sleep:4000"})
-    run.wait_streaming()
-    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
-    run.wait_until(lambda: "failpoint backfill.before-chunk" in run.log_text(), 60,
-                   what="floe paused before the second chunk", interval=0.05)
+    publish_and_pause_before_the_second_chunk(run, pg, 4000)
     for statement in statements:
         pg.execute(statement)
     docs_end_to_end(run, pg, duckdb_con, moved_to)
@@ -445,12 +451,7 @@ def test_a_copy_again_during_a_backfill_ends_it(floe, pg, duckdb_con):
     pg.execute(SETUP + DOCS.format(rows=6) + "ALTER TABLE docs ADD COLUMN code text;"
                "UPDATE docs SET code = id::text;")
     run = floe(publication="pub", interval="300ms")
-    with_chunk_rows(run, 2)
-    run.start(env={"FLOE_FAILPOINT": "backfill.before-chunk@2=sleep:3000"})
-    run.wait_streaming()
-    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
-    run.wait_until(lambda: "failpoint backfill.before-chunk" in run.log_text(), 60,
-                   what="floe paused before the second chunk", interval=0.05)
+    publish_and_pause_before_the_second_chunk(run, pg, 3000)
     with pg.connect(autocommit=False) as c:
         c.execute("ALTER TABLE docs ALTER COLUMN code TYPE int USING code::int")
         c.execute("ALTER TABLE docs RENAME COLUMN n TO m")

@@ -12,18 +12,20 @@ Lsn ConfirmablePosition(const StreamProgress& progress) {
   return std::max(progress.delivered_end, progress.server_sent);
 }
 
+arrow::Status WaitForCommits(std::vector<std::future<arrow::Status>>* commits) {
+  arrow::Status failed;
+  for (auto& commit : *commits) {
+    arrow::Status st = commit.get();
+    if (!st.ok() && failed.ok()) failed = std::move(st);
+  }
+  return failed;
+}
+
 arrow::Result<Lsn> FinishCheckpoint(std::vector<std::future<arrow::Status>> commits,
                                     const std::function<arrow::Status()>& after_commits,
                                     const std::function<Lsn()>& position_now,
                                     Lsn confirmed, const PositionSink& sink) {
-  // Every commit is waited for, even after one failed: none may still be running
-  // when the pipeline reconnects and writes again.
-  arrow::Status failed;
-  for (auto& commit : commits) {
-    arrow::Status st = commit.get();
-    if (!st.ok() && failed.ok()) failed = std::move(st);
-  }
-  ARROW_RETURN_NOT_OK(failed);
+  ARROW_RETURN_NOT_OK(WaitForCommits(&commits));
   if (after_commits) ARROW_RETURN_NOT_OK(after_commits());
   const Lsn position = position_now();
   if (position <= confirmed) return confirmed;

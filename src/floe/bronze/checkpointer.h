@@ -36,6 +36,10 @@ struct StreamProgress {
 /// stream holds: its changes are in no table yet.
 Lsn ConfirmablePosition(const StreamProgress& progress);
 
+/// Waits for every one of `commits` (none may still run when the pipeline goes on
+/// or reconnects); the first failure, if any.
+arrow::Status WaitForCommits(std::vector<std::future<arrow::Status>>* commits);
+
 /// How a position becomes durable: recorded where a restart finds it (the catalog's
 /// namespace property), then confirmed to the source.
 struct PositionSink {

@@ -793,13 +793,14 @@ class Pipeline : public pg::ChangeSink {
   pg::ReplicationConnection* streaming_ = nullptr;
   /// The change stream reading streaming_ (null while not streaming).
   pg::ChangeStream* stream_ = nullptr;
-  /// The server's reported position, when the stream holds no transaction it read
-  /// but did not deliver; otherwise only what was delivered counts.
-  Lsn ServerPositionIfNothingHeld() const {
-    if (streaming_ == nullptr || (stream_ != nullptr && !stream_->holds_nothing())) {
-      return Lsn();
-    }
-    return streaming_->server_wal_end();
+  /// Where the stream is: every transaction committed before it was delivered
+  /// (ConfirmablePosition; what was delivered alone while not streaming).
+  Lsn StreamPassed() const {
+    if (streaming_ == nullptr) return last_end_lsn_;
+    return ConfirmablePosition(
+        {.delivered_end = last_end_lsn_,
+         .server_sent = streaming_->server_wal_end(),
+         .holds_transaction = stream_ != nullptr && !stream_->holds_nothing()});
   }
   std::map<pg::QualifiedName, std::unique_ptr<BronzeTable>> tables_;
   /// The table of each shape the stream delivered batches of (the shape is kept
@@ -2082,16 +2083,6 @@ std::future<arrow::Status> Pipeline::CommitAsync(TableAppender* appender, std::s
   });
 }
 
-// Waits for every commit; the first failure, if any.
-arrow::Status WaitAll(std::vector<std::future<arrow::Status>>* commits) {
-  arrow::Status failed;
-  for (auto& commit : *commits) {
-    arrow::Status st = commit.get();
-    if (!st.ok() && failed.ok()) failed = st;
-  }
-  return failed;
-}
-
 // Commits everything delivered so far, then confirms it to the server.
 arrow::Status Pipeline::Checkpoint(bool final) {
   // Writing and committing may take longer than the server's wal_sender_timeout (a
@@ -2137,9 +2128,8 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   // commits when only the progress moved).
   std::vector<TableAppender*> dirty;
   std::map<TableAppender*, std::string> progress;
-  // Where the stream is: every transaction committed before it was delivered (the
-  // position a checkpoint confirms).
-  Lsn passed = std::max(last_end_lsn_, ServerPositionIfNothingHeld());
+  // Where the stream is (the position a checkpoint confirms).
+  const Lsn passed = StreamPassed();
   // Tables whose copy again the stream has passed: committed even without rows, at
   // least at the copy's point.
   std::map<TableAppender*, Lsn> reached;
@@ -2230,13 +2220,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   };
   // Everything delivered is durable: confirm it (checkpointer.h). Not while the
   // initial copy runs without a stream.
-  auto position = [&] {
-    if (streaming_ == nullptr) return confirmed_;
-    return ConfirmablePosition(
-        {.delivered_end = last_end_lsn_,
-         .server_sent = streaming_->server_wal_end(),
-         .holds_transaction = stream_ != nullptr && !stream_->holds_nothing()});
-  };
+  auto position = [&] { return streaming_ == nullptr ? confirmed_ : StreamPassed(); };
   PositionSink sink;
   sink.record = [&](Lsn confirm) {
     return catalog_->UpdateNamespaceProperties(
@@ -2503,7 +2487,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
                                     return appender->CommitResettingLsn(at, summary);
                                   }));
   }
-  ARROW_RETURN_NOT_OK(WaitAll(&commits));
+  ARROW_RETURN_NOT_OK(WaitForCommits(&commits));
   for (BronzeTable* table : tables) {
     if (table->recopy_queued) {
       table->recopy_queued = false;
