@@ -101,19 +101,16 @@ def with_chunk_rows(run, n: int):
 
 
 def publish_and_commit_inside_the_window(run, pg, statement: str) -> None:
-    """Adds `docs` to the publication and runs `statement` (on docs: the body is not
-    sent) in a transaction that holds a lock the first chunk's SELECT waits for, its
-    snapshot already taken: the statement commits inside the chunk's window."""
-    with pg.connect(autocommit=False) as blocker:
-        pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
-        blocker.execute("LOCK TABLE docs IN ACCESS EXCLUSIVE MODE")
-        blocker.execute(statement)
-        # floe notices the table at its next publication check, emits the low
-        # watermark, takes the chunk's snapshot and waits for the lock.
-        run.wait_until(lambda: pg.execute(
-            "SELECT count(*) FROM pg_locks WHERE relation = 'docs'::regclass "
-            "AND NOT granted")[0][0] > 0, 30, what="the chunk's SELECT waiting")
-        blocker.commit()
+    """Starts floe with its first chunk pausing right after the chunk's snapshot
+    (`backfill.after-snapshot`), adds `docs` to the publication and runs `statement`
+    (on docs: the body is not sent) during the pause: it commits inside the chunk's
+    window, after its snapshot."""
+    run.start(env={"FLOE_FAILPOINT": "backfill.after-snapshot=sleep:3000"})
+    run.wait_streaming()
+    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+    run.wait_until(lambda: "failpoint backfill.after-snapshot" in run.log_text(), 60,
+                   what="the first chunk paused after its snapshot", interval=0.05)
+    pg.execute(statement)
 
 
 def publish_and_pause_before_the_second_chunk(run, pg, ms: int) -> None:
@@ -322,7 +319,6 @@ def test_a_key_changed_inside_the_window_keeps_its_unchanged_toast_value(
     key is now selected again with a later chunk."""
     pg.execute(SETUP + DOCS.format(rows=3))
     run = floe(publication="pub", interval="300ms")
-    run.start().wait_streaming()
     publish_and_commit_inside_the_window(run, pg, "UPDATE docs SET id = 1000 WHERE id = 2")
     docs_end_to_end(run, pg, duckdb_con, 1000)
 
@@ -424,7 +420,6 @@ def test_a_partial_update_inside_the_window_gets_its_key_selected_again(
           FROM generate_series(1, 3) d;
     """)
     run = floe(publication="pub", interval="300ms")
-    run.start().wait_streaming()
     publish_and_commit_inside_the_window(run, pg, "UPDATE docs SET n = n + 1 WHERE id = 2")
     run.wait_until(lambda: (latest_backfill(run, "public.docs") or {}).get("done"), 60,
                    what="the backfill of public.docs")
@@ -468,3 +463,53 @@ def test_a_copy_again_during_a_backfill_ends_it(floe, pg, duckdb_con):
     check_order("docs", rows)
     silver(run)
     check_silver(run, pg, duckdb_con, "public.docs", ["id"])
+
+
+@pytest.mark.parametrize("ddl", [
+    ["ALTER TABLE docs RENAME n TO tmp", "ALTER TABLE docs RENAME code TO n",
+     "ALTER TABLE docs RENAME tmp TO code"],
+    ["ALTER TABLE docs RENAME id TO doc_id", "UPDATE docs SET n = -1 WHERE doc_id = 5",
+     "ALTER TABLE docs RENAME doc_id TO \"doc.key\"",
+     "UPDATE docs SET n = -2 WHERE \"doc.key\" = 6"],
+], ids=["names-swapped-without-a-change", "key-renamed-twice-with-changes"])
+def test_columns_renamed_during_a_backfill_copy_the_table_again(floe, pg, duckdb_con,
+                                                                ddl):
+    """Renames between two chunks. Two columns swap names with no change to the table
+    (so the stream says nothing of it): the next chunk selected the columns by the
+    names Bronze knows and wrote each one's values under the other's name (2485 of
+    3000 rows in the break-it pass). Or the key column is renamed, twice, each time
+    with a change: the change's key was looked up under the old name, floe
+    reconnected, and after the second rename it reconnected for ever (break-it pass).
+    The chunk now reads the catalog's columns under its snapshot and, where they
+    differ from the stream's, the table is copied again; the key is found by its
+    place in the replica identity."""
+    pg.execute(SETUP + DOCS.format(rows=6) + "ALTER TABLE docs ADD COLUMN code int;"
+               "UPDATE docs SET code = -id;")
+    run = floe(publication="pub", interval="300ms")
+    with_chunk_rows(run, 2)
+    run.start(env={"FLOE_FAILPOINT": "backfill.before-chunk@2=sleep:3000"})
+    run.wait_streaming()
+    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+    run.wait_until(lambda: "failpoint backfill.before-chunk" in run.log_text(), 60,
+                   what="floe paused before the second chunk", interval=0.05)
+    with pg.connect(autocommit=False) as c:
+        for statement in ddl:
+            c.execute(statement)
+            if statement.startswith("UPDATE"):
+                c.commit()
+        c.commit()
+    run.wait_until(lambda: "its backfill ends with the copy" in run.log_text(), 60,
+                   what="the copy again to end the backfill")
+    run.wait_until(lambda: "floe.source.recopy-pending" not in
+                   run.load("public.docs").properties, 60, what="the copy to commit")
+    key = pg.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON "
+                     "a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
+                     "WHERE i.indrelid = 'docs'::regclass AND i.indisprimary")[0][0]
+    pg.execute(f'UPDATE docs SET body = body || \'!\' WHERE "{key}" = 1')
+    run.wait_until(lambda: any(r["cdc_op"] == "u" and r["body"] and r["body"].endswith("!")
+                               for r in run.rows_pyiceberg("public.docs")), 60,
+                   what="a later change in Bronze")
+    run.stop()
+    assert "reconnecting" not in run.log_text(), run.log_tail()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.docs", [key])

@@ -1432,6 +1432,57 @@ arrow::Status Pipeline::StartBackfill(BronzeTable* table,
   return arrow::Status::OK();
 }
 
+namespace {
+
+// How the catalog's replicated columns differ from `columns` (Bronze's view of the
+// table, from the stream): in order, the same names and types; empty when they do
+// not.
+std::string ColumnsDiffer(const std::vector<SourceColumn>& columns,
+                          const std::vector<pg::DescribedColumn>& catalog) {
+  std::string bronze_names, catalog_names;
+  for (const SourceColumn& c : columns) {
+    bronze_names += (bronze_names.empty() ? "" : ", ") + c.name;
+  }
+  for (const pg::DescribedColumn& c : catalog) {
+    catalog_names += (catalog_names.empty() ? "" : ", ") + c.name;
+  }
+  bool same = columns.size() == catalog.size();
+  for (size_t i = 0; same && i < columns.size(); ++i) {
+    same = columns[i].name == catalog[i].name &&
+           columns[i].type_oid == catalog[i].type_oid &&
+           columns[i].type_modifier == catalog[i].type_modifier;
+  }
+  if (same) return "";
+  return "the columns are (" + catalog_names + ") in the catalog, (" + bronze_names +
+         ") as the stream last described them";
+}
+
+// The backfill's key columns under the names `shape` gives them. A key column
+// renamed since the backfill started (or, after a restart, named otherwise in the
+// older changes the stream replays) is the shape's row-key column at its place, when
+// the key columns that kept their names confirm the order; otherwise the names as
+// they are (RowKeys then says which one the batch lacks).
+std::vector<std::string> KeyNamesIn(const pg::TableShape& shape, const Backfill& backfill) {
+  const pg::RelationInfo& relation = shape.relation;
+  const std::vector<std::string>& names = backfill.key_columns;
+  if (std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+        return relation.FindColumn(n) >= 0;
+      })) {
+    return names;
+  }
+  const std::vector<int> row_key = relation.row_key();
+  if (row_key.size() != names.size()) return names;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& at = relation.columns[static_cast<size_t>(row_key[i])].name;
+    if (relation.FindColumn(names[i]) >= 0 && names[i] != at) return names;
+    out.push_back(at);
+  }
+  return out;
+}
+
+}  // namespace
+
 arrow::Status Pipeline::IssueChunks() {
   for (auto& [name, backfill] : backfills_) {
     if (backfill->window || backfill->progress.done) continue;
@@ -1530,8 +1581,30 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   ARROW_RETURN_NOT_OK(
       sql.Query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
   size_t range_rows = 0;
+  // The catalog's columns differ from Bronze's (checked under the chunk's snapshot).
+  std::string moved;
   auto chunk = [&]() -> arrow::Result<std::pair<std::string, std::vector<pg::PgRow>>> {
+    // The lock before the snapshot: no column is renamed, retyped, added or dropped
+    // while the chunk is read, so the catalog the snapshot shows is the one its
+    // column names resolve in.
+    ARROW_RETURN_NOT_OK(
+        sql.Query("LOCK TABLE " + schema_q + "." + table_q + " IN ACCESS SHARE MODE")
+            .status());
     ARROW_ASSIGN_OR_RAISE(auto snap, sql.Query("SELECT pg_current_snapshot()::text"));
+    Failpoint("backfill.after-snapshot");  // the chunk's snapshot taken, no row read
+    // Selected by name, a chunk reads the columns Bronze knows under those names. A
+    // rename, a swap of names or a type change the stream has not delivered yet (it
+    // may not until the table's next change) would put values under the wrong
+    // field or type.
+    ARROW_ASSIGN_OR_RAISE(auto described,
+                          pg::DescribeTable(sql, table->source.schema,
+                                            table->source.table, config_.source.publication));
+    moved = ColumnsDiffer(columns, described ? described->Replicated()
+                                             : std::vector<pg::DescribedColumn>{});
+    if (!moved.empty()) {
+      ARROW_RETURN_NOT_OK(sql.Query("COMMIT").status());
+      return std::make_pair(std::string(), std::vector<pg::PgRow>{});
+    }
     ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(select, params));
     range_rows = rows.size();
     if (!reselect.empty()) {
@@ -1557,6 +1630,15 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
       return arrow::Status::OK();
     }
     return chunk.status();
+  }
+  if (!moved.empty()) {
+    // The table is copied again from the catalog's columns instead, which ends this
+    // backfill (CopyTables).
+    if (table->recopy_reason.empty()) {
+      table->recopy_reason = "during its backfill, before the stream delivered it: " + moved;
+    }
+    RecopyIfMoved(table);
+    return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(SnapshotXids snapshot, SnapshotXids::Parse(chunk->first));
   for (pg::TransactionId xid : backfill->recent_xids) {
@@ -1634,7 +1716,8 @@ arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionI
       return arrow::Status::OK();
     }
   }
-  ARROW_ASSIGN_OR_RAISE(auto keys, RowKeys(*changes.batch, backfill->key_columns));
+  ARROW_ASSIGN_OR_RAISE(auto keys,
+                        RowKeys(*changes.batch, KeyNamesIn(*changes.shape, *backfill)));
   for (int64_t i = 0; i < ops->length(); ++i) {
     const std::string_view op = ops->GetView(i);
     const bool sent_all = unchanged->IsNull(i) || unchanged->value_length(i) == 0;
@@ -1668,7 +1751,7 @@ void Pipeline::RetryPartialRows(Backfill* backfill, const pg::TableChanges& chan
   const std::vector<int> row_key = relation.row_key();
   // Where each backfill key column is in the partial rows' keys.
   std::vector<size_t> at;
-  for (const std::string& name : backfill->key_columns) {
+  for (const std::string& name : KeyNamesIn(*changes.shape, *backfill)) {
     const int column = relation.FindColumn(name);
     auto it = std::find(row_key.begin(), row_key.end(), column);
     if (column < 0 || it == row_key.end()) break;
