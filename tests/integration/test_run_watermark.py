@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import random
 import threading
 import time
 import traceback
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from floerun import check_order, floe, fold  # noqa: F401
+from test_maintenance import OLD, local, maint
 from test_silver import check_silver, silver
 
 SETUP = """
@@ -406,13 +409,96 @@ def test_backfill_table_on_request_backfills_a_held_table_again_while_streaming(
     assert "not a table of publication pub" in run.log_text()
 
 
+def backfill_killed_midway(run, pg) -> dict:
+    """Backfills `secrets` (2,000 keys `secret-NNNN`, chunks of 5) and SIGKILLs floe
+    before its 200th chunk, checkpoints having committed some chunks; returns the
+    last committed progress record."""
+    pg.execute(SETUP + """
+        CREATE TABLE secrets (k text PRIMARY KEY, v int);
+        INSERT INTO secrets SELECT 'secret-' || lpad(g::text, 4, '0'), g
+          FROM generate_series(1, 2000) g;
+    """)
+    with_chunk_rows(run, 5)
+    run.start(env={"FLOE_FAILPOINT": "backfill.before-chunk@200=sleep:600000"})
+    run.wait_streaming()
+    pg.execute("ALTER PUBLICATION pub ADD TABLE secrets")
+    run.wait_until(lambda: "failpoint backfill.before-chunk (hit 200)" in run.log_text(),
+                   120, what="the backfill to pause before its 200th chunk")
+    run.kill()
+    record = latest_backfill(run, "public.secrets")
+    assert record is not None and not record["done"] and 1 <= record["chunks"] < 200, \
+        record
+    return record
+
+
+def resume_and_check_every_key_read_once(run, pg, duckdb_con, record: dict) -> None:
+    run.start()
+    run.wait_until(lambda: (latest_backfill(run, "public.secrets") or {}).get("done"), 60,
+                   what="the backfill of public.secrets")
+    run.stop()
+    assert f"resuming its backfill after {record['chunks']} chunk(s)" in run.log_text()
+    rows = run.rows(duckdb_con, "public.secrets")
+    read = sorted(r["k"] for r in rows if r["cdc_op"] == "r")
+    assert read == [f"secret-{g:04d}" for g in range(1, 2001)], read[:3]
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.secrets", ["k"])
+
+
+def test_a_backfill_resumes_after_compaction_and_expiry_while_floe_is_stopped(
+        floe, pg, duckdb_con):
+    """Case 38 inside a backfill: floe stopped in the middle of one, `floe compact`
+    then `floe expire` keeping only the newest snapshot. The compaction's snapshot
+    carries the position, not the backfill's progress; the expired snapshots that
+    did must not make floe take the table for copied (rows never read)."""
+    run = floe(publication="pub", interval="200ms")
+    record = backfill_killed_midway(run, pg)
+    out = maint(run, "compact", "--table", "public.secrets", "--bronze-only")
+    assert "public.secrets" in out, out
+    maint(run, "expire", "--table", "public.secrets", "--older-than", "0s",
+          "--retain-last", "1")
+    resume_and_check_every_key_read_once(run, pg, duckdb_con, record)
+
+
+def test_backfill_progress_keeps_key_values_out_of_table_metadata(floe, pg, duckdb_con):
+    """#14 (h): the backfill's progress (the last key done, keys to select again)
+    was written into Bronze snapshot summaries, where anyone who may read table
+    metadata saw primary-key values. The summary now holds counts and names a file
+    beside the data files; floe killed mid-backfill resumes from that file (after
+    remove-orphans, which keeps it), and every key is read once."""
+    run = floe(publication="pub", interval="200ms")
+    record = backfill_killed_midway(run, pg)
+
+    def metadata_texts():
+        # Every metadata file holds every retained snapshot's summary.
+        table = run.load("public.secrets")
+        location = Path(local(table.metadata.location))
+        return table, [p.read_text() for p in (location / "metadata").glob("*.metadata.json")]
+    table, texts = metadata_texts()
+    # (the table's name is in them; its keys, `secret-NNNN`, must not be)
+    leaks = [t[max(0, t.find("secret-") - 200):t.find("secret-") + 50]
+             for t in texts if "secret-" in t]
+    assert texts and not leaks, leaks[:1]
+    keys_file = (table.current_snapshot().summary or {}).get("floe.backfill-keys")
+    assert keys_file and Path(local(keys_file)).is_file(), table.current_snapshot().summary
+    assert "secret-" in Path(local(keys_file)).read_text()
+    # remove-orphans (everything old enough) keeps the file the snapshot names.
+    for p in Path(local(table.metadata.location)).rglob("*"):
+        if p.is_file():
+            os.utime(p, (time.time() - OLD,) * 2)
+    maint(run, "remove-orphans")
+    assert Path(local(keys_file)).is_file()
+
+    resume_and_check_every_key_read_once(run, pg, duckdb_con, record)
+    assert not any("secret-" in t for t in metadata_texts()[1])
+
+
 def test_a_partial_update_inside_the_window_gets_its_key_selected_again(
         floe, pg, duckdb_con):
     """An update that leaves a TOASTed value unchanged (and so does not send it)
     commits inside a chunk's window, after the chunk's snapshot: it beats the chunk
     row, and since Bronze has no whole row of that key, the key is selected again
-    with a later chunk. Made deterministic by holding a lock the chunk's SELECT
-    waits for (its snapshot is already taken) while the update commits."""
+    with a later chunk. Made deterministic by pausing floe after the chunk's
+    snapshot (failpoint `backfill.after-snapshot`) while the update commits."""
     pg.execute(SETUP + """
         CREATE TABLE docs (id int PRIMARY KEY, body text, n int);
         INSERT INTO docs SELECT d, (SELECT string_agg(md5(random()::text || i || d), '')
@@ -486,12 +572,7 @@ def test_columns_renamed_during_a_backfill_copy_the_table_again(floe, pg, duckdb
     pg.execute(SETUP + DOCS.format(rows=6) + "ALTER TABLE docs ADD COLUMN code int;"
                "UPDATE docs SET code = -id;")
     run = floe(publication="pub", interval="300ms")
-    with_chunk_rows(run, 2)
-    run.start(env={"FLOE_FAILPOINT": "backfill.before-chunk@2=sleep:3000"})
-    run.wait_streaming()
-    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
-    run.wait_until(lambda: "failpoint backfill.before-chunk" in run.log_text(), 60,
-                   what="floe paused before the second chunk", interval=0.05)
+    publish_and_pause_before_the_second_chunk(run, pg, 3000)
     with pg.connect(autocommit=False) as c:
         for statement in ddl:
             c.execute(statement)

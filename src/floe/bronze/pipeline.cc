@@ -591,6 +591,10 @@ struct Backfill {
   std::optional<std::string> row_filter;
   BackfillProgress progress;
   std::string committed;
+  /// The file holding the keys of `keys_written` (a progress's ToJson()), which
+  /// the table's commits name while the keys stay the same (WriteBackfillKeys).
+  std::string keys_file;
+  std::string keys_written;
   /// The chunk in flight: its window, rows (text forms of `chunk_columns`) and
   /// whether it is the last one (fewer rows than asked for).
   std::optional<ChunkWindow> window;
@@ -1311,7 +1315,8 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
   if (!table->appender || !table->appender->has_snapshot()) return false;
   if (resnapshot_) return false;
   ARROW_ASSIGN_OR_RAISE(auto progress,
-                        BackfillProgressOf(table->appender->table().metadata()));
+                        BackfillProgressOf(table->appender->table().io(),
+                                           table->appender->table().metadata()));
   if (progress && !progress->done) {
     // A backfill the last run did not finish: carry on after its last chunk.
     ARROW_ASSIGN_OR_RAISE(auto key, KeyColumnsOf(table->source));
@@ -2210,7 +2215,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
   // backfilled records its progress in the same commit as the rows it covers (and
   // commits when only the progress moved).
   std::vector<TableAppender*> dirty;
-  std::map<TableAppender*, std::string> progress;
+  std::map<TableAppender*, ice::SummaryProperties> progress;
   // Where the stream is (the position a checkpoint confirms).
   const Lsn passed = StreamPassed();
   // Tables whose copy again the stream has passed: committed even without rows, at
@@ -2221,9 +2226,21 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     auto backfill = backfills_.find(name);
     bool moved = false;
     if (backfill != backfills_.end()) {
-      std::string json = backfill->second->progress.ToJson();
-      moved = json != backfill->second->committed;
-      progress[table->appender.get()] = std::move(json);
+      Backfill& b = *backfill->second;
+      std::string json = b.progress.ToJson();
+      moved = json != b.committed;
+      ice::SummaryProperties& summary = progress[table->appender.get()];
+      summary[lake::kBackfillSummaryKey] = b.progress.SummaryJson();
+      if (b.progress.has_keys()) {
+        if (json != b.keys_written) {
+          ice::Table& bronze = table->appender->table();
+          ARROW_ASSIGN_OR_RAISE(
+              b.keys_file,
+              WriteBackfillKeys(bronze.io(), bronze.metadata().location, b.progress));
+          b.keys_written = json;
+        }
+        summary[lake::kBackfillKeysSummaryKey] = b.keys_file;
+      }
     }
     // A copy again whose point the stream has now passed: the table commits (even
     // without rows), so that its commit LSN reaches the point, and Silver may merge.
@@ -2245,9 +2262,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     const auto copy = reached.find(appender);
     if (copy != reached.end()) lsn = std::max(lsn, copy->second);
     ice::SummaryProperties summary;
-    if (auto it = progress.find(appender); it != progress.end()) {
-      summary[lake::kBackfillSummaryKey] = it->second;
-    }
+    if (auto it = progress.find(appender); it != progress.end()) summary = it->second;
     const bool force = !summary.empty() || copy != reached.end();
     commits.push_back(
         CommitAsync(appender, TableLabel(appender), [appender, lsn, summary, force] {

@@ -6,11 +6,13 @@
 #include <arrow/array.h>
 #include <arrow/builder.h>
 #include <arrow/scalar.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "floe/bronze/table_appender.h"
 #include "floe/common/parse.h"
 #include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/source/postgres/type_mapping.h"
 
 namespace floe::bronze {
@@ -190,16 +192,24 @@ std::string BackfillProgress::ToJson() const {
   return j.dump();
 }
 
+std::string BackfillProgress::SummaryJson() const {
+  nlohmann::json j;
+  j["id"] = id;
+  j["done"] = done;
+  j["rows"] = rows;
+  j["chunks"] = chunks;
+  return j.dump();
+}
+
 arrow::Result<BackfillProgress> BackfillProgress::FromJson(const std::string& json) {
   auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) {
-    return arrow::Status::Invalid(lake::kBackfillSummaryKey,
-                                  " is not a JSON object: ", json);
+    return arrow::Status::Invalid(lake::kBackfillSummaryKey, " is not a JSON object");
   }
   try {
     BackfillProgress p;
     p.id = j.at("id").get<std::string>();
-    p.after = j.at("after").get<std::vector<std::string>>();
+    if (j.contains("after")) p.after = j.at("after").get<std::vector<std::string>>();
     if (j.contains("retry")) {
       p.retry = j.at("retry").get<std::vector<std::vector<std::string>>>();
     }
@@ -208,25 +218,50 @@ arrow::Result<BackfillProgress> BackfillProgress::FromJson(const std::string& js
     p.chunks = j.value("chunks", int64_t{0});
     return p;
   } catch (const nlohmann::json::exception& e) {
+    // The text is not quoted: an older summary, or a keys file, holds key values.
     return arrow::Status::Invalid(lake::kBackfillSummaryKey, " is malformed (", e.what(),
-                                  "): ", json);
+                                  ")");
   }
 }
 
+arrow::Result<std::string> WriteBackfillKeys(iceberg::FileIO& io,
+                                             const std::string& table_location,
+                                             const BackfillProgress& progress) {
+  const std::string location =
+      table_location + "/data/floe-backfill/" + iceberg::GenerateUuidV4() + ".json";
+  ARROW_RETURN_NOT_OK(
+      io.WriteAtomically(location, progress.ToJson(), /*exclusive=*/true));
+  return location;
+}
+
 arrow::Result<std::optional<BackfillProgress>> BackfillProgressOf(
-    const iceberg::TableMetadata& metadata) {
-  const iceberg::Snapshot* snapshot = metadata.CurrentSnapshot();
-  while (snapshot != nullptr) {
-    if (auto it = snapshot->summary.find(lake::kBackfillSummaryKey);
-        it != snapshot->summary.end()) {
-      ARROW_ASSIGN_OR_RAISE(auto progress, BackfillProgress::FromJson(it->second));
-      return std::optional<BackfillProgress>(std::move(progress));
-    }
-    if (snapshot->summary.contains(lake::kSnapshotLsnSummaryKey)) return std::nullopt;
-    if (!snapshot->parent_snapshot_id) break;
-    snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
+    iceberg::FileIO& io, const iceberg::TableMetadata& metadata) {
+  const iceberg::Snapshot* snapshot = lake::LatestBackfillRecord(metadata);
+  if (snapshot == nullptr) return std::nullopt;
+  ARROW_ASSIGN_OR_RAISE(
+      auto progress,
+      BackfillProgress::FromJson(snapshot->summary.at(lake::kBackfillSummaryKey)));
+  auto keys = snapshot->summary.find(lake::kBackfillKeysSummaryKey);
+  if (keys == snapshot->summary.end()) return std::optional<BackfillProgress>(progress);
+  ARROW_ASSIGN_OR_RAISE(bool exists, io.Exists(keys->second));
+  if (!exists) {
+    spdlog::warn(
+        "{}: the backfill's keys file {} is gone (removed by hand?); the backfill "
+        "starts again from the first key",
+        metadata.location, keys->second);
+    return std::optional<BackfillProgress>(progress);
   }
-  return std::nullopt;
+  ARROW_ASSIGN_OR_RAISE(std::string text, io.ReadAll(keys->second));
+  auto read = BackfillProgress::FromJson(text);
+  if (!read.ok() || read->id != progress.id || read->chunks != progress.chunks) {
+    return arrow::Status::Invalid(
+        "the backfill keys file ", keys->second, " does not match the snapshot's ",
+        lake::kBackfillSummaryKey, " (", progress.SummaryJson(),
+        "); remove it to start the backfill again from the first key");
+  }
+  progress.after = std::move(read->after);
+  progress.retry = std::move(read->retry);
+  return std::optional<BackfillProgress>(std::move(progress));
 }
 
 // ---------------------------------------------------------------------------

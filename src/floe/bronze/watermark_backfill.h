@@ -26,6 +26,7 @@
 
 #include "floe/bronze/bronze_schema.h"
 #include "floe/common/lsn.h"
+#include "floe/iceberg/file_io.h"
 #include "floe/iceberg/table_metadata.h"
 #include "floe/lake/keys.h"
 #include "floe/source/postgres/change_stream.h"
@@ -105,7 +106,11 @@ class ChunkWindow {
 arrow::Result<std::vector<std::string>> RowKeys(
     const arrow::RecordBatch& batch, const std::vector<std::string>& key_columns);
 
-/// A backfill's progress, as kept in lake::kBackfillSummaryKey.
+/// A backfill's progress. The snapshot summary (lake::kBackfillSummaryKey) holds
+/// SummaryJson(): counts only. Key values are the table's data, not metadata for
+/// anyone who may read the catalog: `after` and `retry` go to a file beside the
+/// table's data files (WriteBackfillKeys), which the summary names
+/// (lake::kBackfillKeysSummaryKey).
 struct BackfillProgress {
   /// Identifies one backfill of the table (a later backfill has another).
   std::string id;
@@ -121,15 +126,32 @@ struct BackfillProgress {
   int64_t rows = 0;    // `r` rows emitted so far
   int64_t chunks = 0;  // chunks done so far
 
+  /// Whether there are key values to keep (a file for them is written).
+  bool has_keys() const { return !done && (!after.empty() || !retry.empty()); }
+
+  /// Everything, keys included: the keys file, and the in-memory record of what
+  /// was committed.
   std::string ToJson() const;
+  /// Without `after` and `retry`: the snapshot summary's record.
+  std::string SummaryJson() const;
+  /// Either form (a summary written before keys moved to their own file has them).
   static arrow::Result<BackfillProgress> FromJson(const std::string& json);
   bool operator==(const BackfillProgress&) const = default;
 };
 
+/// Writes `progress`'s keys (ToJson()) to a new file under `table_location`'s data
+/// directory; returns its location, for lake::kBackfillKeysSummaryKey.
+arrow::Result<std::string> WriteBackfillKeys(iceberg::FileIO& io,
+                                             const std::string& table_location,
+                                             const BackfillProgress& progress);
+
 /// The progress on the latest snapshot of `metadata`'s ancestry that records a
 /// backfill, unless a full copy (`floe.snapshot-lsn`) came later; nullopt when none.
+/// Its keys are read from the file the snapshot names. A keys file that is gone
+/// (removed by hand) leaves them empty, with a warning: the backfill starts again
+/// from the first key, which re-reads rows but loses none.
 arrow::Result<std::optional<BackfillProgress>> BackfillProgressOf(
-    const iceberg::TableMetadata& metadata);
+    iceberg::FileIO& io, const iceberg::TableMetadata& metadata);
 
 /// Where `r` rows are placed in the change order: the high watermark's transaction.
 struct RowsPosition {

@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include <arrow/array.h>
 #include <arrow/builder.h>
 
 #include "floe/bronze/table_appender.h"
 #include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 
 namespace floe::bronze {
 namespace {
@@ -202,10 +206,10 @@ TEST(ChunkRows, BecomeSnapshotRowsInTheHighWatermarksTransaction) {
   EXPECT_TRUE(issues.empty());
 }
 
-TEST(BackfillProgress, RoundTripsAndIsFoundOnTheAncestry) {
+TEST(BackfillProgress, KeysGoToAFileTheSummaryNamesNotIntoTheSummary) {
   BackfillProgress p;
   p.id = "b1";
-  p.after = {"42", "x"};
+  p.after = {"42", "secret-key"};
   p.retry = {{"7", "a"}, {"9", "b"}};
   p.rows = 10;
   p.chunks = 2;
@@ -214,19 +218,91 @@ TEST(BackfillProgress, RoundTripsAndIsFoundOnTheAncestry) {
   EXPECT_EQ(*back, p);
   EXPECT_FALSE(BackfillProgress::FromJson("[]").ok());
   EXPECT_FALSE(BackfillProgress::FromJson(R"({"id":"x"})").ok());
+  // A malformed record's error does not repeat its text (it may hold key values).
+  auto bad = BackfillProgress::FromJson(R"({"id":"b","done":"secret-key"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().find("secret"), std::string::npos) << bad.status();
+  // The summary's record holds counts only.
+  const std::string summary = p.SummaryJson();
+  EXPECT_EQ(summary.find("42"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("secret"), std::string::npos) << summary;
+  auto counts = BackfillProgress::FromJson(summary);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_TRUE(counts->after.empty() && counts->retry.empty());
+  EXPECT_EQ(counts->chunks, 2);
+
+  const char* base = std::getenv("FLOE_TEST_TMPDIR");
+  const std::filesystem::path dir =
+      std::filesystem::path(base ? base
+                                 : std::filesystem::temp_directory_path().string()) /
+      "backfill_keys_test";
+  std::filesystem::remove_all(dir);
+  auto io = iceberg::MakeLocalFileIO();
+  auto keys = WriteBackfillKeys(*io, dir.string(), p);
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_TRUE(keys->starts_with(dir.string() + "/data/")) << *keys;
 
   iceberg::TableMetadata md;
+  md.location = dir.string();
   iceberg::Snapshot s1;
   s1.snapshot_id = 1;
-  s1.summary[lake::kBackfillSummaryKey] = p.ToJson();
+  s1.summary[lake::kBackfillSummaryKey] = summary;
+  s1.summary[lake::kBackfillKeysSummaryKey] = *keys;
   iceberg::Snapshot s2;
   s2.snapshot_id = 2;
   s2.parent_snapshot_id = 1;  // a compaction or other commit without the record
   md.snapshots = {s1, s2};
   md.current_snapshot_id = 2;
-  auto found = BackfillProgressOf(md);
+  auto found = BackfillProgressOf(*io, md);
   ASSERT_TRUE(found.ok()) << found.status();
   ASSERT_TRUE(found->has_value());
+  EXPECT_EQ(**found, p);
+
+  // Expiry removed the compaction between the record and the head (it keeps the
+  // record's snapshot while the backfill is unfinished): found all the same.
+  {
+    iceberg::TableMetadata gap = md;
+    gap.snapshots[0].sequence_number = 1;
+    iceberg::Snapshot head;
+    head.snapshot_id = 4;
+    head.parent_snapshot_id = 2;
+    head.sequence_number = 3;
+    gap.snapshots = {gap.snapshots[0], head};
+    gap.current_snapshot_id = 4;
+    EXPECT_EQ(lake::LatestBackfillRecord(gap), &gap.snapshots[0]);
+    EXPECT_TRUE(lake::BackfillUnfinished(gap.snapshots[0]));
+    found = BackfillProgressOf(*io, gap);
+    ASSERT_TRUE(found.ok()) << found.status();
+    ASSERT_TRUE(found->has_value());
+    EXPECT_EQ(**found, p);
+    BackfillProgress done = p;
+    done.done = true;
+    gap.snapshots[0].summary[lake::kBackfillSummaryKey] = done.SummaryJson();
+    EXPECT_FALSE(lake::BackfillUnfinished(gap.snapshots[0]));
+  }
+
+  // A keys file of another backfill (or another chunk) is refused.
+  BackfillProgress other = p;
+  other.chunks = 3;
+  md.snapshots[0].summary[lake::kBackfillKeysSummaryKey] =
+      *WriteBackfillKeys(*io, dir.string(), other);
+  found = BackfillProgressOf(*io, md);
+  EXPECT_FALSE(found.ok());
+
+  // A keys file that is gone: the backfill starts again from the first key.
+  md.snapshots[0].summary[lake::kBackfillKeysSummaryKey] =
+      dir.string() + "/data/gone.json";
+  found = BackfillProgressOf(*io, md);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_TRUE((*found)->after.empty() && (*found)->retry.empty());
+  EXPECT_EQ((*found)->id, "b1");
+
+  // A record written before the keys had their own file still resumes.
+  md.snapshots[0].summary.erase(lake::kBackfillKeysSummaryKey);
+  md.snapshots[0].summary[lake::kBackfillSummaryKey] = p.ToJson();
+  found = BackfillProgressOf(*io, md);
+  ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(**found, p);
 
   // A full copy after it supersedes the backfill.
@@ -236,9 +312,10 @@ TEST(BackfillProgress, RoundTripsAndIsFoundOnTheAncestry) {
   s3.summary[lake::kSnapshotLsnSummaryKey] = "99";
   md.snapshots.push_back(s3);
   md.current_snapshot_id = 3;
-  found = BackfillProgressOf(md);
+  found = BackfillProgressOf(*io, md);
   ASSERT_TRUE(found.ok());
   EXPECT_FALSE(found->has_value());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ arrow::Status CollectReachable(FileIO& io, const TableMetadata& metadata,
 
 std::vector<int64_t> SnapshotsToExpire(const TableMetadata& metadata,
                                        const ExpireSnapshotsOptions& options) {
-  std::set<int64_t> keep;
+  std::set<int64_t> keep = options.retain_snapshot_ids;
   const size_t retain = static_cast<size_t>(std::max<int32_t>(1, options.retain_last));
   for (const auto& [name, ref] : metadata.refs) {
     keep.insert(ref.snapshot_id);
@@ -137,7 +137,8 @@ arrow::Result<ExpireSnapshotsResult> ExpireSnapshots(
   return result;
 }
 
-arrow::Result<std::set<std::string>> ReferencedFiles(Table& table) {
+arrow::Result<std::set<std::string>> ReferencedFiles(
+    Table& table, const std::vector<std::string>& file_summary_keys) {
   FileIO& io = table.io();
   const TableMetadata& metadata = table.metadata();
 
@@ -155,6 +156,12 @@ arrow::Result<std::set<std::string>> ReferencedFiles(Table& table) {
           s["statistics-path"].is_string()) {
         referenced.insert(Normalize(s["statistics-path"].get<std::string>()));
       }
+    }
+  }
+  for (const Snapshot& snapshot : metadata.snapshots) {
+    for (const std::string& key : file_summary_keys) {
+      auto it = snapshot.summary.find(key);
+      if (it != snapshot.summary.end()) referenced.insert(Normalize(it->second));
     }
   }
   Reachable reachable;
@@ -199,7 +206,8 @@ arrow::Result<std::vector<std::string>> RemoveOrphanFiles(
   }
   ARROW_ASSIGN_OR_RAISE(auto listing, io.List(table.metadata().location));
   ARROW_RETURN_NOT_OK(table.Refresh());
-  ARROW_ASSIGN_OR_RAISE(std::set<std::string> referenced, ReferencedFiles(table));
+  ARROW_ASSIGN_OR_RAISE(std::set<std::string> referenced,
+                        ReferencedFiles(table, options.file_summary_keys));
   for (const auto& f : options.keep) referenced.insert(Normalize(f));
 
   std::vector<std::string> skip;

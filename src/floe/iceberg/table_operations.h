@@ -25,6 +25,8 @@ struct ExpireSnapshotsOptions {
   /// history that carries it is kept whatever its age (e.g. `floe.commit-lsn`, the
   /// position a restarted writer resumes from, read from the ancestry).
   std::vector<std::string> retain_summary_keys;
+  /// These snapshots are kept whatever their age.
+  std::set<int64_t> retain_snapshot_ids;
   /// Delete the files no remaining snapshot reaches.
   bool delete_files = true;
   CommitOptions commit;
@@ -63,12 +65,17 @@ struct RemoveOrphanFilesOptions {
   /// (ReferencedFiles), for a table whose location lies inside another's, where
   /// that table's metadata and data directories may be this one's.
   std::set<std::string> keep;
+  /// Snapshot summary properties whose value is a file of the table's (an engine's
+  /// own side file): the files retained snapshots name are referenced.
+  std::vector<std::string> file_summary_keys;
 };
 
 /// Every file `table`'s metadata references: its metadata files (current and in the
-/// log), statistics files, and every snapshot's manifest list, manifests, data and
-/// delete files. Locations without a `file:` scheme prefix.
-arrow::Result<std::set<std::string>> ReferencedFiles(Table& table);
+/// log), statistics files, every snapshot's manifest list, manifests, data and
+/// delete files, and the files its snapshots' summaries name under
+/// `file_summary_keys`. Locations without a `file:` scheme prefix.
+arrow::Result<std::set<std::string>> ReferencedFiles(
+    Table& table, const std::vector<std::string>& file_summary_keys = {});
 
 /// Lists every file under the table's location and deletes those that are older
 /// than the cutoff and referenced by nothing: not the current metadata file or one

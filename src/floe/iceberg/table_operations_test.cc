@@ -793,6 +793,25 @@ TEST_F(TableOperationsTest, OrphanRemovalLeavesFilesUnderASkippedPrefix) {
   EXPECT_FALSE(Exists(junk));
 }
 
+TEST_F(TableOperationsTest, OrphanRemovalKeepsTheFilesRetainedSnapshotsSummariesName) {
+  auto table = CreateTable();
+  const std::string side = Location() + "/data/side/kept.json";
+  const std::string junk = Location() + "/data/side/junk.json";
+  ASSERT_OK(io_->WriteAtomically(side, "{}", /*exclusive=*/true));
+  ASSERT_OK(io_->WriteAtomically(junk, "{}", /*exclusive=*/true));
+  ValueOrDie(table->AppendFiles({Write(*table, 0, 3)}, {{"engine.side-file", side}}));
+  RemoveOrphanFilesOptions options;
+  options.older_than_ms = CurrentTimeMs() + 60 * 1000;
+  options.file_summary_keys = {"engine.side-file"};
+  auto removed = ValueOrDie(RemoveOrphanFiles(*table, options));
+  EXPECT_EQ(removed, std::vector<std::string>{junk});
+  EXPECT_TRUE(Exists(side));
+  // Without the key named, the side file is an orphan like any other.
+  options.file_summary_keys.clear();
+  removed = ValueOrDie(RemoveOrphanFiles(*table, options));
+  EXPECT_EQ(removed, std::vector<std::string>{side});
+}
+
 TEST(LocationSegment, NoIdentifierNamesThisDirectoryOrItsParent) {
   EXPECT_EQ(LocationSegment("orders"), "orders");
   EXPECT_EQ(LocationSegment("."), "%2E");

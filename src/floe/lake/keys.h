@@ -30,6 +30,11 @@ inline constexpr char kSnapshotLsnSummaryKey[] = "floe.snapshot-lsn";
 /// A watermark backfill's progress (JSON, bronze::BackfillProgress), on every commit
 /// of the table while it is backfilled and on the one holding its last chunk.
 inline constexpr char kBackfillSummaryKey[] = "floe.backfill";
+/// Where that backfill's key values are (the last key done, keys to select again):
+/// a file beside the table's data files, as they are the table's data
+/// (bronze::WriteBackfillKeys). Present while a backfill has keys; remove-orphans
+/// keeps the files retained snapshots name.
+inline constexpr char kBackfillKeysSummaryKey[] = "floe.backfill-keys";
 
 // ---- Bronze table properties ------------------------------------------------------
 

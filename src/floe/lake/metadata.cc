@@ -1,5 +1,9 @@
 #include "floe/lake/metadata.h"
 
+#include <set>
+
+#include <nlohmann/json.hpp>
+
 #include "floe/common/parse.h"
 #include "floe/lake/keys.h"
 
@@ -16,6 +20,37 @@ Lsn CommittedLsnOf(const iceberg::TableMetadata& metadata) {
     snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
   }
   return Lsn();
+}
+
+const iceberg::Snapshot* LatestBackfillRecord(const iceberg::TableMetadata& metadata) {
+  const iceberg::Snapshot* snapshot = metadata.CurrentSnapshot();
+  std::set<int64_t> seen;  // guards against a (corrupt) cycle
+  while (snapshot != nullptr && seen.insert(snapshot->snapshot_id).second) {
+    if (snapshot->summary.contains(kBackfillSummaryKey)) return snapshot;
+    if (snapshot->summary.contains(kSnapshotLsnSummaryKey)) return nullptr;
+    if (!snapshot->parent_snapshot_id) return nullptr;
+    const iceberg::Snapshot* parent =
+        metadata.FindSnapshot(*snapshot->parent_snapshot_id);
+    if (parent == nullptr) {
+      // Expired: the newest snapshot older than this one.
+      for (const iceberg::Snapshot& s : metadata.snapshots) {
+        if (s.sequence_number < snapshot->sequence_number &&
+            (parent == nullptr || s.sequence_number > parent->sequence_number)) {
+          parent = &s;
+        }
+      }
+    }
+    snapshot = parent;
+  }
+  return nullptr;
+}
+
+bool BackfillUnfinished(const iceberg::Snapshot& snapshot) {
+  auto it = snapshot.summary.find(kBackfillSummaryKey);
+  if (it == snapshot.summary.end()) return false;
+  auto j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("done") || !j["done"].is_boolean()) return true;
+  return !j["done"].get<bool>();
 }
 
 }  // namespace floe::lake

@@ -11,4 +11,16 @@ namespace floe::lake {
 /// source transaction at or below it is in the Bronze table.
 Lsn CommittedLsnOf(const iceberg::TableMetadata& metadata);
 
+/// The snapshot holding a Bronze table's latest watermark-backfill record
+/// (kBackfillSummaryKey): the first snapshot back from the current one that carries
+/// it, unless one carrying a full copy (kSnapshotLsnSummaryKey) comes first; null
+/// when none. Where expiry removed a parent, the walk goes on with the newest
+/// remaining snapshot older than it (`floe expire` keeps the snapshot of an
+/// unfinished backfill, not the compactions between it and the head).
+const iceberg::Snapshot* LatestBackfillRecord(const iceberg::TableMetadata& metadata);
+
+/// Whether `snapshot`'s backfill record says the backfill goes on (`"done": false`,
+/// or a record that cannot be read: kept, to be reported when floe resumes).
+bool BackfillUnfinished(const iceberg::Snapshot& snapshot);
+
 }  // namespace floe::lake

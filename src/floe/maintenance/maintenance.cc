@@ -23,6 +23,7 @@
 #include "floe/iceberg/table_operations.h"
 #include "floe/lake/catalog.h"
 #include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/silver/merge.h"
 #include "floe/silver/silver.h"
 
@@ -721,6 +722,14 @@ arrow::Result<std::vector<TableReport>> ExpireService(const config::PipelineConf
     expire.retain_last = std::max<int32_t>(1, options.retain_last);
     expire.retain_summary_keys = {is_silver ? lake::kWatermarkSummaryKey
                                             : lake::kCommitLsnSummaryKey};
+    if (!is_silver) {
+      // An unfinished watermark backfill resumes from its record (compactions since
+      // do not carry it).
+      const ice::Snapshot* backfill = lake::LatestBackfillRecord(table.metadata());
+      if (backfill != nullptr && lake::BackfillUnfinished(*backfill)) {
+        expire.retain_snapshot_ids.insert(backfill->snapshot_id);
+      }
+    }
     ARROW_ASSIGN_OR_RAISE(auto r, ice::ExpireSnapshots(table, expire));
     return "expired " + std::to_string(r.expired_snapshot_ids.size()) +
            " snapshot(s), " + std::to_string(table.metadata().snapshots.size()) +
@@ -764,6 +773,7 @@ arrow::Result<std::vector<TableReport>> RemoveOrphansService(
     ice::RemoveOrphanFilesOptions remove;
     remove.older_than_ms = now - options.older_than_ms;
     remove.dry_run = options.dry_run;
+    remove.file_summary_keys = {lake::kBackfillKeysSummaryKey};
     const std::string own = table.metadata().location;
     for (const auto& [id, loc] : located) {
       if (id == table.identifier()) continue;
@@ -771,7 +781,8 @@ arrow::Result<std::vector<TableReport>> RemoveOrphansService(
       if (loc == own || own.starts_with(loc + "/")) {
         ARROW_ASSIGN_OR_RAISE(auto other,
                               ice::Table::Load(opened.catalog.get(), opened.io, id));
-        ARROW_ASSIGN_OR_RAISE(auto referenced, ice::ReferencedFiles(*other));
+        ARROW_ASSIGN_OR_RAISE(auto referenced,
+                              ice::ReferencedFiles(*other, remove.file_summary_keys));
         remove.keep.insert(referenced.begin(), referenced.end());
       }
     }
