@@ -551,28 +551,36 @@ def test_a_copy_again_during_a_backfill_ends_it(floe, pg, duckdb_con):
     check_silver(run, pg, duckdb_con, "public.docs", ["id"])
 
 
-@pytest.mark.parametrize("ddl", [
-    ["ALTER TABLE docs RENAME n TO tmp", "ALTER TABLE docs RENAME code TO n",
-     "ALTER TABLE docs RENAME tmp TO code"],
-    ["ALTER TABLE docs RENAME id TO doc_id", "UPDATE docs SET n = -1 WHERE doc_id = 5",
-     "ALTER TABLE docs RENAME doc_id TO \"doc.key\"",
-     "UPDATE docs SET n = -2 WHERE \"doc.key\" = 6"],
+@pytest.mark.parametrize("pause,ddl", [
+    ("backfill.before-chunk",
+     ["ALTER TABLE docs RENAME n TO tmp", "ALTER TABLE docs RENAME code TO n",
+      "ALTER TABLE docs RENAME tmp TO code"]),
+    ("backfill.before-high-watermark",
+     ["ALTER TABLE docs RENAME id TO doc_id", "UPDATE docs SET n = -1 WHERE doc_id = 5",
+      "ALTER TABLE docs RENAME doc_id TO \"doc.key\"",
+      "UPDATE docs SET n = -2 WHERE \"doc.key\" = 6"]),
 ], ids=["names-swapped-without-a-change", "key-renamed-twice-with-changes"])
 def test_columns_renamed_during_a_backfill_copy_the_table_again(floe, pg, duckdb_con,
-                                                                ddl):
-    """Renames between two chunks. Two columns swap names with no change to the table
-    (so the stream says nothing of it): the next chunk selected the columns by the
-    names Bronze knows and wrote each one's values under the other's name (2485 of
-    3000 rows in the break-it pass). Or the key column is renamed, twice, each time
-    with a change: the change's key was looked up under the old name, floe
-    reconnected, and after the second rename it reconnected for ever (break-it pass).
-    The chunk now reads the catalog's columns under its snapshot and, where they
-    differ from the stream's, the table is copied again; the key is found by its
-    place in the replica identity."""
+                                                                pause, ddl):
+    """Renames during a backfill. Two columns swap names between two chunks with no
+    change to the table (so the stream says nothing of it): the next chunk selected
+    the columns by the names Bronze knows and wrote each one's values under the
+    other's name (2485 of 3000 rows in the break-it pass). Or the key column is
+    renamed twice, each time with a change, inside a chunk's window (after its read,
+    before its high watermark): the changes' keys were looked up under the old name,
+    and floe reconnected for ever (break-it pass). The chunk now reads the catalog's
+    columns under its snapshot and, where they differ from the stream's, the table
+    is copied again; a change's key is found by its place in the replica identity
+    (the next chunk, selecting by the old key name, asks for the copy again)."""
     pg.execute(SETUP + DOCS.format(rows=6) + "ALTER TABLE docs ADD COLUMN code int;"
                "UPDATE docs SET code = -id;")
     run = floe(publication="pub", interval="300ms")
-    publish_and_pause_before_the_second_chunk(run, pg, 3000)
+    with_chunk_rows(run, 2)
+    run.start(env={"FLOE_FAILPOINT": f"{pause}@2=sleep:3000"})
+    run.wait_streaming()
+    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+    run.wait_until(lambda: f"failpoint {pause}" in run.log_text(), 60,
+                   what=f"floe paused at {pause} of the second chunk", interval=0.05)
     with pg.connect(autocommit=False) as c:
         for statement in ddl:
             c.execute(statement)

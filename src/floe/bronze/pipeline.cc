@@ -1681,6 +1681,8 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   backfill->chunk_rows = std::move(rows);
   backfill->chunk_columns = std::move(columns);
   backfill->window.emplace(table_name, mark.chunk, std::move(snapshot), std::move(keys));
+  // The chunk read and its transaction ended, its high watermark not yet emitted.
+  Failpoint("backfill.before-high-watermark");
   mark.kind = Watermark::Kind::kHigh;
   ARROW_RETURN_NOT_OK(
       sql.Query(emit, {std::string(lake::kWatermarkPrefix), mark.ToContent()}).status());
