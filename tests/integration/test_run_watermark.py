@@ -490,6 +490,10 @@ def test_backfill_progress_keeps_key_values_out_of_table_metadata(floe, pg, duck
 
     resume_and_check_every_key_read_once(run, pg, duckdb_con, record)
     assert not any("secret-" in t for t in metadata_texts()[1])
+    # A keys file is deleted once a later commit supersedes it, the last one when
+    # the backfill is done (the kill came between checkpoints: none was left over).
+    left = list((Path(local(table.metadata.location)) / "data" / "floe-backfill").glob("*"))
+    assert left == [], left
 
 
 def test_a_partial_update_inside_the_window_gets_its_key_selected_again(

@@ -41,6 +41,7 @@
 #include "floe/iceberg/table.h"
 #include "floe/lake/catalog.h"
 #include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/metrics/http_server.h"
 #include "floe/metrics/registry.h"
 #include "floe/source/postgres/change_stream.h"
@@ -595,6 +596,9 @@ struct Backfill {
   /// the table's commits name while the keys stay the same (WriteBackfillKeys).
   std::string keys_file;
   std::string keys_written;
+  /// The keys file the table's last commit named: deleted once a later commit
+  /// names another (or the backfill is done), as only the latest record is read.
+  std::string keys_committed_file;
   /// The chunk in flight: its window, rows (text forms of `chunk_columns`) and
   /// whether it is the last one (fewer rows than asked for).
   std::optional<ChunkWindow> window;
@@ -1331,6 +1335,13 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
     const std::string committed = progress->ToJson();
     ARROW_RETURN_NOT_OK(
         StartBackfill(table, std::move(key), std::move(*progress), committed));
+    if (const ice::Snapshot* record =
+            lake::LatestBackfillRecord(table->appender->table().metadata())) {
+      auto keys = record->summary.find(lake::kBackfillKeysSummaryKey);
+      if (keys != record->summary.end()) {
+        backfills_[table->source]->keys_committed_file = keys->second;
+      }
+    }
     return true;
   }
   copied_.insert(table->source);
@@ -2296,6 +2307,17 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     for (auto it = backfills_.begin(); it != backfills_.end();) {
       Backfill& backfill = *it->second;
       backfill.committed = backfill.progress.ToJson();
+      const std::string keys =
+          backfill.progress.has_keys() ? backfill.keys_file : std::string();
+      if (!backfill.keys_committed_file.empty() && backfill.keys_committed_file != keys) {
+        // Superseded: no later run reads it (a failed delete leaves an orphan).
+        const arrow::Status deleted =
+            backfill.table->appender->table().io().Delete(backfill.keys_committed_file);
+        if (!deleted.ok()) {
+          spdlog::debug("{}: {}", backfill.keys_committed_file, deleted.ToString());
+        }
+      }
+      backfill.keys_committed_file = keys;
       if (backfill.progress.done) {
         spdlog::info("backfilled {}: {} row(s) in {} chunk(s), {} s",
                      SourceName(it->first), backfill.progress.rows,
