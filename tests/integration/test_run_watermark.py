@@ -414,8 +414,9 @@ def backfill_killed_midway(run, pg) -> dict:
     before its 200th chunk, checkpoints having committed some chunks; returns the
     last committed progress record."""
     pg.execute(SETUP + """
-        CREATE TABLE secrets (k text PRIMARY KEY, v int);
-        INSERT INTO secrets SELECT 'secret-' || lpad(g::text, 4, '0'), g
+        CREATE TABLE secrets (k text PRIMARY KEY, v int, alt text NOT NULL UNIQUE);
+        INSERT INTO secrets SELECT 'secret-' || lpad(g::text, 4, '0'), g,
+                                   'secret-' || lpad((2001 - g)::text, 4, '0')
           FROM generate_series(1, 2000) g;
     """)
     with_chunk_rows(run, 5)
@@ -457,6 +458,36 @@ def test_a_backfill_resumes_after_compaction_and_expiry_while_floe_is_stopped(
     maint(run, "expire", "--table", "public.secrets", "--older-than", "0s",
           "--retain-last", "1")
     resume_and_check_every_key_read_once(run, pg, duckdb_con, record)
+
+
+def test_a_backfill_whose_table_got_another_key_while_floe_was_stopped_copies_again(
+        floe, pg, duckdb_con):
+    """floe SIGKILLed in the middle of a backfill by `k`; while it is down the table's
+    primary key becomes `alt` (no row changes, so the stream brings nothing of the
+    rows). floe resumed after the last `k` done as if it were an `alt` value, which
+    skipped the rows whose `alt` sorts before it and that no chunk had read (930 of
+    2,000), and recorded the backfill done; the key check that runs every few
+    seconds then copied the table again, so nothing was lost in the end, but Bronze
+    said "done" without those rows until then. The table is now copied again at
+    once, with no backfill."""
+    run = floe(publication="pub", interval="200ms")
+    backfill_killed_midway(run, pg)
+    pg.execute("ALTER TABLE secrets DROP CONSTRAINT secrets_pkey, "
+               "ADD PRIMARY KEY (alt)")
+    run.start()
+    run.wait_until(lambda: any((snap.summary or {}).get("floe.snapshot-lsn") is not None
+                               for snap in run.load("public.secrets").snapshots()), 60,
+                   what="the copy again of public.secrets")
+    run.stop()
+    rows = run.rows(duckdb_con, "public.secrets")
+    read = {r["k"] for r in rows if r["cdc_op"] == "r"}
+    missing = {f"secret-{g:04d}" for g in range(1, 2001)} - read
+    assert not missing, f"{len(missing)} key(s) never read: {sorted(missing)[:3]}"
+    log = run.log_text()
+    assert "the table is copied again instead" in log
+    assert "resuming its backfill" not in log and log.count("backfill done") == 0, log
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.secrets", ["alt"])
 
 
 def test_backfill_progress_keeps_key_values_out_of_table_metadata(floe, pg, duckdb_con):

@@ -1330,6 +1330,20 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
                    "index any more, so the backfill cannot resume. Give it one, or "
                    "run floe run --resnapshot <config> to copy every table again");
     }
+    bool same_key = progress->key_columns.empty() || progress->key_columns == key;
+    same_key =
+        same_key && (progress->after.empty() || progress->after.size() == key.size());
+    for (const auto& k : progress->retry) same_key = same_key && k.size() == key.size();
+    if (!same_key) {
+      // The last key done is a value of other columns: going on after it skipped
+      // rows. The table is copied again instead (which Silver, whose key changed
+      // too, waits for).
+      spdlog::warn(
+          "{}: its key columns are not the ones its unfinished backfill went "
+          "by; the table is copied again instead",
+          SourceName(table->source));
+      return false;
+    }
     spdlog::info("{}: resuming its backfill after {} chunk(s), {} row(s)",
                  SourceName(table->source), progress->chunks, progress->rows);
     const std::string committed = progress->ToJson();
@@ -1443,6 +1457,7 @@ arrow::Status Pipeline::StartBackfill(BronzeTable* table,
   backfill->table = table;
   backfill->key_columns = std::move(key_columns);
   backfill->progress = std::move(progress);
+  backfill->progress.key_columns = backfill->key_columns;
   backfill->committed = std::move(committed);
   backfills_[table->source] = std::move(backfill);
   return arrow::Status::OK();

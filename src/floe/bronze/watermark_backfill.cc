@@ -186,6 +186,7 @@ std::string BackfillProgress::ToJson() const {
   j["id"] = id;
   j["after"] = after;
   if (!retry.empty()) j["retry"] = retry;
+  if (!key_columns.empty()) j["key_columns"] = key_columns;
   j["done"] = done;
   j["rows"] = rows;
   j["chunks"] = chunks;
@@ -212,6 +213,9 @@ arrow::Result<BackfillProgress> BackfillProgress::FromJson(const std::string& js
     if (j.contains("after")) p.after = j.at("after").get<std::vector<std::string>>();
     if (j.contains("retry")) {
       p.retry = j.at("retry").get<std::vector<std::vector<std::string>>>();
+    }
+    if (j.contains("key_columns")) {
+      p.key_columns = j.at("key_columns").get<std::vector<std::string>>();
     }
     p.done = j.at("done").get<bool>();
     p.rows = j.value("rows", int64_t{0});
@@ -254,13 +258,18 @@ arrow::Result<std::optional<BackfillProgress>> BackfillProgressOf(
   ARROW_ASSIGN_OR_RAISE(std::string text, io.ReadAll(keys->second));
   auto read = BackfillProgress::FromJson(text);
   if (!read.ok() || read->id != progress.id || read->chunks != progress.chunks) {
-    return arrow::Status::Invalid(
-        "the backfill keys file ", keys->second, " does not match the snapshot's ",
-        lake::kBackfillSummaryKey, " (", progress.SummaryJson(),
-        "); remove it to start the backfill again from the first key");
+    // Damaged, or not this record's: the keys cannot be trusted, and the table's
+    // rows are all still in the source.
+    spdlog::warn(
+        "{}: the backfill's keys file {} is unreadable or does not match the "
+        "snapshot's {} ({}); the backfill starts again from the first key",
+        metadata.location, keys->second, lake::kBackfillSummaryKey,
+        progress.SummaryJson());
+    return std::optional<BackfillProgress>(progress);
   }
   progress.after = std::move(read->after);
   progress.retry = std::move(read->retry);
+  progress.key_columns = std::move(read->key_columns);
   return std::optional<BackfillProgress>(std::move(progress));
 }
 

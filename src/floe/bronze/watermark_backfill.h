@@ -122,6 +122,10 @@ struct BackfillProgress {
   /// Bronze held no whole row of the key: they are selected again with a later
   /// chunk, until a window passes without such an update.
   std::vector<std::vector<std::string>> retry;
+  /// The key columns `after` and `retry` are values of (empty in records written
+  /// before they were kept): a resumed backfill whose table has another key now
+  /// starts again from the first key.
+  std::vector<std::string> key_columns;
   bool done = false;
   int64_t rows = 0;    // `r` rows emitted so far
   int64_t chunks = 0;  // chunks done so far
@@ -148,8 +152,9 @@ arrow::Result<std::string> WriteBackfillKeys(iceberg::FileIO& io,
 /// The progress on the latest snapshot of `metadata`'s ancestry that records a
 /// backfill, unless a full copy (`floe.snapshot-lsn`) came later; nullopt when none.
 /// Its keys are read from the file the snapshot names. A keys file that is gone
-/// (removed by hand) leaves them empty, with a warning: the backfill starts again
-/// from the first key, which re-reads rows but loses none.
+/// (removed by hand), unreadable or of another record leaves them empty, with a
+/// warning: the backfill starts again from the first key, which re-reads rows but
+/// loses none.
 arrow::Result<std::optional<BackfillProgress>> BackfillProgressOf(
     iceberg::FileIO& io, const iceberg::TableMetadata& metadata);
 

@@ -281,13 +281,26 @@ TEST(BackfillProgress, KeysGoToAFileTheSummaryNamesNotIntoTheSummary) {
     EXPECT_FALSE(lake::BackfillUnfinished(gap.snapshots[0]));
   }
 
-  // A keys file of another backfill (or another chunk) is refused.
+  // A keys file of another backfill (or another chunk), or a damaged one: the
+  // backfill starts again from the first key (break-it pass: floe retried for ever).
   BackfillProgress other = p;
   other.chunks = 3;
-  md.snapshots[0].summary[lake::kBackfillKeysSummaryKey] =
-      *WriteBackfillKeys(*io, dir.string(), other);
-  found = BackfillProgressOf(*io, md);
-  EXPECT_FALSE(found.ok());
+  const std::string damaged = dir.string() + "/data/damaged.json";
+  ASSERT_TRUE(io->WriteAtomically(damaged, "{not json", /*exclusive=*/true).ok());
+  const std::string nulls = dir.string() + "/data/nulls.json";
+  ASSERT_TRUE(io->WriteAtomically(nulls,
+                                  R"({"id":"b1","after":[null],"done":false,"chunks":2})",
+                                  /*exclusive=*/true)
+                  .ok());
+  for (const std::string& file :
+       {*WriteBackfillKeys(*io, dir.string(), other), damaged, nulls}) {
+    md.snapshots[0].summary[lake::kBackfillKeysSummaryKey] = file;
+    found = BackfillProgressOf(*io, md);
+    ASSERT_TRUE(found.ok()) << file << ": " << found.status();
+    ASSERT_TRUE(found->has_value());
+    EXPECT_TRUE((*found)->after.empty() && (*found)->retry.empty()) << file;
+    EXPECT_EQ((*found)->chunks, 2);
+  }
 
   // A keys file that is gone: the backfill starts again from the first key.
   md.snapshots[0].summary[lake::kBackfillKeysSummaryKey] =
