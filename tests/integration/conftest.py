@@ -114,12 +114,7 @@ def pg(pg_cluster: PgCluster):
     try:
         yield db
     finally:
-        with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
-            # Slots pin WAL and block DROP DATABASE: remove this database's first.
-            admin.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE database = %s AND NOT active", (name,))
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        pg_cluster.drop_database(name)
 
 
 @pytest.fixture

@@ -464,8 +464,10 @@ class SchemaGen:
             tables.append(self.table("int", toast=False, schema="public", partitioned=True))
         if "schema_dots" in self.features:
             t = self.table(rng.choice(["int", "text"]), toast=False, schema="odd.schema")
-            t.naming_override = (("bronze", SERVICE, "odd_schema", t.name.replace(".", "_")),
-                                 ("silver", SERVICE, "odd_schema", t.name.replace(".", "_")))
+            # the override's own names kept plain: the case is the dotted schema
+            plain = "".join(c if c.isascii() and c.isalnum() else "_" for c in t.name.lower())
+            t.naming_override = (("bronze", SERVICE, "odd_schema", plain),
+                                 ("silver", SERVICE, "odd_schema", plain))
             tables.append(t)
         return tables
 
@@ -1561,7 +1563,9 @@ class Seed:
         if overrides:
             extra += "naming:\n  tables:\n"
             for t in overrides:
-                key = f'"{t.schema}"."{t.name}"'.replace("'", "''")
+                quoted = ".".join('"' + part.replace('"', '""') + '"'
+                                  for part in (t.schema, t.name))
+                key = quoted.replace("'", "''")  # inside a single-quoted YAML scalar
                 extra += (f"    '{key}':\n      bronze: {'.'.join(t.naming_override[0])}\n"
                           f"      silver: {'.'.join(t.naming_override[1])}\n")
         self.run = FloeRun(self.floe_bin, self.pg, self.base / "floe", service=SERVICE,
@@ -2254,10 +2258,7 @@ def soak(seconds: float, seeds: list[int] | None = None) -> int:
             done.append(stats)
             print(stats.line(), flush=True)
             shutil.rmtree(base, ignore_errors=True)
-            with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
-                admin.execute("SELECT pg_drop_replication_slot(slot_name) FROM "
-                              "pg_replication_slots WHERE database = %s AND NOT active", (db,))
-                admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+            cluster.drop_database(db)
     finally:
         con.close()
         cluster.destroy()

@@ -206,6 +206,34 @@ class PgCluster:
             shutil.rmtree(self.base, ignore_errors=True)
             self.base = None
 
+    def drop_database(self, name: str, timeout: float = 30) -> None:
+        """Drops a database and its replication slots. A slot still active (the
+        walsender of a floe just killed has not exited yet, slower on a loaded machine)
+        blocks DROP DATABASE, and a slot left behind makes every later test's slot of the
+        same name fail ("was not created in this database"): end its walsender first."""
+        import psycopg  # the tests' dependency; pgcluster itself runs without it
+        with psycopg.connect(self.dsn(), autocommit=True) as admin:
+            deadline = time.monotonic() + timeout
+            while True:
+                slots = admin.execute(
+                    "SELECT slot_name, active_pid FROM pg_replication_slots "
+                    "WHERE database = %s", (name,)).fetchall()
+                if not slots:
+                    break
+                for slot, pid in slots:
+                    try:
+                        if pid is not None:
+                            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                        else:
+                            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                    except psycopg.errors.ObjectInUse:
+                        pass  # became active again in between: next round
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"slots of {name} still there after {timeout}s: "
+                                         f"{slots}")
+                time.sleep(0.1)
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
     def __enter__(self) -> "PgCluster":
         return self.start()
 
