@@ -697,6 +697,45 @@ def test_postgres_restart_mid_stream_floe_reconnects_and_loses_nothing(
         [("c", i, f"v{i}") for i in range(1, 101)] + [("u", 1, "after restart")]
 
 
+def test_an_error_a_reconnect_cannot_fix_stops_floe_instead_of_looping(
+        floe, pg, duckdb_con):
+    """One error policy (issue 15, item 3): a Postgres restart is reconnected (test
+    above); Bronze metadata floe cannot read fails the same way at every reconnect, so
+    `floe run` stops with exit code 1 and the cause instead of retrying for ever with
+    backoff. Nothing is lost: the slot stays where it was, and once the file is
+    repaired the change made meanwhile reaches Bronze."""
+    pg.execute("CREATE TABLE acc (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO acc SELECT g, 'v' || g FROM generate_series(1, 10) g")
+    run = floe()
+    run.start().wait_streaming()
+    wait_rows(run, duckdb_con, "public.acc", 10)
+    run.stop()
+    confirmed = run.slot_confirmed_flush()
+    path = run.metadata_path("public.acc")
+    with open(path, "rb") as f:
+        good = f.read()
+    with open(path, "w") as f:
+        f.write("{not json")
+    pg.execute("INSERT INTO acc VALUES (11, 'while the metadata was broken')")
+
+    run.start()
+    assert run.wait_exit(120) == 1, run.log_tail()
+    this_start = run.log_text().rsplit("===== floe run start", 1)[-1]
+    assert "table metadata is not valid JSON" in this_start, run.log_tail()
+    assert path in this_start, run.log_tail()  # names the file to repair
+    assert "reconnecting" not in this_start, run.log_tail()
+    assert run.slot_confirmed_flush() == confirmed
+
+    with open(path, "wb") as f:
+        f.write(good)
+    run.start().wait_streaming()
+    wait_rows(run, duckdb_con, "public.acc", 11)
+    run.stop()
+    rows = stopped_rows(run, duckdb_con, "public.acc")
+    assert events(rows[-1:], "id", "v") == [("c", 11, "while the metadata was broken")]
+    assert len(rows) == 11
+
+
 def test_discovery_of_a_table_added_to_the_publication(floe, pg, duckdb_con):
     pg.execute("""
         CREATE TABLE a (id int PRIMARY KEY);

@@ -31,6 +31,7 @@
 #include "floe/bronze/system_tables.h"
 #include "floe/bronze/table_appender.h"
 #include "floe/bronze/watermark_backfill.h"
+#include "floe/common/error.h"
 #include "floe/common/failpoint.h"
 #include "floe/common/parse.h"
 #include "floe/iceberg/catalog.h"
@@ -63,17 +64,10 @@ namespace {
 // ---------------------------------------------------------------------------
 // Errors
 
-constexpr char kFatalTypeId[] = "floe::bronze::Fatal";
-
-class FatalDetail : public arrow::StatusDetail {
- public:
-  const char* type_id() const override { return kFatalTypeId; }
-  std::string ToString() const override { return "fatal"; }
-};
-
+// A refusal that needs a human (floe::ErrorKind::kFatalConfig): the message says what
+// to do.
 arrow::Status Fatal(std::string message) {
-  return arrow::Status(arrow::StatusCode::Invalid, std::move(message),
-                       std::make_shared<FatalDetail>());
+  return floe::KindedError(floe::ErrorKind::kFatalConfig, std::move(message));
 }
 
 // Says `what`, with the seconds waited so far, once `first` has passed and then every
@@ -3026,8 +3020,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
 }  // namespace
 
 bool IsFatal(const arrow::Status& status) {
-  return status.detail() != nullptr &&
-         std::string(status.detail()->type_id()) == kFatalTypeId;
+  return !status.ok() && floe::ErrorKindOf(status) == floe::ErrorKind::kFatalConfig;
 }
 
 arrow::Status RunPipeline(const config::PipelineConfig& config,
@@ -3077,12 +3070,15 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
       pipeline.MarkCleanStop();
       return st;
     }
-    metrics->errors.Inc({IsFatal(st) ? "fatal" : st.CodeAsString()});
+    metrics->errors.Inc({std::string(floe::ErrorKindName(floe::ErrorKindOf(st)))});
     if (IsFatal(st)) return st;
     if (pipeline.stop_requested()) {
       spdlog::warn("stopping after an error: {}", st.ToString());
       return arrow::Status::OK();
     }
+    // One policy (floe::IsRetryable): what a reconnect cannot fix stops floe (exit
+    // code 1) instead of looping for ever with backoff.
+    if (!floe::IsRetryable(st)) return st;
     // A run that streamed for a while resets the backoff.
     if (streamed && Clock::now() - started > std::chrono::minutes(1)) {
       backoff = options.min_backoff;

@@ -5,6 +5,7 @@
 
 #include "floe/common/big_endian.h"
 #include "floe/common/civil_date.h"
+#include "floe/common/error.h"
 #include "floe/common/parse.h"
 
 namespace floe {
@@ -22,6 +23,39 @@ TEST(ParseInteger, AcceptsOnlyAWholeNumberOfTheTypesRange) {
   }
   EXPECT_FALSE(ParseUint64("-1").has_value());
   EXPECT_FALSE(ParseInt32("2147483648").has_value());
+}
+
+TEST(ErrorKind, ADetailNamesTheKindElseTheCodeDecides) {
+  // Transient failures outside floe are retried; what fails the same way every time
+  // is not.
+  EXPECT_EQ(ErrorKindOf(arrow::Status::IOError("connection reset")),
+            ErrorKind::kRetryableIo);
+  EXPECT_EQ(ErrorKindOf(arrow::Status::OutOfMemory("no memory")),
+            ErrorKind::kRetryableIo);
+  for (const auto& permanent :
+       {arrow::Status::Invalid("not a metadata file"),
+        arrow::Status::KeyError("no field"), arrow::Status::TypeError("int vs text"),
+        arrow::Status::NotImplemented("v3"), arrow::Status::AlreadyExists("x")}) {
+    EXPECT_EQ(ErrorKindOf(permanent), ErrorKind::kInvalidInput) << permanent.ToString();
+    EXPECT_FALSE(IsRetryable(permanent)) << permanent.ToString();
+  }
+  // A detail overrides the code, both ways; message and code stay.
+  const auto conflict =
+      WithErrorKind(arrow::Status::Invalid("table changed"), ErrorKind::kCommitConflict);
+  EXPECT_TRUE(conflict.IsInvalid());
+  EXPECT_EQ(conflict.message(), "table changed");
+  EXPECT_TRUE(IsRetryable(conflict));
+  EXPECT_TRUE(IsRetryable(KindedError(ErrorKind::kCommitStateUnknown, "lost")));
+  const auto fatal = KindedError(ErrorKind::kFatalConfig, "slot lost: run --resnapshot");
+  EXPECT_EQ(ErrorKindOf(fatal), ErrorKind::kFatalConfig);
+  EXPECT_FALSE(IsRetryable(fatal));
+  EXPECT_FALSE(
+      IsRetryable(WithErrorKind(arrow::Status::IOError("x"), ErrorKind::kInvalidInput)));
+  EXPECT_TRUE(KindedError(ErrorKind::kRetryableIo, "x").IsIOError());
+  // A context added on the way up keeps the kind.
+  EXPECT_TRUE(IsRetryable(conflict.WithMessage("merging a: ", conflict.message())));
+  EXPECT_FALSE(IsRetryable(arrow::Status::OK()));
+  EXPECT_EQ(ErrorKindName(ErrorKind::kRetryableIo), "retryable_io");
 }
 
 TEST(BigEndian, LoadsSignedAndUnsignedValues) {

@@ -4,14 +4,35 @@
 #include <mutex>
 #include <utility>
 
+#include "floe/common/error.h"
+
 namespace floe::iceberg {
 namespace {
 
 constexpr char kCatalogErrorTypeId[] = "floe::iceberg::CatalogError";
 
-class CatalogErrorDetail : public arrow::StatusDetail {
+// What a caller may do about each catalog error (floe::IsRetryable): a lost commit
+// race, a create that raced another writer's, and an unknown outcome are tried again
+// after a reload; a missing table or namespace is for the caller to handle.
+floe::ErrorKind ErrorKindOfCatalog(CatalogErrorKind kind) {
+  switch (kind) {
+    case CatalogErrorKind::kCommitFailed:
+    case CatalogErrorKind::kAlreadyExists:
+      return floe::ErrorKind::kCommitConflict;
+    case CatalogErrorKind::kCommitStateUnknown:
+      return floe::ErrorKind::kCommitStateUnknown;
+    case CatalogErrorKind::kNoSuchNamespace:
+    case CatalogErrorKind::kNamespaceNotEmpty:
+    case CatalogErrorKind::kNoSuchTable:
+      return floe::ErrorKind::kInvalidInput;
+  }
+  return floe::ErrorKind::kInvalidInput;
+}
+
+class CatalogErrorDetail : public floe::ErrorDetail {
  public:
-  explicit CatalogErrorDetail(CatalogErrorKind kind) : kind_(kind) {}
+  explicit CatalogErrorDetail(CatalogErrorKind kind)
+      : floe::ErrorDetail(ErrorKindOfCatalog(kind)), kind_(kind) {}
   const char* type_id() const override { return kCatalogErrorTypeId; }
   std::string ToString() const override {
     return std::string(CatalogErrorKindName(kind_));

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "floe/common/error.h"
+
 namespace floe::iceberg {
 namespace {
 
@@ -85,6 +87,10 @@ TEST_F(SqlCatalogTest, RegisteringTwiceOrIntoAMissingNamespaceFailsWithItsKind) 
   EXPECT_EQ(*catalog_->LoadTable(kOrders), "m1");
   st = catalog_->CreateNamespace(kOrders.ns, {});
   EXPECT_EQ(GetCatalogErrorKind(st), CatalogErrorKind::kAlreadyExists);
+  // A create that raced another writer's is reloaded and tried again
+  // (floe::IsRetryable); a missing namespace is for the caller to handle.
+  EXPECT_EQ(floe::ErrorKindOf(st), floe::ErrorKind::kCommitConflict);
+  EXPECT_FALSE(floe::IsRetryable(catalog_->RegisterTable({{"missing"}, "t"}, "m")));
 }
 
 TEST_F(SqlCatalogTest, CommitIsACompareAndSwapOfTheMetadataLocation) {
@@ -95,6 +101,7 @@ TEST_F(SqlCatalogTest, CommitIsACompareAndSwapOfTheMetadataLocation) {
 
   auto st = catalog_->CommitTable(kOrders, "m1", "m3");  // stale expectation
   EXPECT_EQ(GetCatalogErrorKind(st), CatalogErrorKind::kCommitFailed) << st.ToString();
+  EXPECT_EQ(floe::ErrorKindOf(st), floe::ErrorKind::kCommitConflict);
   EXPECT_EQ(*catalog_->LoadTable(kOrders), "m2");
 
   st = catalog_->CommitTable({{"bronze"}, "missing"}, "m1", "m2");

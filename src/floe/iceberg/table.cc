@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floe/common/civil_date.h"
+#include "floe/common/error.h"
 #include "floe/common/parse.h"
 #include "floe/iceberg/data_file_metrics.h"
 
@@ -106,8 +107,9 @@ arrow::Result<arrow::Compression::type> ParseCodec(const std::string& name) {
 
 constexpr char kValidationFailureTypeId[] = "floe::iceberg::ValidationFailure";
 
-class ValidationFailureDetail : public arrow::StatusDetail {
+class ValidationFailureDetail : public floe::ErrorDetail {
  public:
+  ValidationFailureDetail() : floe::ErrorDetail(floe::ErrorKind::kCommitConflict) {}
   const char* type_id() const override { return kValidationFailureTypeId; }
   std::string ToString() const override { return "validation failed"; }
 };

@@ -19,6 +19,7 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 
+#include "floe/common/error.h"
 #include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
@@ -666,6 +667,8 @@ TEST_F(TableTest, ARewriteIntoANewSpecAddsTheSpecAndTheSnapshotInOneCommit) {
   auto lost = table->RewriteFiles(request);
   ASSERT_FALSE(lost.ok());
   EXPECT_TRUE(IsValidationFailure(lost.status())) << lost.status().ToString();
+  // A conflict: plan again on the reloaded table (floe::IsRetryable).
+  EXPECT_EQ(floe::ErrorKindOf(lost.status()), floe::ErrorKind::kCommitConflict);
   ASSERT_TRUE(table->Refresh().ok());
   ASSERT_EQ(table->metadata().partition_specs.size(), 2u);
   ASSERT_EQ(table->metadata().default_spec_id, 0);

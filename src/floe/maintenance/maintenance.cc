@@ -6,9 +6,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <random>
 #include <set>
-#include <thread>
 #include <utility>
 
 #include <arrow/api.h>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "floe/common/error.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/literal.h"
 #include "floe/iceberg/partition_split.h"
@@ -168,15 +167,6 @@ arrow::Result<std::pair<std::vector<ice::DataFile>, int64_t>> RewritePartition(
 
 void DeleteWritten(ice::FileIO& io, const std::vector<ice::DataFile>& files) {
   for (const auto& f : files) ARROW_UNUSED(io.Delete(f.file_path));
-}
-
-// Waits 100 ms, 200 ms, ... up to 3.2 s (half to all of it, at random) before plan
-// `attempt` + 1.
-void SleepBeforePlan(int attempt) {
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  const int64_t wait = int64_t{100} << std::min(attempt - 1, 5);
-  std::uniform_int_distribution<int64_t> jitter(wait / 2, wait);
-  std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
 }
 
 // A plan: which files of which partitions to rewrite, or the whole table.
@@ -356,20 +346,23 @@ arrow::Result<CompactResult> Compact(ice::Table& table, bool silver,
       }
       return attempt_result;
     }
-    if (ice::GetCatalogErrorKind(committed.status()) !=
-        ice::CatalogErrorKind::kCommitStateUnknown) {
+    if (floe::ErrorKindOf(committed.status()) != floe::ErrorKind::kCommitStateUnknown) {
       DeleteWritten(table.io(), request.files_to_add);
     }
-    if (!ice::IsValidationFailure(committed.status())) return committed.status();
+    // One policy (floe::IsRetryable): a lost race, an unknown outcome (if it did land,
+    // the next plan finds nothing left to do) or a transient failure plans again.
+    if (!floe::IsRetryable(committed.status())) return committed.status();
     last_conflict = committed.status();
-    spdlog::info("{}: changed while compacting ({}); planning again", result.table,
-                 committed.status().message());
+    spdlog::info("{}: the compaction could not commit ({}); planning again", result.table,
+                 committed.status().ToString());
     // Let the concurrent writer's burst pass before reading the table again.
-    if (attempt < options.max_attempts) SleepBeforePlan(attempt);
+    if (attempt < options.max_attempts) floe::SleepBeforeRetry(attempt);
   }
   return last_conflict.WithMessage(result.table, ": compaction gave up after ",
-                                   options.max_attempts, " plans, each invalidated by a "
-                                   "concurrent commit: ", last_conflict.message());
+                                   options.max_attempts,
+                                   " plans, none of which could "
+                                   "commit: ",
+                                   last_conflict.message());
 }
 
 // The day-transform field of Bronze's spec and the first day kept.

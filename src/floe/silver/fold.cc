@@ -2,26 +2,19 @@
 
 #include <algorithm>
 #include <deque>
-#include <mutex>
 #include <numeric>
 #include <optional>
 
 #include <arrow/api.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/compute/api.h>
-#include <arrow/compute/initialize.h>
+
+#include "floe/iceberg/arrow_compute.h"
 
 namespace floe::silver {
 namespace {
 
 namespace cp = arrow::compute;
-
-arrow::Status EnsureCompute() {
-  static std::once_flag once;
-  static arrow::Status status;
-  std::call_once(once, [] { status = cp::Initialize(); });
-  return status;
-}
 
 // One array of a column, chunks joined (an empty array of the column's type when it
 // has no chunks).
@@ -583,7 +576,7 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> BuildUpserts(
     const Changes& changes, const FoldResult& fold, const ExistingRows* existing,
     const std::shared_ptr<arrow::Schema>& schema) {
-  ARROW_RETURN_NOT_OK(EnsureCompute());
+  ARROW_RETURN_NOT_OK(iceberg::EnsureComputeInitialized());
   std::vector<const FoldedKey*> rows;
   for (const FoldedKey& k : fold.keys) {
     if (!k.deleted) rows.push_back(&k);

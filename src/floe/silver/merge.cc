@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "floe/common/error.h"
 #include "floe/common/parse.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/partition_split.h"
@@ -675,14 +676,6 @@ arrow::Result<std::unordered_set<std::string>> HeldKeys(
 
 void DeleteFiles(ice::FileIO& io, const std::vector<ice::DataFile>& files) {
   for (const auto& f : files) ARROW_UNUSED(io.Delete(f.file_path));
-}
-
-bool IsLostRace(const arrow::Status& st) {
-  if (ice::IsValidationFailure(st)) return true;
-  auto kind = ice::GetCatalogErrorKind(st);
-  return kind == ice::CatalogErrorKind::kCommitFailed ||
-         kind == ice::CatalogErrorKind::kCommitStateUnknown ||
-         kind == ice::CatalogErrorKind::kAlreadyExists;
 }
 
 std::string SourceNameOf(const ice::TableMetadata& bronze,
@@ -1474,7 +1467,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                             stats.upserted, options.target_file_bytes, &stats.buckets,
                             options.copy_on_write);
       if (!created.ok()) {
-        if (IsLostRace(created.status())) continue;  // another merge created it
+        // Another merge created it (a conflict), or the catalog hiccuped: plan again.
+        if (floe::IsRetryable(created.status())) continue;
         return created.status();
       }
       silver = std::move(*created);
@@ -1636,15 +1630,19 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       committed = silver->RowDelta(request, summary, once).status();
     }
     if (!committed.ok()) {
-      if (IsLostRace(committed)) {
+      if (floe::IsRetryable(committed)) {
         // Definitely or possibly not ours: plan again from whatever Silver holds now
         // (an unknown outcome that did land shows up as the new watermark).
-        if (ice::GetCatalogErrorKind(committed) !=
-            ice::CatalogErrorKind::kCommitStateUnknown) {
-          DeleteFiles(*io, written);
+        const floe::ErrorKind kind = floe::ErrorKindOf(committed);
+        if (kind != floe::ErrorKind::kCommitStateUnknown) DeleteFiles(*io, written);
+        if (kind == floe::ErrorKind::kCommitConflict) {
+          spdlog::info("{}: Silver changed while merging ({}); planning again",
+                       silver_id.ToString(), committed.message());
+        } else {
+          spdlog::warn("{}: the commit failed ({}); planning again", silver_id.ToString(),
+                       committed.ToString());
+          if (attempt < options.max_attempts) floe::SleepBeforeRetry(attempt);
         }
-        spdlog::info("{}: Silver changed while merging ({}); planning again",
-                     silver_id.ToString(), committed.message());
         last_lost = committed;
         stats.position_deletes = 0;
         stats.files_scanned = 0;
@@ -1659,14 +1657,17 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     stats.outcome = backfill ? MergeOutcome::kBackfilled : MergeOutcome::kMerged;
     return stats;
   }
-  // A commit of unknown outcome each time (a full disk, a failing catalog) looks
-  // like a lost race too: say what the last attempt met.
-  return arrow::Status::IOError(
-      "merging ", bronze_id.ToString(), " into ", silver_id.ToString(),
-      ": gave up after ", options.max_attempts,
+  // Every plan lost its race or met a retryable failure (a full disk, a failing
+  // catalog): say what the last attempt met, keeping its kind (the next pass tries
+  // again).
+  const std::string gave_up =
+      "merging " + bronze_id.ToString() + " into " + silver_id.ToString() +
+      ": gave up after " + std::to_string(options.max_attempts) +
       " plans, none of which could commit (Silver changing under the merge: is "
-      "another floe silver running? The last attempt: ",
-      last_lost.ok() ? std::string("-") : last_lost.ToString(), ")");
+      "another floe silver running? The last attempt: " +
+      (last_lost.ok() ? std::string("-") : last_lost.ToString()) + ")";
+  if (last_lost.ok()) return floe::KindedError(floe::ErrorKind::kCommitConflict, gave_up);
+  return last_lost.WithMessage(gave_up);
 }
 
 }  // namespace floe::silver

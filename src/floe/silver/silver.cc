@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "floe/common/error.h"
 #include "floe/common/lsn.h"
 #include "floe/common/parse.h"
 #include "floe/common/progress.h"
@@ -399,8 +400,10 @@ arrow::Status RunSilver(const config::PipelineConfig& config,
                                       names, "); the errors are logged above");
     }
     if (!failed.ok() && options.every) {
-      // A scheduler outlives a catalog that is briefly unreachable.
+      // A scheduler outlives a catalog that is briefly unreachable; what another pass
+      // cannot fix (floe::IsRetryable) stops it.
       spdlog::error("silver: pass failed: {}", status.ToString());
+      if (!floe::IsRetryable(status)) return status;
     }
     if (!options.every || stopped()) return status;
     const auto due = started + *options.every;
