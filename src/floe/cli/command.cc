@@ -1,0 +1,117 @@
+#include "floe/cli/command.h"
+
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "floe/ops/status.h"
+
+namespace floe::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void OnStopSignal(int) { g_stop.store(true); }
+
+// `%*` in a log pattern: the message as a JSON string (quoted and escaped by
+// nlohmann::json), for --json-logs.
+class JsonMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string text =
+        nlohmann::json(std::string(msg.payload.data(), msg.payload.size()))
+            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<spdlog::custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
+};
+
+}  // namespace
+
+CLI::Option* AddFileArgument(CLI::App* command, std::string* file) {
+  return command->add_option("FILE", *file, "pipeline YAML file")->required();
+}
+
+CLI::Option* AddJsonLogsFlag(CLI::App* command, bool* json_logs) {
+  return command->add_flag("--json-logs", *json_logs, "log one JSON object per line");
+}
+
+std::optional<config::PipelineConfig> LoadConfig(const std::string& file,
+                                                 std::string_view outcome) {
+  config::ParseResult result = config::LoadPipelineConfig(file);
+  if (result.errors.empty()) return std::move(*result.config);
+  for (const auto& error : result.errors) std::cerr << error.Format(file) << "\n";
+  std::cerr << file << ": " << outcome << " (" << result.errors.size()
+            << (result.errors.size() == 1 ? " error" : " errors") << "; floe validate "
+            << file << " lists them)\n";
+  return std::nullopt;
+}
+
+void SetUpLogging(bool json) {
+  auto logger = spdlog::stderr_logger_mt("floe");
+  auto formatter =
+      std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+  if (json) {
+    formatter->add_flag<JsonMessageFlag>('*').set_pattern(
+        R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":%*})");
+  } else {
+    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %-5l %v");
+  }
+  logger->set_formatter(std::move(formatter));
+  spdlog::set_default_logger(logger);
+  spdlog::flush_on(spdlog::level::info);
+}
+
+std::atomic<bool>* InstallStopSignals() {
+  std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  return &g_stop;
+}
+
+std::string RedactSecrets(const config::PipelineConfig& config, const std::string& text) {
+  return ops::RedactConninfoSecrets(
+      ops::RedactConninfoSecrets(text, config.source.conninfo),
+      config.catalog.type == config::CatalogType::kPostgres ? config.catalog.uri
+                                                            : std::string());
+}
+
+CLI::Validator SchemaTable() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (config::ParseQualifiedName(value)) return "";
+        return value + " is not schema.table (e.g. public.orders; quote odd names: " +
+               "\"My Schema\".\"my.table\")";
+      },
+      "schema.table", "SchemaTable");
+}
+
+CLI::Validator Duration(std::chrono::milliseconds min, std::string_view min_reason,
+                        bool allow_empty) {
+  return CLI::Validator(
+      [min, reason = std::string(min_reason),
+       allow_empty](std::string& value) -> std::string {
+        if (value.empty() && allow_empty) return "";
+        auto parsed = config::ParseDuration(value);
+        if (!parsed || parsed->count() < 0) {
+          return value + " is not a duration (write e.g. 30s, 10m, 4h, 30d)";
+        }
+        if (*parsed < min) return value + " is too short: " + reason;
+        return "";
+      },
+      "DURATION", "Duration");
+}
+
+std::chrono::milliseconds DurationOf(const std::string& text) {
+  return config::ParseDuration(text).value_or(std::chrono::milliseconds(0));
+}
+
+}  // namespace floe::cli
