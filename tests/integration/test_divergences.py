@@ -361,6 +361,47 @@ def test_a_table_dropped_and_recreated_or_renamed_is_copied_again(floe, pg, duck
     same_as_source(run, pg, duckdb_con, "public", "r", ["id"])
 
 
+def test_a_table_recreated_with_its_columns_elsewhere_is_bound_by_name(floe, pg,
+                                                                      duckdb_con):
+    """Soak seed 998210465: a table dropped and created again under its name with the
+    same columns, which now sit at other attnums (the old table had a dropped
+    column). The new relation's columns were bound to the old relation's by attnum:
+    `b` (attnum 2, the dropped column's) was taken for a new column and `c` (attnum 3,
+    the old `b`'s) for `b` retyped, so Bronze grew fields it never needed and the
+    changes until the copy again held their values under other names. A new relation
+    (another pg_class oid) is bound by name, like a new table."""
+    pg.execute("CREATE TABLE r (id int PRIMARY KEY, gone text, b int, c text)")
+    pg.execute("INSERT INTO r SELECT g, 'x', g, 'c' || g FROM generate_series(1, 20) g")
+    pg.execute("ALTER TABLE r DROP COLUMN gone")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    pg.execute("UPDATE r SET c = 'before' WHERE id = 1")
+    wait_flushed(run, pg)
+    fields_before = [f.name for f in run.load("public.r").schema().fields]
+    pg.execute("DROP TABLE r")
+    pg.execute("CREATE TABLE r (id int PRIMARY KEY, b int, c text)")
+    pg.execute("INSERT INTO r VALUES (100, 7, 'new')")
+    pg.execute("UPDATE r SET b = 8 WHERE id = 100")
+    wait_flushed(run, pg)
+    run.wait_until(lambda: "is not the table Bronze copied" in run.log_text(), timeout=60,
+                   what="floe to notice public.r was re-created")
+    wait_copied(run, "r")
+    pg.execute("UPDATE r SET c = 'after the copy' WHERE id = 100")
+    wait_flushed(run, pg)
+    run.stop()
+
+    log = run.log_text()
+    assert "not an Iceberg promotion" not in log and "added as field" not in log, \
+        run.log_tail()
+    assert [f.name for f in run.load("public.r").schema().fields] == fields_before
+    changes = [(r["cdc_op"], r["b"], r["c"]) for r in run.rows(duckdb_con, "public.r")
+               if r["id"] == 100 and r["cdc_source_tx_id"] is not None]
+    assert changes == [("c", 7, "new"), ("u", 8, "new"), ("u", 8, "after the copy")], \
+        changes
+    silver(run)
+    same_as_source(run, pg, duckdb_con, "public", "r", ["id"])
+
+
 def test_a_long_slot_name_still_copies_tables(floe, pg, duckdb_con):
     """Code-read (b): the temporary copy slot's name stays within 63 bytes."""
     pg.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")

@@ -123,6 +123,23 @@ ChangePosition ColumnsPositionOf(const ice::TableMetadata& metadata) {
   return {j[0].get<int64_t>(), j[1].get<int32_t>()};
 }
 
+// The relation whose attnums the table's bindings hold (lake::kColumnsRelationProperty),
+// or, for a table bound before floe recorded it, the relation its last copy was of
+// (lake::kSourceIdentityProperty, "relation <oid>, ..."); 0 when unknown.
+pg::Oid ColumnsRelationOf(const ice::TableMetadata& metadata) {
+  if (auto it = metadata.properties.find(lake::kColumnsRelationProperty);
+      it != metadata.properties.end()) {
+    return ParseInteger<uint32_t>(it->second).value_or(0);
+  }
+  auto it = metadata.properties.find(lake::kSourceIdentityProperty);
+  if (it == metadata.properties.end()) return 0;
+  std::string_view identity = it->second;
+  constexpr std::string_view kPrefix = "relation ";
+  if (!identity.starts_with(kPrefix)) return 0;
+  identity.remove_prefix(kPrefix.size());
+  return ParseInteger<uint32_t>(identity.substr(0, identity.find(','))).value_or(0);
+}
+
 // The cdc_seq of a change batch's first row (the sixth CDC column); 0 when empty.
 int32_t FirstSeqOf(const arrow::RecordBatch& batch) {
   const int column = batch.num_columns() - pg::kCdcColumnCount + 5;
@@ -298,13 +315,14 @@ std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
 // generated columns, which pgoutput does not send either.
 arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
     pg::PgConnection& sql, pg::TypeResolver& types, const pg::QualifiedName& table,
-    const std::string& publication) {
+    const std::string& publication, pg::Oid* relation_id = nullptr) {
   ARROW_ASSIGN_OR_RAISE(auto described,
                         pg::DescribeTable(sql, table.schema, table.table, publication));
   if (!described || described->Replicated().empty()) {
     return arrow::Status::KeyError("table ", SourceName(table),
                                    " has no columns or does not exist");
   }
+  if (relation_id != nullptr) *relation_id = described->oid;
   const std::vector<std::string> key = described->RowKey();
   const std::vector<std::string> identity = described->IdentityColumns();
   std::vector<SourceColumn> out;
@@ -525,6 +543,10 @@ struct BronzeTable {
   ChangePosition last_row{0, -1};
   std::vector<SourceColumn> columns;
   ColumnMap bindings;
+  /// The pg_class oid of the relation whose attnums `bindings` hold (0: unknown;
+  /// lake::kColumnsRelationProperty). A shape of another relation (the table dropped
+  /// and created again) is bound by name.
+  pg::Oid bound_relation = 0;
   std::optional<BatchConformer> conformer;
   /// The change stream's shape `conformer` was made for (null: made from the
   /// catalog's columns, for a copy or a backfill).
@@ -721,8 +743,9 @@ class Pipeline : public pg::ChangeSink {
   /// one than the table's changes were written with copies it again.
   arrow::Status RecordDeclaredKey(BronzeTable* table);
   /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
+  /// `relation_id`: the pg_class oid the columns' attnums are of (0: unknown).
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
-                         ChangePosition at = {0, -1});
+                         ChangePosition at = {0, -1}, pg::Oid relation_id = 0);
   /// The conformer for `changes`, whose shape is not the one bound: its shape bound
   /// now (null returned: use table->conformer), or, when the changes are older than
   /// the bindings, an `older` conformer for that shape.
@@ -932,6 +955,7 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
     if (it != existing->metadata().properties.end()) {
       ARROW_ASSIGN_OR_RAISE(entry->bindings, ColumnMap::FromJson(it->second));
     }
+    entry->bound_relation = ColumnsRelationOf(existing->metadata());
     entry->bound_at = ColumnsPositionOf(existing->metadata());
     entry->appender = std::make_unique<TableAppender>(std::move(existing));
     ARROW_RETURN_NOT_OK(RecordDeclaredKey(entry.get()));
@@ -985,7 +1009,7 @@ arrow::Status Pipeline::RecordDeclaredKey(BronzeTable* table) {
 }
 
 arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
-                                 ChangePosition at) {
+                                 ChangePosition at, pg::Oid relation_id) {
   if (!table->appender) {
     ARROW_ASSIGN_OR_RAISE(BronzeLayout layout, NewBronzeLayout(columns));
     ARROW_ASSIGN_OR_RAISE(ice::PartitionSpec spec,
@@ -997,6 +1021,9 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
         {lake::kSourceTableProperty, SourceName(table->source)},
         {lake::kSourceColumnsProperty, layout.columns.ToJson()},
         {lake::kDeclaredKeyProperty, DeclaredKeyJson(table->source)}};
+    if (relation_id != 0) {
+      props[lake::kColumnsRelationProperty] = std::to_string(relation_id);
+    }
     auto created =
         ice::Table::Create(catalog_, io_, table->id, layout.schema, spec,
                            ice::SortOrder::Unsorted(),
@@ -1009,6 +1036,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
       if (it != t->metadata().properties.end()) {
         ARROW_ASSIGN_OR_RAISE(table->bindings, ColumnMap::FromJson(it->second));
       }
+      table->bound_relation = ColumnsRelationOf(t->metadata());
       table->bound_at = ColumnsPositionOf(t->metadata());
     } else {
       ARROW_ASSIGN_OR_RAISE(t, std::move(created));
@@ -1029,6 +1057,18 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   // Buffered rows belong to the previous shape.
   if (table->conformer) ARROW_RETURN_NOT_OK(FlushBuffered(table));
   ice::Table& t = table->appender->table();
+  if (relation_id != 0 && table->bound_relation != 0 &&
+      relation_id != table->bound_relation) {
+    // The table was dropped and created again under its name: its attnums say nothing
+    // of the old relation's columns (a column at the place of one dropped before is
+    // not that column). Bound by name, as a new table's columns are; the copy again
+    // that a new relation makes (Rejoined) brings the rows.
+    spdlog::info(
+        "{}: relation {} is not the one Bronze's columns were bound to ({}): "
+        "the table was created again; its columns are bound by name",
+        SourceName(table->source), relation_id, table->bound_relation);
+    for (ColumnBinding& b : table->bindings.columns) b.attnum = 0;
+  }
   // The key every change carries, for Silver's merge key (by current column names,
   // in column order).
   nlohmann::json key = nlohmann::json::array();
@@ -1161,6 +1201,10 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
             b->SetCurrentSchema(*b->last_added_schema_id());
           }
           b->SetProperties({{lake::kSourceColumnsProperty, json}});
+          if (relation_id != 0) {
+            b->SetProperties(
+                {{lake::kColumnsRelationProperty, std::to_string(relation_id)}});
+          }
           if (at > table->bound_at) {
             b->SetProperties({{lake::kColumnsPositionProperty, PositionJson(at)}});
           }
@@ -1183,6 +1227,7 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
   table->conformer_shape = nullptr;  // the callers binding a stream shape say which
   table->older.clear();
   table->bound_at = std::max(table->bound_at, at);
+  if (relation_id != 0) table->bound_relation = relation_id;
   table->columns = std::move(columns);
   return arrow::Status::OK();
 }
@@ -1198,10 +1243,16 @@ arrow::Result<const BatchConformer*> Pipeline::ConformerFor(
     auto it = table->older.find(changes.shape.get());
     if (it == table->older.end()) {
       std::vector<std::string> unplaced;
-      ARROW_ASSIGN_OR_RAISE(auto conformer,
-                            BatchConformer::MakeForOlderShape(
-                                table->appender->table().schema(), table->bindings,
-                                SourceColumnsOf(*changes.shape), &unplaced));
+      std::vector<SourceColumn> older_columns = SourceColumnsOf(*changes.shape);
+      if (table->bound_relation != 0 &&
+          changes.shape->relation_id != table->bound_relation) {
+        // Of the relation before the table was created again: by name.
+        for (SourceColumn& c : older_columns) c.attnum = 0;
+      }
+      ARROW_ASSIGN_OR_RAISE(
+          auto conformer,
+          BatchConformer::MakeForOlderShape(table->appender->table().schema(),
+                                            table->bindings, older_columns, &unplaced));
       if (!unplaced.empty()) {
         spdlog::warn(
             "{}: changes made before its columns changed again (at {}) name "
@@ -1215,7 +1266,8 @@ arrow::Result<const BatchConformer*> Pipeline::ConformerFor(
     }
     return &it->second;
   }
-  ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*changes.shape), at));
+  ARROW_RETURN_NOT_OK(
+      SetShape(table, SourceColumnsOf(*changes.shape), at, changes.shape->relation_id));
   RecopyIfMoved(table);
   table->conformer_shape = changes.shape.get();
   return nullptr;
@@ -1383,10 +1435,11 @@ arrow::Status Pipeline::CopyLater(BronzeTable* table) {
     return arrow::Status::OK();
   }
   if (!table->conformer) {
-    ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
-                                                   config_.source.publication));
-    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
+    pg::Oid relation_id = 0;
+    ARROW_ASSIGN_OR_RAISE(
+        auto columns, SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                               config_.source.publication, &relation_id));
+    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns), {0, -1}, relation_id));
   }
   BackfillProgress progress;
   progress.id = chunk_nonce_ + "." + std::to_string(++chunk_counter_);
@@ -1442,10 +1495,11 @@ arrow::Status Pipeline::StartBackfill(BronzeTable* table,
                                       std::vector<std::string> key_columns,
                                       BackfillProgress progress, std::string committed) {
   if (!table->conformer) {
-    ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
-                                                   config_.source.publication));
-    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns)));
+    pg::Oid relation_id = 0;
+    ARROW_ASSIGN_OR_RAISE(
+        auto columns, SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                               config_.source.publication, &relation_id));
+    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns), {0, -1}, relation_id));
   }
   auto backfill = std::make_unique<Backfill>();
   backfill->table = table;
@@ -1962,7 +2016,8 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
   // since for a dropped one and a new one (its values lost in Silver). A table not
   // in Bronze yet is created now.
   if (!table->appender && !Replaying(table, change.commit_lsn)) {
-    ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*change.shape)));
+    ARROW_RETURN_NOT_OK(SetShape(table, SourceColumnsOf(*change.shape), {0, -1},
+                                 change.shape->relation_id));
     table->conformer_shape = change.shape.get();
   }
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
@@ -2450,12 +2505,14 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   std::vector<pg::QualifiedTable> names;
   std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;
   for (BronzeTable* table : tables) {
-    ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
-                                                   config_.source.publication));
+    pg::Oid relation_id = 0;
+    ARROW_ASSIGN_OR_RAISE(
+        auto columns, SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                               config_.source.publication, &relation_id));
     // The stream may still be behind the copy: its changes before the copy's point
     // are older than these columns (ConformerFor).
-    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns), {point.value(), INT32_MAX}));
+    ARROW_RETURN_NOT_OK(
+        SetShape(table, std::move(columns), {point.value(), INT32_MAX}, relation_id));
     table->appender->Abandon();
     table->buffered.Clear();
     table->snapshot_seq = 0;

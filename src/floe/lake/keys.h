@@ -60,6 +60,11 @@ inline constexpr char kSourceColumnsProperty[] = "floe.source.columns";
 /// as a delete and an insert only while it is declared. A different declaration
 /// copies the table again, and `floe silver` waits until Bronze records it.
 inline constexpr char kDeclaredKeyProperty[] = "floe.source.declared-key";
+/// The pg_class oid of the source relation whose attnums kSourceColumnsProperty's
+/// bindings hold (decimal). A relation with another oid (the table dropped and
+/// created again under its name) is bound by name, as a new table is: its attnums
+/// say nothing of the old relation's columns.
+inline constexpr char kColumnsRelationProperty[] = "floe.source.columns-relation";
 /// The change position `[commit_lsn, seq]` (JSON) from which the bindings of
 /// kSourceColumnsProperty describe the table: the first change of the shape they were
 /// planned for, or a copy's point. Changes before it that the stream delivers later
