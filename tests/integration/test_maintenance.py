@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from floerun import floe  # noqa: F401
-from test_silver import check_silver, fold, silver, silver_ident, source_rows, wait_bronze
+from oracle import check_silver, source_rows
+from test_silver import fold, silver, silver_ident, wait_bronze
 
 SERVICE = "svc"
 OLD = 4 * 24 * 3600  # seconds: older than remove-orphans' default 3d

@@ -11,7 +11,8 @@ import re
 import subprocess
 
 from floerun import floe  # noqa: F401
-from test_silver import check_silver, silver, wait_bronze
+from oracle import check_silver
+from test_silver import silver, wait_bronze
 from test_silver_tools import export, tool
 
 PASS_LINE = re.compile(r"silver: (\d+)/(\d+) Bronze rows \(100%\), (\d+)/(\d+) tables")

@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from floerun import floe, lsn_int  # noqa: F401
-from test_silver import check_silver, silver, silver_ident, wait_bronze
+from oracle import check_silver
+from test_silver import silver, silver_ident, wait_bronze
 
 SERVICE = "svc"
 

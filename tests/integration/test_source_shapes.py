@@ -37,8 +37,9 @@ from psycopg import sql as psql
 
 from conftest import PgDatabase
 from floerun import FloeRun, check_order, events, floe, fold, lsn_int  # noqa: F401
+from oracle import check_silver
 from pgcluster import PgCluster
-from test_divergences import same_as_source, wait_flushed
+from test_divergences import wait_flushed
 from test_run_watermark import Writers, bronze_state, source_state
 from test_silver import silver, silver_ident
 
@@ -144,7 +145,7 @@ def test_truncate_cascade_restart_identity_empties_every_table_it_reaches(
     silver(run)  # Silver holds the copied rows the truncates must remove
     tables = {"a": ["id"], "b": ["id"], "c": ["id"], "keep": ["id"]}
     for t, k in tables.items():
-        same_as_source(run, pg, duckdb_con, "public", t, k)
+        check_silver(run, pg, duckdb_con, ("public", t), k)
 
     in_tx(pg, "INSERT INTO a (v) VALUES ('a21')",
           "INSERT INTO b (a_id, w) VALUES (21, 'b21')",
@@ -202,13 +203,13 @@ def test_truncate_cascade_restart_identity_empties_every_table_it_reaches(
 
     silver(run)  # one merge holding both truncates and the rows around them
     for t, k in tables.items():
-        same_as_source(run, pg, duckdb_con, "public", t, k)
+        check_silver(run, pg, duckdb_con, ("public", t), k)
     in_tx(pg, "TRUNCATE c, b, a RESTART IDENTITY",
           "INSERT INTO a (v) VALUES ('last')")
     wait_flushed(run, pg)
     silver(run)
     for t, k in tables.items():
-        same_as_source(run, pg, duckdb_con, "public", t, k)
+        check_silver(run, pg, duckdb_con, ("public", t), k)
     assert [(r["id"], r["v"]) for r in query_rows(pg, "SELECT * FROM a")] == [(1, "last")]
     run.stop()
 
@@ -354,8 +355,8 @@ def test_keyless_and_replica_identity_nothing_or_full_tables_under_updates_and_d
         assert f"      public.{t}: [column, ...]" in out, out
         assert not run.catalog().table_exists(silver_ident(f"public.{t}"))
     assert "public.kf has no primary key" not in out, out
-    same_as_source(run, pg, duckdb_con, "public", "pk_nothing", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "kf", ["code"])
+    check_silver(run, pg, duckdb_con, "public.pk_nothing", ["id"])
+    check_silver(run, pg, duckdb_con, "public.kf", ["code"])
     # A merge after the backfill: more key changes and deletes.
     pg.execute("UPDATE kf SET code = 'c6 moved' WHERE code = 'c6'")
     pg.execute("UPDATE kf SET code = 'c2' WHERE code = 'c2 moved'")  # back again
@@ -363,7 +364,7 @@ def test_keyless_and_replica_identity_nothing_or_full_tables_under_updates_and_d
     pg.execute("UPDATE kf SET v = 'again' WHERE code = 'c1'")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "kf", ["code"])
+    check_silver(run, pg, duckdb_con, "public.kf", ["code"])
     run.stop()
 
 
@@ -564,8 +565,8 @@ def test_sigkill_during_the_initial_copy_under_writers_copies_again_exactly_once
         "current_database()")] == [run.slot], 60, require_running=False,
         what="only floe's own slot to remain")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "big", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "other", ["id"])
+    check_silver(run, pg, duckdb_con, "public.big", ["id"])
+    check_silver(run, pg, duckdb_con, "public.other", ["id"])
 
 
 # ---------------------------------------------------------------------------
@@ -848,7 +849,7 @@ def test_partitions_published_without_their_root_stream_as_tables_of_their_own(
         [("c", 1, "moved"), ("c", 3, "moved")]
     silver(run)
     for part in ("m_eu", "m_us"):
-        same_as_source(run, pg, duckdb_con, "public", part, ["id", "region"])
+        check_silver(run, pg, duckdb_con, ("public", part), ["id", "region"])
 
     pg.execute("""
         CREATE TABLE m_apac (id int, region text, v text, PRIMARY KEY (id, region));
@@ -867,7 +868,7 @@ def test_partitions_published_without_their_root_stream_as_tables_of_their_own(
     assert not any(r["v"] == "detached" for r in run.rows_pyiceberg("public.m_us"))
     silver(run)
     for part in ("m_eu", "m_apac"):
-        same_as_source(run, pg, duckdb_con, "public", part, ["id", "region"])
+        check_silver(run, pg, duckdb_con, ("public", part), ["id", "region"])
     # The detached partition's tables stay as they were when it left the publication.
     silver_equals(run, duckdb_con, "public.m_us", ["id", "region"], at_detach)
     run.stop()
