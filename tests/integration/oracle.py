@@ -107,7 +107,9 @@ def _show(v: Any, width: int = 40) -> str:
     text = repr(v)
     if len(text) > width:
         text = text[:width] + f"... ({len(text)} chars)"
-    return text if v is None else f"{type(v).__name__} {text}"
+    if v is None or text.startswith(type(v).__name__):
+        return text
+    return f"{type(v).__name__} {text}"
 
 
 def silver_table(run, table, service: str = SERVICE):
@@ -205,14 +207,14 @@ def silver_differences(run, pg, con, table, key: list[str],
                             + _describe(differing, want, got, "source", "Silver"))
         if lsn_is_ours and LSN in names:
             lsns[reader] = {k: r[LSN] for k, r in got.items()}
-            bad = sorted((k for k, v in lsns[reader].items()
-                          if type(v) is not int or v <= 0
-                          or (mark is not None and v > int(mark))), key=str)
+            bad = [(tuple(norm(r[c]) for c in key), r[LSN]) for r in rows
+                   if type(r[LSN]) is not int or r[LSN] <= 0
+                   or (mark is not None and r[LSN] > int(mark))]
             if bad:
                 problems.append(
                     f"{reader}: {label}: {len(bad)} rows whose {LSN} is null, not "
                     f"positive or above the watermark {WATERMARK}={mark}, e.g. "
-                    + ", ".join(f"{k}: {lsns[reader][k]!r}" for k in bad[:5]))
+                    + ", ".join(f"{k}: {v!r}" for k, v in sorted(bad, key=str)[:5]))
         if reader == "PyIceberg" and _rows is not None:
             _rows.extend(by_key([{c: v for c, v in r.items()
                                   if not (lsn_is_ours and c == LSN)} for r in rows], key))
