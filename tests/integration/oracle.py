@@ -24,7 +24,8 @@ Normalisation is kept to what the readers need: a uuid is compared as its text
 `check_silver(run, pg, con, table, key)` asserts all that and returns Silver's rows
 (PyIceberg, without `cdc_commit_lsn`) in key order; `silver_differences` returns the
 problems instead (for polling). `table` is "schema.table", "table" (public) or a
-(schema, table) pair.
+(schema, table) pair. `want=` replaces the whole table by rows the caller read from
+the source (a row filter's rows, a column list's columns).
 """
 
 from __future__ import annotations
@@ -164,11 +165,22 @@ def _describe(differing, want, got, first: str, second: str) -> str:
 
 def silver_differences(run, pg, con, table, key: list[str],
                        leave_out: tuple[str, ...] = (), service: str = SERVICE,
+                       want: list[dict] | None = None,
                        _rows: list | None = None) -> list[str]:
-    """How Silver (PyIceberg and DuckDB) differs from the source table; [] when equal."""
+    """How Silver (PyIceberg and DuckDB) differs from the source table; [] when equal.
+    `want`: the rows Silver must hold instead of the whole source table, read from
+    the source by the caller (a row filter's rows, a column list's columns, rows
+    read before a partition was detached), every row with the same columns; an
+    empty `want` checks that Silver has no rows, its columns unchecked."""
     schema, name = table_name(table)
     label = f"Silver {schema}.{name}"
-    src_names, src = source_columns_and_rows(pg, table)
+    if want is None:
+        src_names, src = source_columns_and_rows(pg, table)
+    else:
+        src_names, src = (list(want[0]) if want else None), want
+        assert all(list(r) == src_names for r in want), "`want` rows differ in columns"
+    if src_names is None:  # nothing to expect but no rows
+        src_names = []
     missing_out = [c for c in leave_out if c not in src_names]
     assert not missing_out, f"leave_out names no source column: {missing_out}"
     columns = [c for c in src_names if c not in leave_out]
@@ -186,7 +198,7 @@ def silver_differences(run, pg, con, table, key: list[str],
         lacking = [c for c in columns if c not in names]
         if lsn_is_ours and LSN not in names:
             lacking.append(LSN)
-        if extra_cols or lacking:
+        if (extra_cols or lacking) and (columns or want is None):
             problems.append(f"{reader}: {label} has columns the source lacks {extra_cols}, "
                             f"lacks {lacking} (Silver's columns: {names})")
         got, dupes = _keyed(rows, key)
@@ -229,11 +241,12 @@ def silver_differences(run, pg, con, table, key: list[str],
 
 
 def check_silver(run, pg, con, table, key: list[str], leave_out: tuple[str, ...] = (),
-                 service: str = SERVICE) -> list[dict]:
+                 service: str = SERVICE, want: list[dict] | None = None) -> list[dict]:
     """Asserts that Silver, read by PyIceberg and by DuckDB, equals the source table
-    (see the module's docstring); returns Silver's rows (PyIceberg, without
-    cdc_commit_lsn) in key order."""
+    (or `want`, see silver_differences; the module's docstring says how); returns
+    Silver's rows (PyIceberg, without cdc_commit_lsn) in key order."""
     rows: list[dict] = []
-    problems = silver_differences(run, pg, con, table, key, leave_out, service, _rows=rows)
+    problems = silver_differences(run, pg, con, table, key, leave_out, service, want,
+                                  _rows=rows)
     assert not problems, "\n".join(problems)
     return rows

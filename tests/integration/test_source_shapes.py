@@ -37,7 +37,7 @@ from psycopg import sql as psql
 
 from conftest import PgDatabase
 from floerun import FloeRun, check_order, events, floe, fold, lsn_int  # noqa: F401
-from oracle import check_silver
+from oracle import check_silver, silver_differences
 from pgcluster import PgCluster
 from test_divergences import wait_flushed
 from test_run_watermark import Writers, bronze_state, source_state
@@ -79,34 +79,6 @@ def lake_tables(run, con, ident: tuple[str, ...]) -> dict[str, pa.Table]:
     return {"PyIceberg": t.scan().to_arrow(),
             "DuckDB": con.execute("SELECT * FROM iceberg_scan(?)", [path])
                          .fetch_arrow_table()}
-
-
-def silver_differences(run, con, table: str, key: list[str],
-                       want: list[dict]) -> list[str]:
-    """How Silver's rows (without cdc_commit_lsn), read by PyIceberg and by DuckDB,
-    differ from `want`, keyed by `key`, columns included; [] when they are equal."""
-    want_by_key = {tuple(r[k] for k in key): r for r in want}
-    assert len(want_by_key) == len(want), "the expected rows repeat a key"
-    problems = []
-    for reader, t in lake_tables(run, con, silver_ident(table)).items():
-        rows = [{k: v for k, v in r.items() if k != "cdc_commit_lsn"}
-                for r in t.to_pylist()]
-        got = {tuple(r[k] for k in key): r for r in rows}
-        if len(got) != len(rows):
-            problems.append(f"{reader}: duplicate keys in Silver {table}")
-        missing = sorted(set(want_by_key) - set(got), key=str)[:5]
-        extra = sorted(set(got) - set(want_by_key), key=str)[:5]
-        differing = [(k, want_by_key[k], got[k]) for k in want_by_key
-                     if k in got and want_by_key[k] != got[k]][:3]
-        if missing or extra or differing:
-            problems.append(f"{reader}: Silver {table} differs: missing keys {missing}, "
-                            f"extra keys {extra}, differing (key, want, got) {differing}")
-    return problems
-
-
-def silver_equals(run, con, table: str, key: list[str], want: list[dict]) -> None:
-    problems = silver_differences(run, con, table, key, want)
-    assert not problems, "\n".join(problems)
 
 
 def no_quarantine(run) -> None:
@@ -429,10 +401,10 @@ def test_a_row_filter_and_a_column_list_drop_what_they_filter_and_hold_nothing_b
     assert events(cols, "id", "pub") == [("c", g, f"p{g}") for g in range(1, 11)] + [
         ("u", 1, "p1"), ("u", 2, "changed"), ("d", 3, None)]
     silver(run)
-    silver_equals(run, duckdb_con, "public.ev", ["id"],
-                  query_rows(pg, "SELECT * FROM ev WHERE region = 'eu'"))
-    silver_equals(run, duckdb_con, "public.cols", ["id"],
-                  query_rows(pg, "SELECT id, pub FROM cols"))
+    check_silver(run, pg, duckdb_con, "public.ev", ["id"],
+                 want=query_rows(pg, "SELECT * FROM ev WHERE region = 'eu'"))
+    check_silver(run, pg, duckdb_con, "public.cols", ["id"],
+                 want=query_rows(pg, "SELECT id, pub FROM cols"))
     run.stop()
 
 
@@ -472,8 +444,8 @@ def test_publish_insert_only_drops_updates_deletes_and_truncates(floe, pg, duckd
     assert {r["cdc_op"] for r in acct} == {"c"}
     assert [(r["id"], r["v"]) for r in acct] == [(g, f"v{g}") for g in range(1, 12)]
     silver(run)
-    silver_equals(run, duckdb_con, "public.acct", ["id"],
-                  [{"id": g, "v": f"v{g}"} for g in range(1, 12)])
+    check_silver(run, pg, duckdb_con, "public.acct", ["id"],
+                 want=[{"id": g, "v": f"v{g}"} for g in range(1, 12)])
     run.stop()
 
 
@@ -870,7 +842,7 @@ def test_partitions_published_without_their_root_stream_as_tables_of_their_own(
     for part in ("m_eu", "m_apac"):
         check_silver(run, pg, duckdb_con, ("public", part), ["id", "region"])
     # The detached partition's tables stay as they were when it left the publication.
-    silver_equals(run, duckdb_con, "public.m_us", ["id", "region"], at_detach)
+    check_silver(run, pg, duckdb_con, "public.m_us", ["id", "region"], want=at_detach)
     run.stop()
 
 
@@ -925,7 +897,7 @@ def test_numeric_infinities_new_enum_labels_json_and_arrays_from_postgres(
         r["a2"] = None  # a multi-dimensional value is never half-written
     assert {r["id"]: r["j"] for r in want}[1] == '{"k": 1, "k": 2}'
     assert {r["id"]: r["jb"] for r in want}[1] == '{"k": 2}'
-    silver_equals(run, duckdb_con, "public.odd", ["id"], want)
+    check_silver(run, pg, duckdb_con, "public.odd", ["id"], want=want)
     quarantine = run.rows(duckdb_con, "quarantine")
     raw = dict(pg.execute("SELECT id, a2::text FROM odd WHERE a2 IS NOT NULL"))
     assert sorted((r["column_name"], r["raw_text"], r["reason"])
@@ -975,8 +947,8 @@ def test_the_copies_take_only_the_rows_the_row_filter_publishes(floe, pg, duckdb
             problems.append(f"Bronze {t} holds rows the row filter does not publish: "
                             f"ids {leaked}")
         problems += silver_differences(
-            run, duckdb_con, f"public.{t}", ["id"],
-            query_rows(pg, f"SELECT * FROM {t} WHERE region = 'eu'"))
+            run, pg, duckdb_con, f"public.{t}", ["id"],
+            want=query_rows(pg, f"SELECT * FROM {t} WHERE region = 'eu'"))
     assert not problems, "\n".join(problems)
 
 
@@ -1007,8 +979,8 @@ def test_the_copies_take_only_the_columns_the_column_list_publishes(floe, pg, du
         if leaked:
             problems.append(f"Bronze {t} holds values of the unpublished column "
                             f"secret: {leaked}")
-        problems += silver_differences(run, duckdb_con, f"public.{t}", ["id"],
-                                       query_rows(pg, f"SELECT id, pub FROM {t}"))
+        problems += silver_differences(run, pg, duckdb_con, f"public.{t}", ["id"],
+                                       want=query_rows(pg, f"SELECT id, pub FROM {t}"))
     assert not problems, "\n".join(problems)
 
 
@@ -1037,6 +1009,6 @@ def test_a_row_moved_into_a_row_filter_without_its_toast_value_is_said_and_fixed
     pg.execute("DELETE FROM mv WHERE id = 1")  # the row floe could not complete
     wait_flushed(run, pg)
     silver(run)
-    problems = silver_differences(run, duckdb_con, "public.mv", ["id", "grp"],
-                                  query_rows(pg, "SELECT * FROM mv WHERE grp < 5"))
+    problems = silver_differences(run, pg, duckdb_con, "public.mv", ["id", "grp"],
+                                  want=query_rows(pg, "SELECT * FROM mv WHERE grp < 5"))
     assert not problems, "\n".join(problems)
