@@ -17,7 +17,7 @@ PostgreSQL), read back with PyIceberg and DuckDB:
   random insert / update / delete workload; then Silver equals the source exactly
   and Bronze's fold equals the source (no lost rows, no resurrected deletes).
 
-The helpers are floerun.py and test_silver.py."""
+The helpers are floerun.py, test_silver.py and oracle.py."""
 
 from __future__ import annotations
 

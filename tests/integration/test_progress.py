@@ -1,7 +1,7 @@
 """Progress of long operations: a `floe silver` pass counts the Bronze rows it
 reads (the total from the snapshot summaries above Silver's watermark) and logs a
 last line when it ends; on a terminal it redraws a bar instead. `floe silver
-backfill` counts the export's rows read. Uses floerun.py and test_silver.py."""
+backfill` counts the export's rows read. Uses floerun.py, test_silver.py and oracle.py."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ PostgreSQL, read back with PyIceberg and DuckDB:
   merged (fewer files, the same rows for both readers, sorted by their time column
   descending).
 
-The helpers are test_maintenance.py, test_silver.py and floerun.py."""
+The helpers are test_maintenance.py, test_silver.py, oracle.py and floerun.py."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ real pipeline (`floe run` on a real PostgreSQL):
   Silver equal to the source (PyIceberg AND DuckDB); an export older than Bronze's
   first commit is refused with the reason and what to do instead.
 
-The helpers are floerun.py and test_silver.py."""
+The helpers are floerun.py, test_silver.py and oracle.py."""
 
 from __future__ import annotations
 
