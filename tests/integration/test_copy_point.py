@@ -30,6 +30,7 @@ import time
 import psycopg
 
 from floerun import floe, fold, lsn_int  # noqa: F401
+from oracle import check_silver
 from test_divergences import wait_flushed
 from test_silver import silver
 
@@ -122,7 +123,6 @@ def test_a_table_rewritten_between_the_copys_snapshot_and_its_read_is_copied_aga
     copy.after-snapshot holds floe's first copy right there while the ALTER commits.
     floe must notice, throw the copy away and copy again: Silver (PyIceberg and
     DuckDB) equals psql, every row present."""
-    from test_divergences import same_as_source
     pg.execute("CREATE TABLE rw (id int PRIMARY KEY, v int, w text)")
     pg.execute("INSERT INTO rw SELECT g, g, 'w' || g FROM generate_series(1, 200) g")
     run = floe(tables=["public.rw"])
@@ -136,5 +136,5 @@ def test_a_table_rewritten_between_the_copys_snapshot_and_its_read_is_copied_aga
     wait_flushed(run, pg)
     assert "was rewritten" in run.log_text(), run.log_tail()
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "rw", ["id"])
+    check_silver(run, pg, duckdb_con, "public.rw", ["id"])
     run.stop()

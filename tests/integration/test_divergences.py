@@ -1,18 +1,17 @@
 """Cases where Silver (or the lake) once differed from the source, each reproduced on
 a real PostgreSQL through `floe run` and `floe silver`, and checked against the
-source with PyIceberg and DuckDB (issue 14's numbered divergences). The oracle is
-the source read with psql, never floe's own fold or verify."""
+source with PyIceberg and DuckDB (issue 14's numbered divergences) by oracle.py's
+check_silver. The oracle is the source read with psql, never floe's own fold or
+verify."""
 
 from __future__ import annotations
 
 import os
 import time
-import uuid
 from pathlib import Path
 
-from psycopg import sql as psql
-
 from floerun import floe, lsn_int  # noqa: F401
+from oracle import check_silver
 from test_maintenance import local, maint
 from test_silver import silver, silver_ident
 from test_silver_tools import tool as silver_tool
@@ -24,44 +23,6 @@ SERVICE = "svc"
 # uncorrelated subquery runs once for the whole INSERT).
 BIG = ("(SELECT string_agg(md5(random()::text || g2 || g), '') "
        "FROM generate_series(1, 640) g2)")
-
-
-def _norm(v):
-    if isinstance(v, uuid.UUID):
-        return str(v)
-    return v
-
-
-def same_as_source(run, pg, con, schema: str, table: str, key: list[str],
-                   leave_out: tuple[str, ...] = ()) -> None:
-    """Silver read by PyIceberg and by DuckDB equals the source table read with psql,
-    row for row (values compared whole; a difference names keys and columns only)."""
-    with pg.connect() as c:
-        cur = c.execute(psql.SQL("SELECT * FROM {}.{}").format(
-            psql.Identifier(schema), psql.Identifier(table)))
-        names = [d.name for d in cur.description]
-        want = {tuple(_norm(r[names.index(k)]) for k in key):
-                {n: _norm(v) for n, v in zip(names, r) if n not in leave_out}
-                for r in cur.fetchall()}
-    t = run.catalog().load_table(("silver", SERVICE, schema, table))
-    path = t.metadata_location.removeprefix("file://")
-    readers = {
-        "PyIceberg": t.scan().to_arrow().to_pylist(),
-        "DuckDB": con.execute("SELECT * FROM iceberg_scan(?)", [path])
-                     .fetch_arrow_table().to_pylist(),
-    }
-    for reader, rows in readers.items():
-        got = {tuple(_norm(r[k]) for k in key):
-               {n: _norm(v) for n, v in r.items()
-                if n != "cdc_commit_lsn" or n in names} for r in rows}
-        assert len(got) == len(rows), f"{reader}: duplicate keys in Silver {table}"
-        missing = sorted(set(want) - set(got), key=str)[:5]
-        extra = sorted(set(got) - set(want), key=str)[:5]
-        differing = [(k, [c for c in want[k] if want[k][c] != got[k].get(c, "<none>")])
-                     for k in want if k in got and want[k] != got[k]][:5]
-        assert not missing and not extra and not differing, (
-            f"{reader}: Silver {schema}.{table} differs from the source: missing keys "
-            f"{missing}, extra keys {extra}, differing (key, columns) {differing}")
 
 
 def wait_flushed(run, pg, timeout: float = 90) -> None:
@@ -104,12 +65,12 @@ def test_an_update_right_after_another_rows_delete_keeps_its_own_toast(floe, pg,
     assert any(r["cdc_unchanged"] == ["body"] for r in run.rows_pyiceberg("public.docs")), \
         "the test meant an update with an unchanged TOAST value, but Bronze has none"
     silver(run)  # a backfill of the new Silver table
-    same_as_source(run, pg, duckdb_con, "public", "docs", ["id"])
+    check_silver(run, pg, duckdb_con, "public.docs", ["id"])
 
     delete_then_retitle(ids[2], ids[3], "retitled 3")
     wait_flushed(run, pg)
     silver(run)  # a merge into the existing table
-    same_as_source(run, pg, duckdb_con, "public", "docs", ["id"])
+    check_silver(run, pg, duckdb_con, "public.docs", ["id"])
 
 
 def test_generated_columns_are_left_out_everywhere_and_said_so(floe, pg, duckdb_con):
@@ -128,7 +89,7 @@ def test_generated_columns_are_left_out_everywhere_and_said_so(floe, pg, duckdb_
     assert [f.name for f in t.schema().fields if f.name != "cdc_commit_lsn"] == \
         ["id", "a", "c"]
     assert "b" not in [f.name for f in run.load("public.acc").schema().fields]
-    same_as_source(run, pg, duckdb_con, "public", "acc", ["id"], leave_out=("b",))
+    check_silver(run, pg, duckdb_con, "public.acc", ["id"], leave_out=("b",))
     assert 'generated column(s) ["b"] are not replicated' in run.log_text()
 
 
@@ -146,14 +107,14 @@ def test_deletes_under_replica_identity_using_index_reach_silver(floe, pg, duckd
     pg.execute("INSERT INTO acct VALUES (100, 'c100', 100)")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "acct", ["id"])
+    check_silver(run, pg, duckdb_con, "public.acct", ["id"])
     # A merge into the existing table: deletes, a code change, an insert.
     pg.execute("DELETE FROM acct WHERE id % 7 = 0")
     pg.execute("UPDATE acct SET code = code || '-x' WHERE id = 1")
     pg.execute("INSERT INTO acct VALUES (101, 'c101', 101)")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "acct", ["id"])
+    check_silver(run, pg, duckdb_con, "public.acct", ["id"])
 
 
 def test_a_table_named_dot_gets_its_own_directory(floe, pg, duckdb_con):
@@ -177,7 +138,7 @@ def test_a_table_named_dot_gets_its_own_directory(floe, pg, duckdb_con):
     for loc in locations:
         assert loc.parent == schema_dir.resolve(), (loc, schema_dir)
     for t in (".", ".."):
-        same_as_source(run, pg, duckdb_con, "public", t, ["id"])
+        check_silver(run, pg, duckdb_con, ("public", t), ["id"])
     # Every file is made old: only references keep one.
     for p in run.warehouse.rglob("*"):
         if p.is_file() and not p.name.startswith("catalog.db"):
@@ -188,7 +149,7 @@ def test_a_table_named_dot_gets_its_own_directory(floe, pg, duckdb_con):
     maint(run, "remove-orphans")
     assert sorted(r["v"] for r in run.rows(duckdb_con, "public.orders")
                   if r["cdc_op"] == "u") == ["changed"] * 10
-    same_as_source(run, pg, duckdb_con, "public", "orders", ["id"])
+    check_silver(run, pg, duckdb_con, "public.orders", ["id"])
 
 
 def test_a_message_naming_a_huge_table_stops_nothing(floe, pg, duckdb_con):
@@ -277,7 +238,7 @@ def test_a_table_the_catalog_cannot_name_holds_nothing_back(floe, pg, duckdb_con
     t = run.catalog().load_table(("silver", SERVICE, "a_b", "t"))
     assert sorted((r["id"], r["v"]) for r in t.scan().to_arrow().to_pylist()) == \
         sorted(pg.execute('SELECT id, v FROM "a.b".t'))
-    same_as_source(run, pg, duckdb_con, "public", "ok", ["id"])
+    check_silver(run, pg, duckdb_con, "public.ok", ["id"])
 
 
 def _churn(pg, table: str, base: int) -> None:
@@ -309,7 +270,7 @@ def test_a_table_back_in_the_publication_is_copied_again(floe, pg, duckdb_con):
     wait_flushed(run, pg)
     silver(run)
     for t in ("a", "b"):
-        same_as_source(run, pg, duckdb_con, "public", t, ["id"])
+        check_silver(run, pg, duckdb_con, ("public", t), ["id"])
 
     # The same while floe is stopped.
     run.stop()
@@ -322,7 +283,7 @@ def test_a_table_back_in_the_publication_is_copied_again(floe, pg, duckdb_con):
     wait_flushed(run, pg)
     assert run.log_text().count("is not the table Bronze copied") == 2
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "a", ["id"])
+    check_silver(run, pg, duckdb_con, "public.a", ["id"])
 
 
 def test_a_table_dropped_and_recreated_or_renamed_is_copied_again(floe, pg, duckdb_con):
@@ -347,8 +308,8 @@ def test_a_table_dropped_and_recreated_or_renamed_is_copied_again(floe, pg, duck
     wait_flushed(run, pg)
     run.wait_until(lambda: run.exists("public.m2"), what="Bronze of the renamed table")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "r", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "m2", ["id"])
+    check_silver(run, pg, duckdb_con, "public.r", ["id"])
+    check_silver(run, pg, duckdb_con, "public.m2", ["id"])
 
     run.stop()
     pg.execute("DROP TABLE r")
@@ -358,7 +319,7 @@ def test_a_table_dropped_and_recreated_or_renamed_is_copied_again(floe, pg, duck
     run.wait_streaming()
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "r", ["id"])
+    check_silver(run, pg, duckdb_con, "public.r", ["id"])
 
 
 def test_a_table_recreated_with_its_columns_elsewhere_is_bound_by_name(floe, pg,
@@ -399,7 +360,7 @@ def test_a_table_recreated_with_its_columns_elsewhere_is_bound_by_name(floe, pg,
     assert changes == [("c", 7, "new"), ("u", 8, "new"), ("u", 8, "after the copy")], \
         changes
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "r", ["id"])
+    check_silver(run, pg, duckdb_con, "public.r", ["id"])
 
 
 def test_a_long_slot_name_still_copies_tables(floe, pg, duckdb_con):
@@ -426,7 +387,7 @@ def test_a_retyped_or_dropped_column_looks_like_the_source_in_silver(floe, pg,
     pg.execute("UPDATE acc SET note = 'before' WHERE id <= 5")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "acc", ["id"])
+    check_silver(run, pg, duckdb_con, "public.acc", ["id"])
 
     with pg.connect(autocommit=False) as c:
         c.execute("ALTER TABLE acc ALTER COLUMN code TYPE int USING code::int")
@@ -445,12 +406,12 @@ def test_a_retyped_or_dropped_column_looks_like_the_source_in_silver(floe, pg,
     types = {f.name: str(f.field_type) for f in t.schema().fields}
     assert types == {"id": "int", "code": "int", "note": "string",
                      "cdc_commit_lsn": "long"}, types
-    same_as_source(run, pg, duckdb_con, "public", "acc", ["id"])
+    check_silver(run, pg, duckdb_con, "public.acc", ["id"])
     # Merges after it go on as usual.
     pg.execute("UPDATE acc SET code = code + 1000 WHERE id % 4 = 0")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "acc", ["id"])
+    check_silver(run, pg, duckdb_con, "public.acc", ["id"])
 
 
 def test_detached_and_attached_partitions_leave_and_join_silver(floe, pg, duckdb_con):
@@ -470,7 +431,7 @@ def test_detached_and_attached_partitions_leave_and_join_silver(floe, pg, duckdb
     pg.execute("UPDATE ev SET v = 'moved', region = 'us' WHERE id = 1")  # cross-partition
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "ev", ["id", "region"])
+    check_silver(run, pg, duckdb_con, "public.ev", ["id", "region"])
 
     pg.execute("ALTER TABLE ev DETACH PARTITION ev_us")
     pg.execute("UPDATE ev SET v = 'after detach' WHERE id = 3")
@@ -481,7 +442,7 @@ def test_detached_and_attached_partitions_leave_and_join_silver(floe, pg, duckdb
                    >= 1, what="the copy after the detach")
     silver(run)
     assert pg.execute("SELECT count(*) FROM ev")[0][0] == 10  # the 10 eu rows; ev_us took 12
-    same_as_source(run, pg, duckdb_con, "public", "ev", ["id", "region"])
+    check_silver(run, pg, duckdb_con, "public.ev", ["id", "region"])
 
     pg.execute("CREATE TABLE ev_ap (id int, region text, v text, PRIMARY KEY (id, region))")
     pg.execute("INSERT INTO ev_ap SELECT g, 'ap', 'ap' || g FROM generate_series(100, 104) g")
@@ -492,7 +453,7 @@ def test_detached_and_attached_partitions_leave_and_join_silver(floe, pg, duckdb
     run.wait_until(lambda: sum(r["cdc_op"] == "t" for r in run.rows_pyiceberg("public.ev"))
                    >= 2, what="the copy after the attach")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "ev", ["id", "region"])
+    check_silver(run, pg, duckdb_con, "public.ev", ["id", "region"])
 
     # Detached, changed behind the stream's back and attached again: the same set of
     # partitions as before (found by the break-it pass).
@@ -508,7 +469,7 @@ def test_detached_and_attached_partitions_leave_and_join_silver(floe, pg, duckdb
     run.wait_until(lambda: sum(r["cdc_op"] == "t" for r in run.rows_pyiceberg("public.ev"))
                    >= 3, what="the copy after the round trip")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "ev", ["id", "region"])
+    check_silver(run, pg, duckdb_con, "public.ev", ["id", "region"])
 
     # One partition truncated on its own: under publish_via_partition_root PostgreSQL
     # sends nothing for it (its new relfilenode gives it away).
@@ -519,7 +480,7 @@ def test_detached_and_attached_partitions_leave_and_join_silver(floe, pg, duckdb
     run.wait_until(lambda: sum(r["cdc_op"] == "t" for r in run.rows_pyiceberg("public.ev"))
                    >= 4, what="the copy after the truncate")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "ev", ["id", "region"])
+    check_silver(run, pg, duckdb_con, "public.ev", ["id", "region"])
 
 
 def test_floe_run_commits_again_after_its_postgres_catalog_restarts(floe, pg, tmp_path):
@@ -592,7 +553,7 @@ def test_a_key_change_during_the_backfill_of_a_toasted_table_keeps_the_value(
                    in run.log_text(), timeout=90, what="the backfill of public.docs")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "docs", ["id"])
+    check_silver(run, pg, duckdb_con, "public.docs", ["id"])
 
 
 def test_remove_orphans_never_takes_an_enclosing_tables_files(floe, pg, duckdb_con):
@@ -625,7 +586,7 @@ def test_remove_orphans_never_takes_an_enclosing_tables_files(floe, pg, duckdb_c
     path = q.metadata_location.removeprefix("file://")
     assert duckdb_con.execute("SELECT count(*) FROM iceberg_scan(?)", [path]).fetchone()[0] == 1
     for t in ("metadata", "data"):
-        same_as_source(run, pg, duckdb_con, "quarantine", t, ["id"])
+        check_silver(run, pg, duckdb_con, ("quarantine", t), ["id"])
 
 
 def test_a_retyped_key_column_says_how_to_rebuild_silver(floe, pg, duckdb_con):
@@ -648,7 +609,7 @@ def test_a_retyped_key_column_says_how_to_rebuild_silver(floe, pg, duckdb_con):
     assert "cannot change its key in place: drop the Silver table" in out, out
     run.catalog().drop_table(silver_ident("public.k"))
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "k", ["id"])
+    check_silver(run, pg, duckdb_con, "public.k", ["id"])
 
 
 def test_odd_key_names_and_a_column_named_like_a_cdc_column(floe, pg, duckdb_con):
@@ -671,9 +632,9 @@ def test_odd_key_names_and_a_column_named_like_a_cdc_column(floe, pg, duckdb_con
                    else "UPDATE c SET cdc_commit_lsn = cdc_commit_lsn || '!' WHERE id % 4 = 0")
         wait_flushed(run, pg)
         silver(run)
-        same_as_source(run, pg, duckdb_con, "public", "a", ["Kéy"])
-        same_as_source(run, pg, duckdb_con, "public", "b", ["key col", 'k"q'])
-        same_as_source(run, pg, duckdb_con, "public", "c", ["id"])
+        check_silver(run, pg, duckdb_con, "public.a", ["Kéy"])
+        check_silver(run, pg, duckdb_con, "public.b", ["key col", 'k"q'])
+        check_silver(run, pg, duckdb_con, "public.c", ["id"])
         # A dropped column named like a nested path leaves Silver's schema too, and
         # the source's cdc_commit_lsn retyped beyond promotion replaces Silver's.
         pg.execute('ALTER TABLE c DROP COLUMN IF EXISTS "a.b"')
@@ -700,7 +661,7 @@ def test_a_column_added_under_silvers_debugging_column_name_replaces_it(floe, pg
     pg.execute("UPDATE d SET cdc_commit_lsn = '2026-01-02 03:04:05+00' WHERE id <= 3")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "d", ["id"])
+    check_silver(run, pg, duckdb_con, "public.d", ["id"])
 
 
 def bronze_columns(run, table: str) -> list[str]:
@@ -744,7 +705,7 @@ def test_a_rename_replayed_after_a_restart_keeps_the_columns_values(floe, pg,
     updates = sorted(r["id"] for r in rows if r["cdc_op"] == "u")
     assert updates == [1, 2, 3, 4, 5, 6, 7], updates
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "ren", ["id"])
+    check_silver(run, pg, duckdb_con, "public.ren", ["id"])
 
 
 def test_renames_made_while_floe_was_stopped_bind_each_column_right(floe, pg,
@@ -773,7 +734,7 @@ def test_renames_made_while_floe_was_stopped_bind_each_column_right(floe, pg,
     assert by_id[1]["b"] == "old shape" and by_id[1]["a"] == -1, by_id[1]
     assert by_id[2]["b"] == "new shape" and by_id[2]["a"] == -2, by_id[2]
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "sw", ["id"])
+    check_silver(run, pg, duckdb_con, "public.sw", ["id"])
 
 
 def test_names_swapped_twice_while_floe_lags_are_not_bound_by_name(floe, pg, duckdb_con):
@@ -808,7 +769,7 @@ def test_names_swapped_twice_while_floe_lags_are_not_bound_by_name(floe, pg, duc
     wait_flushed(run, pg)
     wait_copied(run, "sw2")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "sw2", ["id"])
+    check_silver(run, pg, duckdb_con, "public.sw2", ["id"])
     assert "names swapped between columns" in run.log_text(), run.log_tail()
     run.stop()
 
@@ -837,7 +798,7 @@ def test_two_toast_columns_swapped_and_swapped_back_keep_their_values(floe, pg,
             c.commit()
         wait_flushed(run, pg)
         silver(run)
-        same_as_source(run, pg, duckdb_con, "public", "sb", ["id"])
+        check_silver(run, pg, duckdb_con, "public.sb", ["id"])
         # verify's own fold of Bronze reads the older change's name as the merge
         # does (it reported DIFFERENT after the first swap, Silver being right).
         out = silver_tool(run, "verify", str(run.config_path), "--table", "public.sb")
@@ -870,8 +831,8 @@ def test_a_column_added_with_a_default_reaches_every_silver_row(floe, pg, duckdb
     pg.execute("UPDATE addc SET n = 8 WHERE id = 2")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "addc", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "plain", ["id"])
+    check_silver(run, pg, duckdb_con, "public.addc", ["id"])
+    check_silver(run, pg, duckdb_con, "public.plain", ["id"])
     assert "public.plain: column(s) changed" not in run.log_text()
 
 
@@ -887,7 +848,7 @@ def test_renames_swaps_dotted_names_and_a_renamed_key_follow_the_source(floe, pg
     run = floe(service=SERVICE).start()
     run.wait_streaming()
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "rn", ["id"])
+    check_silver(run, pg, duckdb_con, "public.rn", ["id"])
     with pg.connect(autocommit=False) as c:
         c.execute("ALTER TABLE rn RENAME COLUMN x TO tmp")
         c.execute("ALTER TABLE rn RENAME COLUMN y TO x")
@@ -903,14 +864,14 @@ def test_renames_swaps_dotted_names_and_a_renamed_key_follow_the_source(floe, pg
     names = [f.name for f in t.schema().fields]
     assert names[:4] == ["rn_id", "y", "x", "c.d"] or \
         sorted(names) == sorted(["rn_id", "x", "y", "c.d", "cdc_commit_lsn"]), (names, out)
-    same_as_source(run, pg, duckdb_con, "public", "rn", ["rn_id"])
+    check_silver(run, pg, duckdb_con, "public.rn", ["rn_id"])
     # Renames are no reason to copy the table again (the key is the same key).
     assert "in a way logical decoding does not send" not in run.log_text()
     pg.execute("DELETE FROM rn WHERE rn_id = 2")
     pg.execute("UPDATE rn SET y = 'later' WHERE rn_id = 3")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "rn", ["rn_id"])
+    check_silver(run, pg, duckdb_con, "public.rn", ["rn_id"])
 
 
 def test_a_new_row_key_copies_the_table_so_a_rebuilt_silver_drops_no_delete(
@@ -929,7 +890,7 @@ def test_a_new_row_key_copies_the_table_so_a_rebuilt_silver_drops_no_delete(
     pg.execute("DELETE FROM rk WHERE id <= 5")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "rk", ["id"])
+    check_silver(run, pg, duckdb_con, "public.rk", ["id"])
 
     pg.execute("ALTER TABLE rk REPLICA IDENTITY USING INDEX rk_email_key")
     pg.execute("UPDATE rk SET v = 'after' WHERE id = 6")
@@ -941,7 +902,7 @@ def test_a_new_row_key_copies_the_table_so_a_rebuilt_silver_drops_no_delete(
     wait_flushed(run, pg)
     out = silver(run)
     assert "rebuilding the Silver table with the new key" in out, out
-    same_as_source(run, pg, duckdb_con, "public", "rk", ["email"])
+    check_silver(run, pg, duckdb_con, "public.rk", ["email"])
 
 
 def test_a_declared_merge_key_a_delete_does_not_carry_is_refused(floe, pg, duckdb_con):
@@ -971,7 +932,7 @@ def test_a_declared_merge_key_a_delete_does_not_carry_is_refused(floe, pg, duckd
     pg.execute("DELETE FROM dk WHERE id = 4")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "dk", ["email"])
+    check_silver(run, pg, duckdb_con, "public.dk", ["email"])
 
 
 def test_an_unchanged_toast_value_survives_a_rename_of_its_column(floe, pg, duckdb_con):
@@ -990,7 +951,7 @@ def test_an_unchanged_toast_value_survives_a_rename_of_its_column(floe, pg, duck
     pg.execute("UPDATE tr SET title = 'after' WHERE id = 3")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "tr", ["id"])
+    check_silver(run, pg, duckdb_con, "public.tr", ["id"])
 
 
 def test_a_toast_columns_old_name_taken_by_a_new_column_keeps_the_value(floe, pg,
@@ -1015,7 +976,7 @@ def test_a_toast_columns_old_name_taken_by_a_new_column_keeps_the_value(floe, pg
     pg.execute("UPDATE reused SET title = 'later' WHERE id = 5")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "reused", ["id"])
+    check_silver(run, pg, duckdb_con, "public.reused", ["id"])
     # And once more after a restart (the last positions come from Bronze's commit).
     run.stop()
     pg.execute("UPDATE reused SET title = 'stopped' WHERE id = 1")
@@ -1026,7 +987,7 @@ def test_a_toast_columns_old_name_taken_by_a_new_column_keeps_the_value(floe, pg
     pg.execute("UPDATE reused SET title = 'again' WHERE id = 2")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "reused", ["id"])
+    check_silver(run, pg, duckdb_con, "public.reused", ["id"])
 
 
 def test_a_column_renamed_or_dropped_and_a_new_one_added_under_its_name(floe, pg,
@@ -1057,8 +1018,8 @@ def test_a_column_renamed_or_dropped_and_a_new_one_added_under_its_name(floe, pg
     for t in ("q1", "q2"):
         wait_copied(run, t)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "q1", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "q2", ["id"])
+    check_silver(run, pg, duckdb_con, "public.q1", ["id"])
+    check_silver(run, pg, duckdb_con, "public.q2", ["id"])
 
 
 def test_an_update_of_a_declared_key_under_replica_identity_full_moves_the_row(
@@ -1079,7 +1040,7 @@ def test_an_update_of_a_declared_key_under_replica_identity_full_moves_the_row(
     pg.execute("DELETE FROM kc WHERE id = 7")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "kc", ["code"])
+    check_silver(run, pg, duckdb_con, "public.kc", ["code"])
 
 
 def test_a_column_added_by_a_rewrite_whose_default_is_dropped_at_once(floe, pg,
@@ -1105,7 +1066,7 @@ def test_a_column_added_by_a_rewrite_whose_default_is_dropped_at_once(floe, pg,
     wait_flushed(run, pg)
     wait_copied(run, "rw")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "rw", ["id"])
+    check_silver(run, pg, duckdb_con, "public.rw", ["id"])
 
 
 def test_a_rewrite_after_a_truncate_in_its_transaction_or_while_floe_lags(floe, pg,
@@ -1143,7 +1104,7 @@ def test_a_rewrite_after_a_truncate_in_its_transaction_or_while_floe_lags(floe, 
         wait_copied(run, t)
     silver(run)
     for t in ("t2", "t1"):
-        same_as_source(run, pg, duckdb_con, "public", t, ["id"])
+        check_silver(run, pg, duckdb_con, ("public", t), ["id"])
 
 
 def test_a_key_renamed_while_floe_lags_behind_other_ddl_rebuilds_silver(floe, pg,
@@ -1171,12 +1132,12 @@ def test_a_key_renamed_while_floe_lags_behind_other_ddl_rebuilds_silver(floe, pg
     wait_copied(run, "rk")
     out = silver(run)
     assert "rebuilding the Silver table with the new key" in out, out
-    same_as_source(run, pg, duckdb_con, "public", "rk", ["kid"])
+    check_silver(run, pg, duckdb_con, "public.rk", ["kid"])
     pg.execute("UPDATE rk SET a = 'later' WHERE kid = 5")
     pg.execute("DELETE FROM rk WHERE kid = 6")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "rk", ["kid"])
+    check_silver(run, pg, duckdb_con, "public.rk", ["kid"])
 
 
 def test_two_source_tables_never_share_a_bronze_table(floe, pg, duckdb_con):
@@ -1200,7 +1161,7 @@ def test_two_source_tables_never_share_a_bronze_table(floe, pg, duckdb_con):
     assert owner in ("public.a", "public.b"), owner
     silver(run)
     if owner == "public.b":
-        same_as_source(run, pg, duckdb_con, "public", "b", ["id"])
+        check_silver(run, pg, duckdb_con, "public.b", ["id"])
     else:
         t = run.catalog().load_table(("silver", SERVICE, "public", "a"))
         assert sorted(r["x"] for r in t.scan().to_arrow().to_pylist()) == ["changed"] * 5
@@ -1235,8 +1196,8 @@ def test_keys_shifted_or_swapped_by_one_statement_keep_every_row(floe, pg, duckd
     shift()
     wait_flushed(run, pg)
     silver(run)  # backfills: the copy's rows, then the shift
-    same_as_source(run, pg, duckdb_con, "public", "shifted", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "coded", ["code"])
+    check_silver(run, pg, duckdb_con, "public.shifted", ["id"])
+    check_silver(run, pg, duckdb_con, "public.coded", ["code"])
 
     shift()
     # A swap in one statement, body unchanged (sent as unchanged TOAST).
@@ -1266,8 +1227,8 @@ def test_keys_shifted_or_swapped_by_one_statement_keep_every_row(floe, pg, duckd
                for r in run.rows_pyiceberg("public.shifted")) >= 2, \
         "the test meant key changes with an unchanged TOAST value, but Bronze has none"
     silver(run)  # merges into the existing tables
-    same_as_source(run, pg, duckdb_con, "public", "shifted", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "coded", ["code"])
+    check_silver(run, pg, duckdb_con, "public.shifted", ["id"])
+    check_silver(run, pg, duckdb_con, "public.coded", ["code"])
 
 
 def test_a_key_declared_after_bronze_holds_updates_of_it_copies_the_table_again(
@@ -1298,5 +1259,5 @@ def test_a_key_declared_after_bronze_holds_updates_of_it_copies_the_table_again(
     pg.execute("UPDATE late SET code = 'D' WHERE id = 2")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "late", ["code"])
+    check_silver(run, pg, duckdb_con, "public.late", ["code"])
     run.stop()

@@ -26,6 +26,7 @@ import threading
 import time
 
 from floerun import compare_events, floe  # noqa: F401
+from oracle import check_silver
 from test_run_crash import INITIAL, SETUP, Workload, check_against_audit
 
 POINTS = ["checkpoint.before-commit", "checkpoint.after-table-commit",
@@ -180,7 +181,7 @@ def test_a_copy_again_killed_before_its_commit_keeps_every_change(floe, pg, duck
     committed (copy.before-commit), so the next start finds the copy pending and
     makes it again. Every change, those around the retype included, must be in
     Bronze as the audit trigger recorded it, and Silver must equal psql."""
-    from test_divergences import same_as_source, wait_copied, wait_flushed
+    from test_divergences import wait_copied, wait_flushed
     from test_silver import silver
     pg.execute("""
         CREATE TABLE rt (id int PRIMARY KEY, code text, v int);
@@ -217,7 +218,7 @@ def test_a_copy_again_killed_before_its_commit_keeps_every_change(floe, pg, duck
     wait_flushed(run, pg)
     wait_copied(run, "rt")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "rt", ["id"])
+    check_silver(run, pg, duckdb_con, "public.rt", ["id"])
     run.stop()
     audit = [({"I": "c", "U": "u", "D": "d"}[op], i, v) for op, i, v in
              pg.execute("SELECT op, id, v FROM rt_audit ORDER BY n")]
@@ -277,7 +278,7 @@ def test_a_silver_merge_whose_commit_outcome_is_unknown_or_failed(floe, pg, duck
     conflict, a state unknown, an I/O error), so `floe silver` plans again and exits
     0: it finds its own commit or makes it again, and Silver equals psql (PyIceberg
     and DuckDB), with each key once."""
-    from test_divergences import same_as_source, wait_flushed
+    from test_divergences import wait_flushed
     from test_silver import silver
     pg.execute("""
         CREATE TABLE sv (id int PRIMARY KEY, v text, n int);
@@ -287,7 +288,7 @@ def test_a_silver_merge_whose_commit_outcome_is_unknown_or_failed(floe, pg, duck
     run.start().wait_streaming()
     wait_flushed(run, pg)
     silver(run)  # the backfill
-    same_as_source(run, pg, duckdb_con, "public", "sv", ["id"])
+    check_silver(run, pg, duckdb_con, "public.sv", ["id"])
     for round_, action in enumerate(["lost", "unknown", "error"]):
         pg.execute("UPDATE sv SET n = n + 1000, v = %s WHERE id %% 3 = %s",
                    (action, round_))
@@ -303,5 +304,5 @@ def test_a_silver_merge_whose_commit_outcome_is_unknown_or_failed(floe, pg, duck
         assert f"failpoint catalog.commit (hit 1): {action}" in out, out
         assert proc.returncode == 0, out
         assert "planning again" in out, out
-        same_as_source(run, pg, duckdb_con, "public", "sv", ["id"])
+        check_silver(run, pg, duckdb_con, "public.sv", ["id"])
     run.stop()

@@ -17,7 +17,7 @@ PostgreSQL), read back with PyIceberg and DuckDB:
   random insert / update / delete workload; then Silver equals the source exactly
   and Bronze's fold equals the source (no lost rows, no resurrected deletes).
 
-The helpers are floerun.py and test_silver.py."""
+The helpers are floerun.py, test_silver.py and oracle.py."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from floerun import floe  # noqa: F401
-from test_silver import check_silver, fold, silver, silver_ident, source_rows, wait_bronze
+from oracle import check_silver, source_rows
+from test_silver import fold, silver, silver_ident, wait_bronze
 
 SERVICE = "svc"
 OLD = 4 * 24 * 3600  # seconds: older than remove-orphans' default 3d

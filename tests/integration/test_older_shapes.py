@@ -15,7 +15,8 @@ and Bronze holds each audited change once."""
 from __future__ import annotations
 
 from floerun import floe  # noqa: F401
-from test_divergences import same_as_source, wait_copied, wait_flushed
+from oracle import check_silver
+from test_divergences import wait_copied, wait_flushed
 from test_silver import silver
 
 SETUP = """
@@ -73,7 +74,7 @@ def _check(run, pg, duckdb_con):
     wait_flushed(run, pg)
     wait_copied(run, "t")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "t", ["id"])
+    check_silver(run, pg, duckdb_con, "public.t", ["id"])
     audit = [({"I": "c", "U": "u", "D": "d"}[op], i)
              for op, i in pg.execute("SELECT op, id FROM t_audit ORDER BY n")]
     rows = sorted((r for r in run.rows_pyiceberg("public.t") if r["cdc_op"] in "cud"),

@@ -1,7 +1,7 @@
 """Progress of long operations: a `floe silver` pass counts the Bronze rows it
 reads (the total from the snapshot summaries above Silver's watermark) and logs a
 last line when it ends; on a terminal it redraws a bar instead. `floe silver
-backfill` counts the export's rows read. Uses floerun.py and test_silver.py."""
+backfill` counts the export's rows read. Uses floerun.py, test_silver.py and oracle.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import re
 import subprocess
 
 from floerun import floe  # noqa: F401
-from test_silver import check_silver, silver, wait_bronze
+from oracle import check_silver
+from test_silver import silver, wait_bronze
 from test_silver_tools import export, tool
 
 PASS_LINE = re.compile(r"silver: (\d+)/(\d+) Bronze rows \(100%\), (\d+)/(\d+) tables")

@@ -19,7 +19,7 @@ PostgreSQL, read back with PyIceberg and DuckDB:
   merged (fewer files, the same rows for both readers, sorted by their time column
   descending).
 
-The helpers are test_maintenance.py, test_silver.py and floerun.py."""
+The helpers are test_maintenance.py, test_silver.py, oracle.py and floerun.py."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from floerun import floe  # noqa: F401
 from test_maintenance import (SERVICE, check_sorted_by, churn, delete_files_in_plan,
                               floe_loop, items_workload,
                               live_files, local, maint, silver_table)
-from test_silver import check_silver, silver, wait_bronze
+from oracle import check_silver
+from test_silver import silver, wait_bronze
 
 
 def buckets_of(table) -> int:

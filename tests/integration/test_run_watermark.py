@@ -25,7 +25,8 @@ import pytest
 
 from floerun import check_order, floe, fold  # noqa: F401
 from test_maintenance import OLD, local, maint
-from test_silver import check_silver, silver
+from oracle import check_silver
+from test_silver import silver
 
 SETUP = """
 CREATE TABLE big (id bigint PRIMARY KEY, grp int NOT NULL, v text, amount numeric(12,2));

@@ -13,8 +13,9 @@ from __future__ import annotations
 import random
 
 from floerun import floe  # noqa: F401
-from test_silver import (bronze_commit_lsn, check_silver, current_summary, silver,
-                         silver_ident, source_rows, wait_bronze)
+from oracle import check_silver, source_rows
+from test_silver import (bronze_commit_lsn, current_summary, silver, silver_ident,
+                         wait_bronze)
 
 SERVICE = "svc"
 COW, MOR = "public.small_lookup", "public.items"

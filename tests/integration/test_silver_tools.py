@@ -10,7 +10,7 @@ real pipeline (`floe run` on a real PostgreSQL):
   Silver equal to the source (PyIceberg AND DuckDB); an export older than Bronze's
   first commit is refused with the reason and what to do instead.
 
-The helpers are floerun.py and test_silver.py."""
+The helpers are floerun.py, test_silver.py and oracle.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from floerun import floe, lsn_int  # noqa: F401
-from test_silver import check_silver, silver, silver_ident, wait_bronze
+from oracle import check_silver
+from test_silver import silver, silver_ident, wait_bronze
 
 SERVICE = "svc"
 

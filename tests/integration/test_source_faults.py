@@ -32,8 +32,9 @@ from psycopg.types.json import set_json_loads
 
 from conftest import PgDatabase
 from floerun import check_order, compare_events, floe, fold, lsn_int  # noqa: F401
+from oracle import check_silver
 from pgcluster import PgCluster
-from test_divergences import same_as_source, wait_copied
+from test_divergences import wait_copied
 from test_silver import silver, silver_ident
 from test_stream_faults import AUDIT_SQL, no_duplicates
 
@@ -817,7 +818,7 @@ def test_numeric_retypes_on_postgres_while_floe_streams(floe, pg, duckdb_con):
         "id": "int", "amount": "decimal(12, 4)", "price": "decimal(14, 2)",
         "qty": "decimal(12, 2)", "ratio": "double", "cdc_commit_lsn": "long"}, \
         silver_types(run, table)
-    same_as_source(run, pg, duckdb_con, "public", "num", ["id"])
+    check_silver(run, pg, duckdb_con, "public.num", ["id"])
 
     # Back to numeric(10,2): PostgreSQL rounds every value; the earlier field again.
     stream_step("ALTER TABLE num ALTER amount TYPE numeric(10,2)",
@@ -829,7 +830,7 @@ def test_numeric_retypes_on_postgres_while_floe_streams(floe, pg, duckdb_con):
     wait_flushed(run, pg)
     silver(run)
     assert silver_types(run, table)["amount"] == "decimal(10, 2)"
-    same_as_source(run, pg, duckdb_con, "public", "num", ["id"])
+    check_silver(run, pg, duckdb_con, "public.num", ["id"])
     run.stop()
 
     rows = run.rows(duckdb_con, table)
@@ -882,7 +883,7 @@ def test_drop_column_and_retypes_between_dml_inside_one_transaction(floe, pg,
     pg.execute("UPDATE acc2 SET note = 'streamed' WHERE id = 1")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "acc2", ["id"])
+    check_silver(run, pg, duckdb_con, "public.acc2", ["id"])
     before = bronze_fields(run, "public.acc2")
 
     with pg.connect(autocommit=False) as c:
@@ -918,7 +919,7 @@ def test_drop_column_and_retypes_between_dml_inside_one_transaction(floe, pg,
     assert silver_types(run, "public.acc2") == {
         "id": "int", "v": "long", "amount": "decimal(12, 4)",
         "cdc_commit_lsn": "long"}, silver_types(run, "public.acc2")
-    same_as_source(run, pg, duckdb_con, "public", "acc2", ["id"])
+    check_silver(run, pg, duckdb_con, "public.acc2", ["id"])
     run.stop()
 
     table = "public.acc2"

@@ -37,8 +37,9 @@ from psycopg import sql as psql
 
 from conftest import PgDatabase
 from floerun import FloeRun, check_order, events, floe, fold, lsn_int  # noqa: F401
+from oracle import check_silver, silver_differences
 from pgcluster import PgCluster
-from test_divergences import same_as_source, wait_flushed
+from test_divergences import wait_flushed
 from test_run_watermark import Writers, bronze_state, source_state
 from test_silver import silver, silver_ident
 
@@ -80,34 +81,6 @@ def lake_tables(run, con, ident: tuple[str, ...]) -> dict[str, pa.Table]:
                          .fetch_arrow_table()}
 
 
-def silver_differences(run, con, table: str, key: list[str],
-                       want: list[dict]) -> list[str]:
-    """How Silver's rows (without cdc_commit_lsn), read by PyIceberg and by DuckDB,
-    differ from `want`, keyed by `key`, columns included; [] when they are equal."""
-    want_by_key = {tuple(r[k] for k in key): r for r in want}
-    assert len(want_by_key) == len(want), "the expected rows repeat a key"
-    problems = []
-    for reader, t in lake_tables(run, con, silver_ident(table)).items():
-        rows = [{k: v for k, v in r.items() if k != "cdc_commit_lsn"}
-                for r in t.to_pylist()]
-        got = {tuple(r[k] for k in key): r for r in rows}
-        if len(got) != len(rows):
-            problems.append(f"{reader}: duplicate keys in Silver {table}")
-        missing = sorted(set(want_by_key) - set(got), key=str)[:5]
-        extra = sorted(set(got) - set(want_by_key), key=str)[:5]
-        differing = [(k, want_by_key[k], got[k]) for k in want_by_key
-                     if k in got and want_by_key[k] != got[k]][:3]
-        if missing or extra or differing:
-            problems.append(f"{reader}: Silver {table} differs: missing keys {missing}, "
-                            f"extra keys {extra}, differing (key, want, got) {differing}")
-    return problems
-
-
-def silver_equals(run, con, table: str, key: list[str], want: list[dict]) -> None:
-    problems = silver_differences(run, con, table, key, want)
-    assert not problems, "\n".join(problems)
-
-
 def no_quarantine(run) -> None:
     ident = ("bronze", SERVICE, "quarantine")
     if run.catalog().table_exists(ident):
@@ -144,7 +117,7 @@ def test_truncate_cascade_restart_identity_empties_every_table_it_reaches(
     silver(run)  # Silver holds the copied rows the truncates must remove
     tables = {"a": ["id"], "b": ["id"], "c": ["id"], "keep": ["id"]}
     for t, k in tables.items():
-        same_as_source(run, pg, duckdb_con, "public", t, k)
+        check_silver(run, pg, duckdb_con, ("public", t), k)
 
     in_tx(pg, "INSERT INTO a (v) VALUES ('a21')",
           "INSERT INTO b (a_id, w) VALUES (21, 'b21')",
@@ -202,13 +175,13 @@ def test_truncate_cascade_restart_identity_empties_every_table_it_reaches(
 
     silver(run)  # one merge holding both truncates and the rows around them
     for t, k in tables.items():
-        same_as_source(run, pg, duckdb_con, "public", t, k)
+        check_silver(run, pg, duckdb_con, ("public", t), k)
     in_tx(pg, "TRUNCATE c, b, a RESTART IDENTITY",
           "INSERT INTO a (v) VALUES ('last')")
     wait_flushed(run, pg)
     silver(run)
     for t, k in tables.items():
-        same_as_source(run, pg, duckdb_con, "public", t, k)
+        check_silver(run, pg, duckdb_con, ("public", t), k)
     assert [(r["id"], r["v"]) for r in query_rows(pg, "SELECT * FROM a")] == [(1, "last")]
     run.stop()
 
@@ -354,8 +327,8 @@ def test_keyless_and_replica_identity_nothing_or_full_tables_under_updates_and_d
         assert f"      public.{t}: [column, ...]" in out, out
         assert not run.catalog().table_exists(silver_ident(f"public.{t}"))
     assert "public.kf has no primary key" not in out, out
-    same_as_source(run, pg, duckdb_con, "public", "pk_nothing", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "kf", ["code"])
+    check_silver(run, pg, duckdb_con, "public.pk_nothing", ["id"])
+    check_silver(run, pg, duckdb_con, "public.kf", ["code"])
     # A merge after the backfill: more key changes and deletes.
     pg.execute("UPDATE kf SET code = 'c6 moved' WHERE code = 'c6'")
     pg.execute("UPDATE kf SET code = 'c2' WHERE code = 'c2 moved'")  # back again
@@ -363,7 +336,7 @@ def test_keyless_and_replica_identity_nothing_or_full_tables_under_updates_and_d
     pg.execute("UPDATE kf SET v = 'again' WHERE code = 'c1'")
     wait_flushed(run, pg)
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "kf", ["code"])
+    check_silver(run, pg, duckdb_con, "public.kf", ["code"])
     run.stop()
 
 
@@ -428,10 +401,10 @@ def test_a_row_filter_and_a_column_list_drop_what_they_filter_and_hold_nothing_b
     assert events(cols, "id", "pub") == [("c", g, f"p{g}") for g in range(1, 11)] + [
         ("u", 1, "p1"), ("u", 2, "changed"), ("d", 3, None)]
     silver(run)
-    silver_equals(run, duckdb_con, "public.ev", ["id"],
-                  query_rows(pg, "SELECT * FROM ev WHERE region = 'eu'"))
-    silver_equals(run, duckdb_con, "public.cols", ["id"],
-                  query_rows(pg, "SELECT id, pub FROM cols"))
+    check_silver(run, pg, duckdb_con, "public.ev", ["id"],
+                 want=query_rows(pg, "SELECT * FROM ev WHERE region = 'eu'"))
+    check_silver(run, pg, duckdb_con, "public.cols", ["id"],
+                 want=query_rows(pg, "SELECT id, pub FROM cols"))
     run.stop()
 
 
@@ -471,8 +444,8 @@ def test_publish_insert_only_drops_updates_deletes_and_truncates(floe, pg, duckd
     assert {r["cdc_op"] for r in acct} == {"c"}
     assert [(r["id"], r["v"]) for r in acct] == [(g, f"v{g}") for g in range(1, 12)]
     silver(run)
-    silver_equals(run, duckdb_con, "public.acct", ["id"],
-                  [{"id": g, "v": f"v{g}"} for g in range(1, 12)])
+    check_silver(run, pg, duckdb_con, "public.acct", ["id"],
+                 want=[{"id": g, "v": f"v{g}"} for g in range(1, 12)])
     run.stop()
 
 
@@ -564,8 +537,8 @@ def test_sigkill_during_the_initial_copy_under_writers_copies_again_exactly_once
         "current_database()")] == [run.slot], 60, require_running=False,
         what="only floe's own slot to remain")
     silver(run)
-    same_as_source(run, pg, duckdb_con, "public", "big", ["id"])
-    same_as_source(run, pg, duckdb_con, "public", "other", ["id"])
+    check_silver(run, pg, duckdb_con, "public.big", ["id"])
+    check_silver(run, pg, duckdb_con, "public.other", ["id"])
 
 
 # ---------------------------------------------------------------------------
@@ -848,7 +821,7 @@ def test_partitions_published_without_their_root_stream_as_tables_of_their_own(
         [("c", 1, "moved"), ("c", 3, "moved")]
     silver(run)
     for part in ("m_eu", "m_us"):
-        same_as_source(run, pg, duckdb_con, "public", part, ["id", "region"])
+        check_silver(run, pg, duckdb_con, ("public", part), ["id", "region"])
 
     pg.execute("""
         CREATE TABLE m_apac (id int, region text, v text, PRIMARY KEY (id, region));
@@ -867,9 +840,9 @@ def test_partitions_published_without_their_root_stream_as_tables_of_their_own(
     assert not any(r["v"] == "detached" for r in run.rows_pyiceberg("public.m_us"))
     silver(run)
     for part in ("m_eu", "m_apac"):
-        same_as_source(run, pg, duckdb_con, "public", part, ["id", "region"])
+        check_silver(run, pg, duckdb_con, ("public", part), ["id", "region"])
     # The detached partition's tables stay as they were when it left the publication.
-    silver_equals(run, duckdb_con, "public.m_us", ["id", "region"], at_detach)
+    check_silver(run, pg, duckdb_con, "public.m_us", ["id", "region"], want=at_detach)
     run.stop()
 
 
@@ -924,7 +897,7 @@ def test_numeric_infinities_new_enum_labels_json_and_arrays_from_postgres(
         r["a2"] = None  # a multi-dimensional value is never half-written
     assert {r["id"]: r["j"] for r in want}[1] == '{"k": 1, "k": 2}'
     assert {r["id"]: r["jb"] for r in want}[1] == '{"k": 2}'
-    silver_equals(run, duckdb_con, "public.odd", ["id"], want)
+    check_silver(run, pg, duckdb_con, "public.odd", ["id"], want=want)
     quarantine = run.rows(duckdb_con, "quarantine")
     raw = dict(pg.execute("SELECT id, a2::text FROM odd WHERE a2 IS NOT NULL"))
     assert sorted((r["column_name"], r["raw_text"], r["reason"])
@@ -974,8 +947,8 @@ def test_the_copies_take_only_the_rows_the_row_filter_publishes(floe, pg, duckdb
             problems.append(f"Bronze {t} holds rows the row filter does not publish: "
                             f"ids {leaked}")
         problems += silver_differences(
-            run, duckdb_con, f"public.{t}", ["id"],
-            query_rows(pg, f"SELECT * FROM {t} WHERE region = 'eu'"))
+            run, pg, duckdb_con, f"public.{t}", ["id"],
+            want=query_rows(pg, f"SELECT * FROM {t} WHERE region = 'eu'"))
     assert not problems, "\n".join(problems)
 
 
@@ -1006,8 +979,8 @@ def test_the_copies_take_only_the_columns_the_column_list_publishes(floe, pg, du
         if leaked:
             problems.append(f"Bronze {t} holds values of the unpublished column "
                             f"secret: {leaked}")
-        problems += silver_differences(run, duckdb_con, f"public.{t}", ["id"],
-                                       query_rows(pg, f"SELECT id, pub FROM {t}"))
+        problems += silver_differences(run, pg, duckdb_con, f"public.{t}", ["id"],
+                                       want=query_rows(pg, f"SELECT id, pub FROM {t}"))
     assert not problems, "\n".join(problems)
 
 
@@ -1036,6 +1009,6 @@ def test_a_row_moved_into_a_row_filter_without_its_toast_value_is_said_and_fixed
     pg.execute("DELETE FROM mv WHERE id = 1")  # the row floe could not complete
     wait_flushed(run, pg)
     silver(run)
-    problems = silver_differences(run, duckdb_con, "public.mv", ["id", "grp"],
-                                  query_rows(pg, "SELECT * FROM mv WHERE grp < 5"))
+    problems = silver_differences(run, pg, duckdb_con, "public.mv", ["id", "grp"],
+                                  want=query_rows(pg, "SELECT * FROM mv WHERE grp < 5"))
     assert not problems, "\n".join(problems)
