@@ -82,15 +82,6 @@ class WaitNotice {
   std::thread thread_;  // last: started once the members above exist
 };
 
-}  // namespace
-
-// lake::kColumnsPositionProperty's value: `[commit_lsn, seq]`.
-std::string PositionJson(ChangePosition at) {
-  return nlohmann::json::array({at.first, at.second}).dump();
-}
-
-namespace {
-
 // The table's lake::kColumnsPositionProperty ({0, -1}: none, or unreadable).
 ChangePosition ColumnsPositionOf(const ice::TableMetadata& metadata) {
   auto it = metadata.properties.find(lake::kColumnsPositionProperty);
@@ -113,12 +104,6 @@ int32_t FirstSeqOf(const arrow::RecordBatch& batch) {
 
 }  // namespace
 
-int64_t NowUnixMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string CopySlotName(const std::string& slot, int64_t pid) {
   // PostgreSQL truncates names to 63 bytes (NAMEDATALEN - 1) and a slot name that
   // long is refused: a long configured slot keeps a prefix and a hash of itself.
@@ -129,10 +114,6 @@ std::string CopySlotName(const std::string& slot, int64_t pid) {
   char hash[9];
   std::snprintf(hash, sizeof hash, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
   return slot.substr(0, kMaxName - suffix.size() - 9) + "_" + hash + suffix;
-}
-
-std::string SourceName(const pg::QualifiedName& name) {
-  return name.schema + "." + name.table;
 }
 
 namespace {
@@ -250,65 +231,6 @@ std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
   return out;
 }
 
-}  // namespace
-
-// ---------------------------------------------------------------------------
-// Source columns
-
-std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
-  std::vector<SourceColumn> out;
-  const std::vector<int> key = shape.relation.row_key();
-  for (size_t i = 0; i < shape.relation.columns.size(); ++i) {
-    const auto& c = shape.relation.columns[i];
-    SourceColumn col;
-    col.name = c.name;
-    col.attnum = c.attnum;
-    col.type_oid = c.type_oid;
-    col.type_modifier = c.type_modifier;
-    col.is_row_key = std::find(key.begin(), key.end(), static_cast<int>(i)) != key.end();
-    col.defaulted = c.defaulted;
-    col.in_identity = c.is_replica_identity;
-    col.mapping = shape.mappings.at(i);
-    out.push_back(std::move(col));
-  }
-  return out;
-}
-
-// The replicated columns of a table, from the catalog (for rows that do not come
-// through a Relation message: the copies), described as pg::DescribeTable describes
-// it for every path: in attnum order, the order pgoutput sends them in, and without
-// generated columns, which pgoutput does not send either.
-arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
-    pg::PgConnection& sql, pg::TypeResolver& types, const pg::QualifiedName& table,
-    const std::string& publication) {
-  ARROW_ASSIGN_OR_RAISE(auto described,
-                        pg::DescribeTable(sql, table.schema, table.table, publication));
-  if (!described || described->Replicated().empty()) {
-    return arrow::Status::KeyError("table ", SourceName(table),
-                                   " has no columns or does not exist");
-  }
-  const std::vector<std::string> key = described->RowKey();
-  const std::vector<std::string> identity = described->IdentityColumns();
-  std::vector<SourceColumn> out;
-  for (const pg::DescribedColumn& c : described->Replicated()) {
-    SourceColumn col;
-    col.attnum = c.attnum;
-    col.name = c.name;
-    col.type_oid = c.type_oid;
-    col.type_modifier = c.type_modifier;
-    col.is_row_key = std::find(key.begin(), key.end(), c.name) != key.end();
-    col.defaulted = c.defaulted;
-    col.in_identity = std::find(identity.begin(), identity.end(), c.name) != identity.end();
-    ARROW_ASSIGN_OR_RAISE(pg::PgTypeInfo type,
-                          types.Resolve(col.type_oid, col.type_modifier));
-    col.mapping = pg::MapType(type);
-    out.push_back(std::move(col));
-  }
-  return out;
-}
-
-namespace {
-
 // Per published table, what identifies the relation and its membership in the
 // publication: its pg_class oid (new when dropped and re-created) and the oids of
 // the pg_publication_rel rows of it or an ancestor and of the
@@ -356,17 +278,6 @@ arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
 }
 
 }  // namespace
-
-arrow::Result<std::vector<pg::QualifiedName>> PublishedTables(
-    pg::PgConnection& sql, const std::string& publication) {
-  ARROW_ASSIGN_OR_RAISE(
-      auto rows, sql.Query("SELECT schemaname::text, tablename::text FROM "
-                           "pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2",
-                           {publication}));
-  std::vector<pg::QualifiedName> out;
-  for (const auto& row : rows) out.push_back({*row[0], *row[1]});
-  return out;
-}
 
 // Warns, with the setting to change, when a stalled or stopped floe could fill the
 // source's disk (DESIGN: the source database is part of the blast radius).
@@ -498,15 +409,6 @@ constexpr int64_t kFlushBytes = int64_t{256} << 20;
 constexpr char kEventOps[] = {'c', 'u', 'd', 't', 'r'};
 
 }  // namespace
-
-// Conforms and writes what `table` has buffered.
-arrow::Status FlushBuffered(BronzeTable* table) {
-  if (table->buffered.empty()) return arrow::Status::OK();
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::RecordBatch> batch,
-                        table->buffered.Take());
-  ARROW_ASSIGN_OR_RAISE(auto conformed, table->conformer->Conform(*batch, NowUnixMicros()));
-  return table->appender->Write(*conformed);
-}
 
 arrow::Result<TableAppender*> Pipeline::SystemTable(std::unique_ptr<TableAppender>* slot,
                                                     const std::string& name,

@@ -5,6 +5,7 @@
 // functions are defined by seam:
 //
 //   pipeline.cc             the run loop (RunOnce), RunPipeline, IsFatal, Fatal
+//   pipeline_shared.cc      helpers several of them use
 #pragma once
 
 #include <unistd.h>
@@ -56,7 +57,7 @@ struct BronzeTable;
 // pipeline.cc: an error retrying cannot fix (IsFatal).
 arrow::Status Fatal(std::string message);
 
-// pipeline.cc
+// pipeline_shared.cc
 std::string PositionJson(ChangePosition at);
 int64_t NowUnixMicros();
 std::string SourceName(const pg::QualifiedName& name);
