@@ -5,6 +5,7 @@
 // functions are defined by seam:
 //
 //   pipeline.cc             the run loop (RunOnce), RunPipeline, IsFatal, Fatal
+//   pipeline_metrics.cc     PipelineMetrics, the source sampled for it
 //   pipeline_shared.cc      helpers several of them use
 #pragma once
 
