@@ -5,6 +5,7 @@
 // functions are defined by seam:
 //
 //   pipeline.cc             the run loop (RunOnce), RunPipeline, IsFatal, Fatal
+//   pipeline_startup.cc     start-up checks: the service lock, the slot, settings
 //   pipeline_metrics.cc     PipelineMetrics, the source sampled for it
 //   pipeline_shared.cc      helpers several of them use
 #pragma once
@@ -70,7 +71,7 @@ arrow::Result<std::vector<pg::QualifiedName>> PublishedTables(
     pg::PgConnection& sql, const std::string& publication);
 arrow::Status FlushBuffered(BronzeTable* table);
 
-// pipeline.cc
+// pipeline_startup.cc
 void WarnIfUnprotected(pg::PgConnection& sql);
 
 // ---------------------------------------------------------------------------
