@@ -8,6 +8,7 @@
 //   pipeline_startup.cc     start-up checks: the service lock, the slot, settings
 //   pipeline_tables.cc      Bronze tables: finding, creating, binding columns
 //   pipeline_copy.cc        copies through an exported snapshot, discovery
+//   pipeline_backfill.cc    the watermark-backfill driver
 //   pipeline_metrics.cc     PipelineMetrics, the source sampled for it
 //   pipeline_shared.cc      helpers several of them use
 #pragma once
