@@ -9,6 +9,7 @@
 //   pipeline_tables.cc      Bronze tables: finding, creating, binding columns
 //   pipeline_copy.cc        copies through an exported snapshot, discovery
 //   pipeline_backfill.cc    the watermark-backfill driver
+//   pipeline_changes.cc     the change stream's sink: writing changes
 //   pipeline_metrics.cc     PipelineMetrics, the source sampled for it
 //   pipeline_shared.cc      helpers several of them use
 #pragma once
