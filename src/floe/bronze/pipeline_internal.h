@@ -10,6 +10,7 @@
 //   pipeline_copy.cc        copies through an exported snapshot, discovery
 //   pipeline_backfill.cc    the watermark-backfill driver
 //   pipeline_changes.cc     the change stream's sink: writing changes
+//   pipeline_checkpoint.cc  checkpoints: commits and their bookkeeping
 //   pipeline_metrics.cc     PipelineMetrics, the source sampled for it
 //   pipeline_shared.cc      helpers several of them use
 #pragma once
