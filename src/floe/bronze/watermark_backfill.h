@@ -1,8 +1,8 @@
 // The pieces of a watermark backfill (DBLog's algorithm) that do not need a
 // database: the watermark messages, the chunk window that decides which rows of a
 // chunk are still current, the key of a row, the progress record kept in the Bronze
-// snapshot summary, and turning chunk rows into `r` changes. `floe run` (pipeline.cc)
-// drives them; docs/running.md describes the protocol.
+// snapshot summary, and turning chunk rows into `r` changes. `floe run`
+// (pipeline_backfill.cc) drives them; docs/running.md describes the protocol.
 //
 // One chunk: a low watermark is committed (`pg_logical_emit_message(true,
 // 'floe.watermark', ...)`), the next rows in key order are selected in a fresh

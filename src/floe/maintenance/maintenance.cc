@@ -353,8 +353,13 @@ arrow::Result<CompactResult> Compact(ice::Table& table, bool silver,
     // the next plan finds nothing left to do) or a transient failure plans again.
     if (!floe::IsRetryable(committed.status())) return committed.status();
     last_conflict = committed.status();
-    spdlog::info("{}: the compaction could not commit ({}); planning again", result.table,
-                 committed.status().ToString());
+    if (floe::ErrorKindOf(committed.status()) == floe::ErrorKind::kCommitConflict) {
+      spdlog::info("{}: changed while compacting ({}); planning again", result.table,
+                   committed.status().message());
+    } else {
+      spdlog::warn("{}: the compaction's commit failed ({}); planning again",
+                   result.table, committed.status().ToString());
+    }
     // Let the concurrent writer's burst pass before reading the table again.
     if (attempt < options.max_attempts) floe::SleepBeforeRetry(attempt);
   }

@@ -1,0 +1,415 @@
+// Copies of published tables through a temporary slot's exported snapshot
+// (CopyTables; at start-up, after --resnapshot, for keyless tables and copies
+// again), and the discovery of published tables Bronze does not hold yet.
+
+#include "floe/bronze/pipeline_internal.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <thread>
+
+#include <arrow/array.h>
+
+#include "floe/bronze/system_tables.h"
+#include "floe/common/failpoint.h"
+#include "floe/iceberg/table.h"
+#include "floe/lake/keys.h"
+#include "floe/source/postgres/snapshot.h"
+
+namespace floe::bronze {
+
+namespace {
+
+// Says `what`, with the seconds waited so far, once `first` has passed and then every
+// minute, until destroyed: for a call that may block on the source for long.
+class WaitNotice {
+ public:
+  WaitNotice(std::string what, std::chrono::seconds first)
+      : thread_([this, what = std::move(what), first] { Run(what, first); }) {}
+  ~WaitNotice() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  WaitNotice(const WaitNotice&) = delete;
+  WaitNotice& operator=(const WaitNotice&) = delete;
+
+ private:
+  void Run(const std::string& what, std::chrono::seconds first) {
+    const auto started = std::chrono::steady_clock::now();
+    auto next = started + first;
+    std::unique_lock lock(mu_);
+    while (!wake_.wait_until(lock, next, [&] { return stop_; })) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::steady_clock::now() - started);
+      spdlog::warn("{} (waiting {} s so far)", what, waited.count());
+      next += std::chrono::minutes(1);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the members above exist
+};
+
+}  // namespace
+
+std::string CopySlotName(const std::string& slot, int64_t pid) {
+  // PostgreSQL truncates names to 63 bytes (NAMEDATALEN - 1) and a slot name that
+  // long is refused: a long configured slot keeps a prefix and a hash of itself.
+  const std::string suffix = "_copy_" + std::to_string(pid);
+  constexpr size_t kMaxName = 63;
+  if (slot.size() + suffix.size() <= kMaxName) return slot + suffix;
+  const uint64_t h = ice::Fnv1a64(slot);
+  char hash[9];
+  std::snprintf(hash, sizeof hash, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
+  return slot.substr(0, kMaxName - suffix.size() - 9) + "_" + hash + suffix;
+}
+
+// Per published table, what identifies the relation and its membership in the
+// publication: its pg_class oid (new when dropped and re-created) and the oids of
+// the pg_publication_rel rows of it or an ancestor and of the
+// pg_publication_namespace row of its schema (new when it was removed from the
+// publication and added back; constant under FOR ALL TABLES). Changes made while a
+// table was out of the publication are not in the WAL stream floe reads, so a
+// changed identity means Bronze may miss changes: the table is copied again. For a
+// partitioned table published through its root, also its leaf partitions' oids:
+// rows of a partition attached or detached move without a change in the stream.
+arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
+    pg::PgConnection& sql, const std::string& publication) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows,
+      sql.Query(
+          "SELECT pt.schemaname::text, pt.tablename::text, 'relation ' || c.oid || "
+          "', publication ' || coalesce((SELECT string_agg(pr.oid::text, ',' ORDER BY "
+          "pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = p.oid AND "
+          "(pr.prrelid = c.oid OR pr.prrelid IN (SELECT relid FROM "
+          // Rows only for a partition or a partitioned table, itself included.
+          "pg_partition_ancestors(c.oid)))), '') || "
+          "'/' || coalesce((SELECT string_agg(pn.oid::text, ',' ORDER BY pn.oid) FROM "
+          "pg_catalog.pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND "
+          "pn.pnnspid = c.relnamespace), '') || "
+          // A partitioned table published through its root: ATTACH and DETACH
+          // PARTITION move rows in or out of it without a change in the WAL stream.
+          // Each partition with the xmin of its pg_inherits row: detaching a
+          // partition, changing it and attaching it again leaves the same set of
+          // partitions, but a new pg_inherits row.
+          "CASE WHEN c.relkind = 'p' THEN ', partitions ' || coalesce((SELECT "
+          // and its relfilenode: PostgreSQL sends nothing when a partition is
+          // truncated on its own under publish_via_partition_root.
+          "string_agg(i.inhrelid::text || ':' || i.xmin::text || ':' || "
+          "coalesce(pg_catalog.pg_relation_filenode(i.inhrelid)::text, ''), ',' ORDER BY "
+          "i.inhrelid) FROM pg_catalog.pg_inherits i WHERE i.inhrelid IN (SELECT "
+          "relid FROM pg_partition_tree(c.oid) WHERE relid <> c.oid)), '') ELSE '' END "
+          "FROM pg_catalog.pg_publication p "
+          "JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname "
+          "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
+          "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = "
+          "pt.tablename WHERE p.pubname = $1",
+          {publication}));
+  std::map<pg::QualifiedName, std::string> out;
+  for (const auto& row : rows) out[{*row[0], *row[1]}] = row[2].value_or("");
+  return out;
+}
+
+// Copies `tables` through a temporary slot's exported snapshot: their rows become
+// `r` changes just below the slot's consistent point C (at C - 1), committed with
+// floe.commit-lsn = C - 1, so the stream's changes below C (already in the copy)
+// are skipped for them and those at C or later land after the copy.
+arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
+  if (tables.empty()) return arrow::Status::OK();
+  Failpoint("copy.before-snapshot");  // the copy decided, its point not yet taken
+  const std::string& conninfo = config_.source.conninfo;
+  ARROW_ASSIGN_OR_RAISE(auto temp, pg::ReplicationConnection::Connect(conninfo));
+  pg::CreateSlotOptions slot_options;
+  slot_options.snapshot = pg::SnapshotAction::kExport;
+  slot_options.temporary = true;
+  const std::string temp_name = CopySlotName(config_.source.slot, ::getpid());
+  // The copy's slot waits until every transaction running in the cluster when it
+  // started has ended (prepared ones too, in any database): the stream pauses
+  // meanwhile, its connection kept alive, and a long wait is said, with how to find
+  // what it waits for.
+  arrow::Result<pg::CreatedSlot> creating;
+  {
+    pg::StatusKeeper keeper(streaming_);
+    WaitNotice notice(
+        "copying " + std::to_string(tables.size()) +
+            " table(s): the copy's snapshot waits until every transaction that was "
+            "running in the cluster has ended (the stream is paused meanwhile); find "
+            "them with SELECT pid, datname, state, xact_start FROM pg_stat_activity "
+            "WHERE backend_xid IS NOT NULL ORDER BY xact_start, and SELECT * FROM "
+            "pg_prepared_xacts",
+        std::chrono::seconds(5));
+    creating = temp->CreateSlot(temp_name, slot_options);
+  }
+  ARROW_ASSIGN_OR_RAISE(pg::CreatedSlot created, std::move(creating));
+  // The exported snapshot holds the transactions whose commit record lies before C;
+  // one whose commit record starts at C is decoded (a slot skips only commits below
+  // its start) and is not in the snapshot. No record starts at C - 1 (the one
+  // ending at C covers it): the copy's position sorts after everything it holds and
+  // before everything it does not.
+  const Lsn point(created.consistent_point.value() - 1);
+  Failpoint("copy.after-snapshot");  // the snapshot exported, no table read yet
+
+  std::vector<pg::QualifiedTable> names;
+  std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;
+  for (BronzeTable* table : tables) {
+    pg::Oid relation_id = 0;
+    ARROW_ASSIGN_OR_RAISE(auto columns,
+                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                                   config_.source.publication,
+                                                   &relation_id));
+    // The stream may still be behind the copy: its changes before the copy's point
+    // are older than these columns (ConformerFor).
+    ARROW_RETURN_NOT_OK(
+        SetShape(table, std::move(columns), {point.value(), INT32_MAX}, relation_id));
+    table->appender->Abandon();
+    table->buffered.Clear();
+    table->snapshot_seq = 0;
+    names.push_back({table->source.schema, table->source.table});
+    by_name[{table->source.schema, table->source.table}] = table;
+  }
+  spdlog::info("copying {} table(s) at LSN {}", tables.size(),
+               created.consistent_point.ToString());
+
+  pg::SnapshotOptions snap_options;
+  snap_options.workers = options_.snapshot_workers;
+  snap_options.publication = config_.source.publication;
+  snap_options.output = pg::SnapshotOutput::kArrow;
+  // A bar redrawn on a terminal; otherwise log lines (JSON with --json-logs), not
+  // bare lines in between the log's.
+  if (options_.progress != nullptr && isatty(fileno(options_.progress))) {
+    snap_options.progress_stream = options_.progress;
+  } else if (options_.progress != nullptr) {
+    snap_options.on_progress = [](const pg::SnapshotProgressSample& sample) {
+      spdlog::info("{}", pg::FormatProgressLine(sample));
+    };
+  }
+  ARROW_ASSIGN_OR_RAISE(auto reader,
+                        pg::SnapshotReader::Open(conninfo, pg::SnapshotSource::Exported(created),
+                                                 snap_options));
+  const int64_t copy_ts = NowUnixMicros();
+  // Appends `arrays` (the table's columns, n rows) with the copy's CDC columns: op,
+  // the copy's time, the consistent point as both LSNs, seq from first_seq.
+  auto append_copy_rows = [&](BronzeTable* table, arrow::ArrayVector arrays, size_t n,
+                              const char* op_code, int64_t first_seq) -> arrow::Status {
+    SyntheticPosition at;
+    at.op = op_code;
+    at.ts_us = copy_ts;
+    at.source_lsn = at.commit_lsn = point;
+    at.first_seq = first_seq;
+    ARROW_ASSIGN_OR_RAISE(auto stream_batch,
+                          WithCdcColumns(table->columns, std::move(arrays),
+                                         static_cast<int64_t>(n), at));
+    ARROW_ASSIGN_OR_RAISE(auto conformed,
+                          table->conformer->Conform(*stream_batch, NowUnixMicros()));
+    return table->appender->Write(*conformed);
+  };
+  // A table Bronze already holds rows of is copied again (--resnapshot, or published
+  // again after a gap): the copy starts with a `t` row, so that whatever the gap
+  // deleted does not outlive it in the latest state (docs/running.md, Recovery).
+  std::set<BronzeTable*> recopied;
+  for (BronzeTable* table : tables) {
+    if (table->appender->committed_lsn().value() == 0) continue;
+    recopied.insert(table);
+    arrow::ArrayVector nulls;
+    for (const auto& c : table->columns) {
+      ARROW_ASSIGN_OR_RAISE(auto a, arrow::MakeArrayOfNull(c.mapping.type, 1));
+      nulls.push_back(std::move(a));
+    }
+    ARROW_RETURN_NOT_OK(append_copy_rows(table, std::move(nulls), 1, "t", 0));
+    table->snapshot_seq = 1;
+    metrics_->events.Inc({SourceName(table->source), "t"});
+  }
+  std::mutex quarantine_mutex;
+  std::vector<pg::QuarantineCandidate> quarantined;
+  auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
+    BronzeTable* table = by_name.at({batch.table->schema, batch.table->name});
+    const auto& columns = table->columns;
+    // Map the copy's columns onto the table's shape by name.
+    std::vector<int> from(columns.size(), -1);
+    for (size_t c = 0; c < columns.size(); ++c) {
+      for (size_t k = 0; k < batch.num_columns(); ++k) {
+        if ((*batch.column_names)[k] == columns[c].name) from[c] = static_cast<int>(k);
+      }
+    }
+    // The reader decoded the rows into type_mapping's types already (binary COPY).
+    const size_t n = batch.num_rows();
+    const std::shared_ptr<arrow::RecordBatch>& read = batch.arrow_batch();
+    arrow::ArrayVector arrays;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      std::shared_ptr<arrow::Array> array;
+      if (from[c] < 0) {
+        ARROW_ASSIGN_OR_RAISE(array, arrow::MakeArrayOfNull(columns[c].mapping.type,
+                                                            static_cast<int64_t>(n)));
+      } else {
+        array = read->column(from[c]);
+        if (!array->type()->Equals(*columns[c].mapping.type)) {
+          // The table changed between reading its columns and the copy: this copy
+          // is thrown away and redone with the new columns.
+          return arrow::Status::Invalid(
+              "copying ", SourceName(table->source), ": column ", columns[c].name,
+              " was read as ", array->type()->ToString(), " but the table's columns say ",
+              columns[c].mapping.type->ToString());
+        }
+      }
+      arrays.push_back(std::move(array));
+    }
+    std::vector<pg::ConversionIssue> issues;
+    std::vector<size_t> issue_rows;
+    for (const pg::SnapshotIssue& issue : batch.issues()) {
+      issues.push_back(issue.issue);
+      issue_rows.push_back(issue.row);
+    }
+    std::lock_guard lock(table->mutex);
+    const int64_t first_seq = table->snapshot_seq;
+    table->snapshot_seq += static_cast<int64_t>(n);
+    ARROW_RETURN_NOT_OK(append_copy_rows(table, std::move(arrays), n, "r", first_seq));
+    metrics_->snapshot_rows.Inc({SourceName(table->source)}, static_cast<double>(n));
+    metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
+    if (!issues.empty()) {
+      std::lock_guard qlock(quarantine_mutex);
+      for (size_t i = 0; i < issues.size(); ++i) {
+        pg::QuarantineCandidate q;
+        q.schema_name = table->source.schema;
+        q.table_name = table->source.table;
+        q.source_lsn = point;
+        q.commit_lsn = point;
+        q.seq = static_cast<int32_t>(first_seq + static_cast<int64_t>(issue_rows[i]));
+        q.issue = std::move(issues[i]);
+        quarantined.push_back(std::move(q));
+      }
+    }
+    return arrow::Status::OK();
+  };
+
+  // The main replication connection must keep answering while the copy runs.
+  arrow::Status copied;
+  {
+    pg::StatusKeeper keeper(streaming_);
+    copied = reader->Run(names, sink).status();
+  }
+  if (!copied.ok()) {
+    for (BronzeTable* table : tables) table->appender->Abandon();
+    return copied;
+  }
+  if (!quarantined.empty()) {
+    ARROW_RETURN_NOT_OK(WriteQuarantine({}, quarantined, copy_ts));
+    ARROW_ASSIGN_OR_RAISE(TableAppender * q,
+                          SystemTable(&quarantine_, "quarantine", QuarantineSchema(),
+                                      QuarantineSpec(QuarantineSchema()).ValueOrDie()));
+    // At the quarantine table's own position, not the copy's: the copy's point may
+    // lie ahead of what the stream delivered, and a quarantine table marked as
+    // holding everything up to it would skip, after a restart, the records of
+    // other tables' streamed transactions before it (floe.commit-lsn is per table).
+    ARROW_RETURN_NOT_OK(q->Commit(q->committed_lsn()));
+  }
+  Failpoint("copy.before-commit");  // the copy's files written, nothing committed
+  std::vector<std::future<arrow::Status>> commits;
+  for (BronzeTable* table : tables) {
+    TableAppender* appender = table->appender.get();
+    // A copy again while streaming on (recopy_queued): Bronze's commit LSN stays
+    // at what the stream delivered, below the copy's point, so that the stream's
+    // changes up to the point still land (as changes; the `t` row at the point
+    // ends them in the latest state). floe.source.recopy-until keeps the point
+    // across a restart.
+    Lsn at = point;
+    ice::SummaryProperties summary{
+        {lake::kSnapshotLsnSummaryKey, std::to_string(point.value())}};
+    if (table->recopy_queued) {
+      at = std::min(point, std::max(appender->committed_lsn(), last_commit_lsn_));
+      table->recopy_until = point;
+    }
+    commits.push_back(CommitAsync(appender, SourceName(table->source),
+                                  [appender, at, summary] {
+                                    return appender->CommitResettingLsn(at, summary);
+                                  }));
+  }
+  ARROW_RETURN_NOT_OK(WaitForCommits(&commits));
+  for (BronzeTable* table : tables) {
+    if (table->recopy_queued) {
+      table->recopy_queued = false;
+      ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+          [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+            b->SetProperties({{lake::kRecopyUntilProperty,
+                               std::to_string(table->recopy_until.value())}});
+            // The stream's changes up to the point are older than the bindings the
+            // copy used, after a restart too.
+            b->SetProperties(
+                {{lake::kColumnsPositionProperty, PositionJson(table->bound_at)}});
+            return arrow::Status::OK();
+          }));
+    }
+    Failpoint("copy.after-commit");  // committed, the stream perhaps still behind it
+    table->awaiting_copy = false;
+    copied_.insert(table->source);
+    // A watermark backfill of the table still under way has nothing left to do: the
+    // copy holds every row (and after a restart BackfillProgressOf stops at the
+    // copy's snapshot). Its chunk in flight, if any, is dropped with it; a later
+    // chunk would select columns by names the copy may have seen renamed.
+    if (auto it = backfills_.find(table->source); it != backfills_.end()) {
+      spdlog::info("{}: its backfill ends with the copy, which holds every row",
+                   SourceName(table->source));
+      backfills_.erase(it);
+    }
+    // After the commit: a crash before this line copies the table once more on the
+    // next start (redundant, never wrong).
+    ARROW_RETURN_NOT_OK(RecordIdentity(table, table->identity_at_copy));
+    table->identity_at_copy.clear();
+    table->recopy_reason.clear();
+    spdlog::info("copied {}: {} row(s) into {}{}", SourceName(table->source),
+                 table->snapshot_seq - (recopied.contains(table) ? 1 : 0),
+                 table->id.ToString(),
+                 recopied.contains(table) ? " (after a t row: a copy again)" : "");
+  }
+  return arrow::Status::OK();
+}
+
+// Finds published tables Bronze has not copied yet and copies them (together with
+// the ones first seen in the stream).
+arrow::Status Pipeline::Discover(bool at_start) {
+  if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
+    ARROW_ASSIGN_OR_RAISE(auto identities,
+                          SourceIdentities(*sql_, config_.source.publication));
+    for (const auto& [name, identity] : identities) {
+      ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
+      if (!table->unnamed.empty() || table->awaiting_copy || table->recopy_queued) continue;
+      if (!copied_.contains(name)) {
+        ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
+        // A backfill under way (started or resumed) is a copy of the table as
+        // published now.
+        if (copied && !copied_.contains(name)) continue;
+      }
+      if (copied_.contains(name)) {
+        ARROW_ASSIGN_OR_RAISE(bool again, Rejoined(table, identity));
+        if (!again) continue;
+        // Through the exported-snapshot copy, whose `t` row ends what the gap may
+        // have left behind in the latest state (a watermark backfill has none).
+        copied_.erase(name);
+        table->awaiting_copy = true;
+        table->identity_at_copy = identity;
+        to_copy_.push_back(table);
+        continue;
+      }
+      table->identity_at_copy = identity;
+      if (at_start) {
+        table->awaiting_copy = true;
+        to_copy_.push_back(table);
+      } else {
+        spdlog::info("{} joined publication {}: copying its rows", SourceName(name),
+                     config_.source.publication);
+        ARROW_RETURN_NOT_OK(CopyLater(table));
+      }
+    }
+  }
+  std::vector<BronzeTable*> batch;
+  batch.swap(to_copy_);
+  return CopyTables(batch);
+}
+
+}  // namespace floe::bronze
