@@ -26,6 +26,7 @@ import pytest
 from floerun import check_order, floe, fold  # noqa: F401
 from test_maintenance import OLD, local, maint
 from oracle import check_silver
+from test_divergences import wait_flushed
 from test_silver import silver
 
 SETUP = """
@@ -346,6 +347,38 @@ def test_a_key_moved_behind_the_backfill_keeps_its_unchanged_toast_value(
     for statement in statements:
         pg.execute(statement)
     docs_end_to_end(run, pg, duckdb_con, moved_to)
+
+
+def test_a_table_out_of_the_publication_and_back_during_its_backfill_is_copied_again(
+        floe, pg, duckdb_con):
+    """Soak seed 1005540565: a table removed from the publication and added back
+    while its backfill ran (or before floe's next discovery after it) was never
+    copied again. The backfill recorded no identity, so the first discovery after it
+    took the table as it is now for the one Bronze copied, and the changes made while
+    it was out (not in the stream) never reached Bronze or Silver. The backfill now
+    records the relation and membership it reads at its start; the rejoin is seen,
+    the table copied again (a `t` row), and Silver equals psql."""
+    pg.execute(SETUP + DOCS.format(rows=6))
+    run = floe(publication="pub", interval="300ms")
+    publish_and_pause_before_the_second_chunk(run, pg, 4000)
+    # ids 1 and 2 are in Bronze (the first chunk); changed while out of the publication
+    pg.execute("ALTER PUBLICATION pub DROP TABLE docs")
+    pg.execute("UPDATE docs SET n = 100 WHERE id = 1")
+    pg.execute("DELETE FROM docs WHERE id = 2")
+    pg.execute("ALTER PUBLICATION pub ADD TABLE docs")
+    run.wait_until(lambda: (latest_backfill(run, "public.docs") or {}).get("done"), 60,
+                   what="the backfill of public.docs")
+    run.wait_until(lambda: "public.docs is not the table Bronze copied" in run.log_text(),
+                   60, what="floe to see that public.docs left the publication and came "
+                   "back")
+    run.wait_until(lambda: any(r["cdc_op"] == "t" and r["cdc_source_tx_id"] is None
+                               for r in run.rows_pyiceberg("public.docs")), 60,
+                   what="the copy again of public.docs")
+    pg.execute("UPDATE docs SET n = 7 WHERE id = 3")
+    wait_flushed(run, pg)
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.docs", ["id"])
 
 
 def test_a_table_without_a_key_falls_back_to_the_exported_snapshot_copy(

@@ -43,6 +43,20 @@ arrow::Status Pipeline::CopyLater(BronzeTable* table) {
                                                    &relation_id));
     ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns), {0, -1}, relation_id));
   }
+  // The relation and publication membership this backfill reads, recorded at its
+  // start: a removal from the publication and a re-add while it runs (or before the
+  // next discovery after it) changes them, and Rejoined copies the table again (the
+  // changes made meanwhile were never in the stream). Recorded later, the membership
+  // after the re-add would be taken for the one copied.
+  ARROW_ASSIGN_OR_RAISE(auto identities,
+                        SourceIdentities(*sql_, config_.source.publication));
+  if (auto it = identities.find(table->source); it != identities.end()) {
+    ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->SetProperties({{lake::kSourceIdentityProperty, it->second}});
+          return arrow::Status::OK();
+        }));
+  }
   BackfillProgress progress;
   progress.id = chunk_nonce_ + "." + std::to_string(++chunk_counter_);
   spdlog::info("{}: backfilling it in chunks of {} row(s) by ({}) while streaming",
