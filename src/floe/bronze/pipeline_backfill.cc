@@ -35,14 +35,7 @@ arrow::Status Pipeline::CopyLater(BronzeTable* table) {
     to_copy_.push_back(table);
     return arrow::Status::OK();
   }
-  if (!table->conformer) {
-    pg::Oid relation_id = 0;
-    ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
-                                                   config_.source.publication,
-                                                   &relation_id));
-    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns), {0, -1}, relation_id));
-  }
+  ARROW_RETURN_NOT_OK(BindFromCatalogIfUnbound(table));
   // The relation and publication membership this backfill reads, recorded at its
   // start: a removal from the publication and a re-add while it runs (or before the
   // next discovery after it) changes them, and Rejoined copies the table again (the
@@ -110,14 +103,7 @@ arrow::Status Pipeline::BackfillOnRequest(const std::set<pg::QualifiedName>& hel
 arrow::Status Pipeline::StartBackfill(BronzeTable* table,
                                       std::vector<std::string> key_columns,
                                       BackfillProgress progress, std::string committed) {
-  if (!table->conformer) {
-    pg::Oid relation_id = 0;
-    ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
-                                                   config_.source.publication,
-                                                   &relation_id));
-    ARROW_RETURN_NOT_OK(SetShape(table, std::move(columns), {0, -1}, relation_id));
-  }
+  ARROW_RETURN_NOT_OK(BindFromCatalogIfUnbound(table));
   auto backfill = std::make_unique<Backfill>();
   backfill->table = table;
   backfill->key_columns = std::move(key_columns);

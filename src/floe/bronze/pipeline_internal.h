@@ -288,6 +288,8 @@ class Pipeline : public pg::ChangeSink {
   /// one than the table's changes were written with copies it again.
   arrow::Status RecordDeclaredKey(BronzeTable* table);
   /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
+  /// Binds the catalog's columns of the table (SetShape) unless a shape is bound.
+  arrow::Status BindFromCatalogIfUnbound(BronzeTable* table);
   /// `relation_id`: the pg_class oid the columns' attnums are of (0: unknown).
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
                          ChangePosition at = {0, -1}, pg::Oid relation_id = 0);

@@ -320,6 +320,15 @@ arrow::Status Pipeline::RecordDeclaredKey(BronzeTable* table) {
   return arrow::Status::OK();
 }
 
+arrow::Status Pipeline::BindFromCatalogIfUnbound(BronzeTable* table) {
+  if (table->conformer) return arrow::Status::OK();
+  pg::Oid relation_id = 0;
+  ARROW_ASSIGN_OR_RAISE(auto columns,
+                        SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                                 config_.source.publication, &relation_id));
+  return SetShape(table, std::move(columns), {0, -1}, relation_id);
+}
+
 arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
                                  ChangePosition at, pg::Oid relation_id) {
   if (!table->appender) {
