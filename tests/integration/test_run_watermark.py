@@ -671,3 +671,37 @@ def test_columns_renamed_during_a_backfill_copy_the_table_again(floe, pg, duckdb
     assert "reconnecting" not in run.log_text(), run.log_tail()
     silver(run)
     check_silver(run, pg, duckdb_con, "public.docs", [key])
+
+
+SWAPPABLE_DOCS = DOCS.replace("id int PRIMARY KEY", "id int PRIMARY KEY DEFERRABLE") + \
+    "ALTER TABLE docs REPLICA IDENTITY FULL;\n"
+SWAP = "UPDATE docs SET id = CASE id WHEN {a} THEN {b} ELSE {a} END WHERE id IN ({a}, {b})"
+
+
+@pytest.mark.parametrize("where,a,b", [
+    ("ahead", 5, 6), ("behind", 1, 2), ("inside-the-window", 5, 6)])
+def test_keys_swapped_by_one_statement_during_the_backfill_keep_both_rows(
+        floe, pg, duckdb_con, where, a, b):
+    """Soak seed 911151848: two keys of a deferrable-key table swapped by one
+    statement during the table's backfill stream as `d a, c b, d b, c a`. The `d b`
+    deletes the row that held b before the statement, not the one `c b` made, but
+    the backfill took it for b's last word: b's history looked complete, its chunk
+    row was dropped, and b was missing in Silver. A key deleted in the transaction
+    that made it is now selected again, so its `r` row follows the swap."""
+    pg.execute(SETUP + SWAPPABLE_DOCS.format(rows=6))
+    run = floe(publication="pub", interval="300ms")
+    if where == "inside-the-window":
+        publish_and_commit_inside_the_window(run, pg, SWAP.format(a=a, b=b))
+    else:
+        publish_and_pause_before_the_second_chunk(run, pg, 4000)
+        pg.execute(SWAP.format(a=a, b=b))
+    run.wait_until(lambda: (latest_backfill(run, "public.docs") or {}).get("done"), 60,
+                   what="the backfill of public.docs")
+    pg.execute("UPDATE docs SET n = 9 WHERE id = 3")
+    wait_flushed(run, pg)
+    run.stop()
+    swapped = [r["cdc_op"] for r in run.rows_pyiceberg("public.docs")
+               if r["id"] in (a, b) and r["cdc_op"] in "cd"]
+    assert swapped.count("c") == 2 and swapped.count("d") == 2, swapped
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.docs", ["id"])

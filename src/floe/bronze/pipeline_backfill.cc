@@ -402,17 +402,30 @@ arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionI
   }
   ARROW_ASSIGN_OR_RAISE(auto keys,
                         RowKeys(*changes.batch, KeyNamesIn(*changes.shape, *backfill)));
+  if (backfill->made_xid != tx.xid) {
+    backfill->made_xid = tx.xid;
+    backfill->made_keys.clear();
+  }
   for (int64_t i = 0; i < ops->length(); ++i) {
     const std::string_view op = ops->GetView(i);
+    const std::string& key = keys[static_cast<size_t>(i)];
     const bool sent_all = unchanged->IsNull(i) || unchanged->value_length(i) == 0;
     // A `c` can lack values too: the new row of a key-changing update does not
     // carry its unchanged TOAST values. Its key's history is not complete then,
     // even after a delete of that key: the values it lacks are another key's.
-    const bool whole = op == "d" || ((op == "c" || op == "u") && sent_all);
-    if (whole) {
-      backfill->complete_keys.insert(keys[static_cast<size_t>(i)]);
+    bool whole = (op == "c" || op == "u") && sent_all;
+    if (op == "d") {
+      // A delete of a key its own transaction made may delete the row that held the
+      // key before (one statement swapping or shifting keys of a deferrable key
+      // streams `d a, c b, d b, c a`): not the key's last word.
+      whole = !backfill->made_keys.contains(key);
     } else if (op == "c") {
-      backfill->complete_keys.erase(keys[static_cast<size_t>(i)]);
+      backfill->made_keys.insert(key);
+    }
+    if (whole) {
+      backfill->complete_keys.insert(key);
+    } else if (op != "u") {
+      backfill->complete_keys.erase(key);
     }
   }
   if (counts) backfill->window->OnChanges(tx.xid, keys);

@@ -202,6 +202,10 @@ struct Backfill {
   /// from then on is complete), and whether a truncate was streamed: such rows need
   /// no `r` row. Forgotten on restart (then they get a redundant `r` row).
   std::unordered_set<std::string> complete_keys;
+  /// The keys the transaction `made_xid` inserted (its `c` changes): a delete of
+  /// one of them in that transaction does not complete the key's history.
+  pg::TransactionId made_xid = 0;
+  std::unordered_set<std::string> made_keys;
   bool truncated = false;
   /// Said once: a partial row's key could not be selected again.
   bool warned_partial = false;
