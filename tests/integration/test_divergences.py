@@ -322,6 +322,105 @@ def test_a_table_dropped_and_recreated_or_renamed_is_copied_again(floe, pg, duck
     check_silver(run, pg, duckdb_con, "public.r", ["id"])
 
 
+def test_a_table_first_seen_in_the_stream_that_no_longer_exists_is_skipped(
+        floe, pg, duckdb_con):
+    """Break-it B2: a table the stream names that is gone from the source's catalog by
+    the time floe reads its changes (created, written and dropped; renamed, written
+    and dropped) cannot be copied. floe took it for a table without a key, then
+    failed to copy it ("has no columns or does not exist") at every start: the whole
+    pipeline stopped for good. Its streamed changes now land in Bronze, it is
+    skipped with a log line, and the other tables go on."""
+    pg.execute("CREATE TABLE kept (id int PRIMARY KEY, v text)")
+    pg.execute("CREATE TABLE doomed (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO doomed VALUES (1, 'a')")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    run.stop()
+    pg.execute("CREATE TABLE brief (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO brief SELECT g, 'b' FROM generate_series(1, 5) g")
+    pg.execute("DELETE FROM brief WHERE id = 2")
+    pg.execute("DROP TABLE brief")
+    pg.execute("ALTER TABLE doomed RENAME TO doomed_later")
+    pg.execute("INSERT INTO doomed_later VALUES (2, 'b')")
+    pg.execute("DROP TABLE doomed_later")
+    pg.execute("INSERT INTO kept VALUES (1, 'after')")
+    run.start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    assert run.proc.poll() is None, run.log_tail(40)
+    log = run.log_text()
+    for gone in ("public.brief", "public.doomed_later"):
+        assert f"{gone} appeared in the stream but is no longer in the source" in log, log
+    assert "has no columns or does not exist" not in log
+    # The stream's changes of the gone tables are in Bronze, exactly.
+    brief = [(r["cdc_op"], r["id"]) for r in run.rows_pyiceberg("public.brief")]
+    assert brief == [("c", 1), ("c", 2), ("c", 3), ("c", 4), ("c", 5), ("d", 2)], brief
+    assert [(r["cdc_op"], r["id"]) for r in run.rows_pyiceberg("public.doomed_later")] \
+        == [("c", 2)]
+    pg.execute("INSERT INTO kept VALUES (2, 'later')")
+    wait_flushed(run, pg)
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.kept", ["id"])
+    # A table created later under a gone table's name is copied, not taken for it.
+    pg.execute("CREATE TABLE brief (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO brief VALUES (7, 'new')")
+    run.start()
+    run.wait_streaming()
+    pg.execute("INSERT INTO brief VALUES (8, 'newer')")
+    wait_flushed(run, pg)
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.brief", ["id"])
+
+
+def test_changes_made_under_another_name_and_renamed_back_are_copied_again(
+        floe, pg, duckdb_con):
+    """Break-it B1: a table renamed away, changed under its other name and renamed
+    back. Its changes reached the stream under the other name only (Bronze of that
+    name), its identity (oid, publication membership) did not change, so Bronze and
+    Silver of the table under its own name missed them for good. The stream naming a
+    held table's relation under another name now marks the table to be copied
+    again. In one transaction, and in three while floe is stopped and while it runs."""
+    for t in ("one_tx", "stopped", "running"):
+        pg.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, v text)")
+        pg.execute(f"INSERT INTO {t} SELECT g, 'v' FROM generate_series(1, 30) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    _churn(pg, "one_tx", 100)
+    wait_flushed(run, pg)
+    with pg.connect(autocommit=False) as c:
+        c.execute("ALTER TABLE one_tx RENAME TO one_tx_away")
+        c.execute("UPDATE one_tx_away SET v = 'away' WHERE id < 10")
+        c.execute("DELETE FROM one_tx_away WHERE id BETWEEN 20 AND 25")
+        c.execute("ALTER TABLE one_tx_away RENAME TO one_tx")
+        c.commit()
+    pg.execute("ALTER TABLE running RENAME TO running_away")
+    _churn(pg, "running_away", 200)
+    pg.execute("ALTER TABLE running_away RENAME TO running")
+    wait_flushed(run, pg)
+    run.stop()
+    pg.execute("ALTER TABLE stopped RENAME TO stopped_away")
+    _churn(pg, "stopped_away", 300)
+    pg.execute("ALTER TABLE stopped_away RENAME TO stopped")
+    run.start()
+    run.wait_streaming()
+    for t in ("one_tx", "stopped", "running"):
+        run.wait_until(lambda t=t: f"public.{t} is not the table Bronze copied"
+                       in run.log_text(), timeout=60,
+                       what=f"floe to copy public.{t} again")
+        run.wait_until(lambda t=t: any(r["cdc_op"] == "t" for r in
+                                       run.rows_pyiceberg(f"public.{t}")), timeout=60,
+                       what=f"the copy again of public.{t}")
+    for t in ("one_tx", "stopped", "running"):
+        pg.execute(f"UPDATE {t} SET v = 'last' WHERE id = 1")
+    wait_flushed(run, pg)
+    run.stop()
+    silver(run)
+    for t in ("one_tx", "stopped", "running"):
+        check_silver(run, pg, duckdb_con, f"public.{t}", ["id"])
+
+
 def test_a_table_recreated_with_its_columns_elsewhere_is_bound_by_name(floe, pg,
                                                                       duckdb_con):
     """Soak seed 998210465: a table dropped and created again under its name with the

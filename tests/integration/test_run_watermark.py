@@ -705,3 +705,39 @@ def test_keys_swapped_by_one_statement_during_the_backfill_keep_both_rows(
     assert swapped.count("c") == 2 and swapped.count("d") == 2, swapped
     silver(run)
     check_silver(run, pg, duckdb_con, "public.docs", ["id"])
+
+
+def test_a_table_renamed_during_its_backfill_and_back_later_is_copied_again(
+        floe, pg, duckdb_con):
+    """A table renamed while its backfill ran: the next chunk found no table of its
+    name (`42P01`) and floe stopped with that error at every start (its unfinished
+    backfill could not resume either). The backfill now stops with a warning, the
+    table under its new name is copied, floe restarts cleanly, and when the table is
+    renamed back it is copied again: Silver equals psql under both names."""
+    pg.execute(SETUP + DOCS.format(rows=6))
+    run = floe(publication="pub", interval="300ms")
+    publish_and_pause_before_the_second_chunk(run, pg, 4000)
+    pg.execute("ALTER TABLE docs RENAME TO docs_moved")
+    pg.execute("UPDATE docs_moved SET n = 5 WHERE id IN (1, 4)")
+    run.wait_until(lambda: "public.docs: its backfill stops after 1 chunk(s)"
+                   in run.log_text(), 60, what="the backfill to stop")
+    run.wait_until(lambda: (latest_backfill(run, "public.docs_moved") or {}).get("done"),
+                   60, what="the backfill of public.docs_moved")
+    wait_flushed(run, pg)
+    run.stop()
+    run.start().wait_streaming()
+    pg.execute("UPDATE docs_moved SET n = 6 WHERE id = 2")
+    wait_flushed(run, pg)
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.docs_moved", ["id"])
+    pg.execute("ALTER TABLE docs_moved RENAME TO docs")
+    pg.execute("DELETE FROM docs WHERE id = 3")
+    run.start().wait_streaming()
+    run.wait_until(lambda: any(r["cdc_op"] == "t" for r in run.rows_pyiceberg(
+        "public.docs")), 60, what="the copy again of public.docs")
+    pg.execute("UPDATE docs SET n = 8 WHERE id = 5")
+    wait_flushed(run, pg)
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.docs", ["id"])

@@ -167,7 +167,7 @@ std::vector<std::string> KeyNamesIn(const pg::TableShape& shape, const Backfill&
 
 arrow::Status Pipeline::IssueChunks() {
   for (auto& [name, backfill] : backfills_) {
-    if (backfill->window || backfill->progress.done) continue;
+    if (backfill->window || backfill->progress.done || backfill->gone) continue;
     // To be copied (again): the copy ends the backfill.
     if (backfill->table->recopy_queued || backfill->table->awaiting_copy) continue;
     ARROW_RETURN_NOT_OK(IssueChunk(backfill.get()));
@@ -311,6 +311,7 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
       RecopyIfMoved(table);
       return arrow::Status::OK();
     }
+    if (pg::GetSqlState(chunk.status()) == "42P01") return BackfilledTableGone(backfill);
     return chunk.status();
   }
   if (!moved.empty()) {
@@ -480,6 +481,18 @@ void Pipeline::RetryPartialRows(Backfill* backfill, const pg::TableChanges& chan
       retry.push_back(std::move(key));
     }
   }
+}
+
+arrow::Status Pipeline::BackfilledTableGone(Backfill* backfill) {
+  BronzeTable* table = backfill->table;
+  spdlog::warn(
+      "{}: its backfill stops after {} chunk(s): the table is no longer in the "
+      "source under this name (dropped or renamed). A table published under "
+      "this name later is copied then",
+      SourceName(table->source), backfill->progress.chunks);
+  backfill->gone = true;
+  table->stream_relation_gone = true;
+  return RecordIdentity(table, "gone during its backfill");
 }
 
 arrow::Status Pipeline::OnWatermark(const pg::CapturedMessage& message) {

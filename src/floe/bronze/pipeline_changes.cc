@@ -54,13 +54,11 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
   }
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
     ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
-    if (!copied && !table->awaiting_copy) {
-      spdlog::info("{} appeared in the stream: copying its rows",
-                   SourceName(table->source));
-      ARROW_RETURN_NOT_OK(CopyLater(table));
+    if (!copied && !table->awaiting_copy && !table->stream_relation_gone) {
+      ARROW_RETURN_NOT_OK(CopyFirstSeen(table, change.shape->relation_id));
     }
   }
-  return arrow::Status::OK();
+  return MarkRenamedAway(table, change.shape->relation_id, change.commit_lsn);
 }
 
 arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,

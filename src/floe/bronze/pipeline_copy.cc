@@ -215,7 +215,9 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   // deleted does not outlive it in the latest state (docs/running.md, Recovery).
   std::set<BronzeTable*> recopied;
   for (BronzeTable* table : tables) {
-    if (table->appender->committed_lsn().value() == 0) continue;
+    if (table->appender->committed_lsn().value() == 0 && !table->stream_relation_gone) {
+      continue;
+    }
     recopied.insert(table);
     arrow::ArrayVector nulls;
     for (const auto& c : table->columns) {
@@ -362,6 +364,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     ARROW_RETURN_NOT_OK(RecordIdentity(table, table->identity_at_copy));
     table->identity_at_copy.clear();
     table->recopy_reason.clear();
+    table->stream_relation_gone = false;
     spdlog::info("copied {}: {} row(s) into {}{}", SourceName(table->source),
                  table->snapshot_seq - (recopied.contains(table) ? 1 : 0),
                  table->id.ToString(),
@@ -379,11 +382,26 @@ arrow::Status Pipeline::Discover(bool at_start) {
     for (const auto& [name, identity] : identities) {
       ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
       if (!table->unnamed.empty() || table->awaiting_copy || table->recopy_queued) continue;
-      if (!copied_.contains(name)) {
+      if (!copied_.contains(name) && !table->stream_relation_gone) {
         ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
         // A backfill under way (started or resumed) is a copy of the table as
         // published now.
-        if (copied && !copied_.contains(name)) continue;
+        if (copied && !copied_.contains(name) && !table->stream_relation_gone) continue;
+      }
+      if (table->stream_relation_gone) {
+        // Bronze holds changes or rows of a relation that is not this one (gone
+        // since, or read by a backfill before the table left its name): this one is
+        // copied after a `t` row, whether those rows committed yet or not.
+        spdlog::warn(
+            "{} is published under its name again, as another table than the "
+            "one Bronze last read: copying it again (a `t` row in {} marks "
+            "the gap)",
+            SourceName(name), table->id.ToString());
+        copied_.erase(name);
+        table->awaiting_copy = true;
+        table->identity_at_copy = identity;
+        to_copy_.push_back(table);
+        continue;
       }
       if (copied_.contains(name)) {
         ARROW_ASSIGN_OR_RAISE(bool again, Rejoined(table, identity));

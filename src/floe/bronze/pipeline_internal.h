@@ -148,6 +148,10 @@ struct BronzeTable {
   /// SourceIdentities' value when the copy awaited was scheduled: recorded in
   /// lake::kSourceIdentityProperty once it commits.
   std::string identity_at_copy;
+  /// The stream delivered changes of a relation that was no longer the source's
+  /// table of this name when floe read them (CopyFirstSeen): a table published
+  /// under the name later is copied after a `t` row. Cleared by that copy.
+  bool stream_relation_gone = false;
   /// Columns SetShape moved to another field (MovedColumns): the table must be
   /// copied again (lake::kRecopyPendingProperty); cleared when that copy commits.
   std::string recopy_reason;
@@ -209,6 +213,9 @@ struct Backfill {
   bool truncated = false;
   /// Said once: a partial row's key could not be selected again.
   bool warned_partial = false;
+  /// The table is gone from the source under its name (BackfilledTableGone): no
+  /// chunk is issued any more.
+  bool gone = false;
   Clock::time_point started = Clock::now();
 };
 
@@ -321,6 +328,22 @@ class Pipeline : public pg::ChangeSink {
   // recorded one, recording it when none is.
   arrow::Result<bool> Rejoined(BronzeTable* table, const std::string& identity);
   arrow::Status RecordIdentity(BronzeTable* table, const std::string& identity);
+  /// A table first seen in the stream, as relation `relation_id`: copied (CopyLater)
+  /// when that relation is the one published under its name now; skipped when no
+  /// table is (dropped, renamed or unpublished since: its streamed changes are all
+  /// floe can have); copied through an exported snapshot after a `t` row when
+  /// another relation is (the stream's one was dropped and the name re-created).
+  arrow::Status CopyFirstSeen(BronzeTable* table, pg::Oid relation_id);
+  /// A chunk found the backfilled table gone (dropped or renamed): the backfill
+  /// stops, and a table published under the name later is copied after a `t` row.
+  arrow::Status BackfilledTableGone(Backfill* backfill);
+  /// The stream names relation `relation_id` as `table` at `commit_lsn`: a held table
+  /// whose recorded identity is of that relation under another name, and which
+  /// Bronze holds only up to an earlier point, was renamed, and its changes under
+  /// this name are not in its Bronze table. Its identity is replaced by a mark, so
+  /// Discover copies it again once it is published under its name again.
+  arrow::Status MarkRenamedAway(const BronzeTable* table, pg::Oid relation_id,
+                                Lsn commit_lsn);
   // Schedules a copy of `table` when SetShape moved a column to another field.
   void RecopyIfMoved(BronzeTable* table);
   arrow::Status Discover(bool at_start);

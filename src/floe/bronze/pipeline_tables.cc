@@ -634,13 +634,84 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
   if (it->second == identity) return false;
   spdlog::warn(
       "{} is not the table Bronze copied ({}; now {}): it was re-created, removed "
-      "from publication {} and added back, or had partitions attached, detached or "
-      "truncated on their own, "
+      "from publication {} and added back, renamed and renamed back, or had "
+      "partitions attached, detached or truncated on their own, "
       "and those changes never reached the stream. Copying it again: a `t` row in {} "
       "marks the gap",
       SourceName(table->source), it->second, identity, config_.source.publication,
       table->id.ToString());
   return true;
+}
+
+namespace {
+
+// Whether a SourceIdentities value is of relation `oid`.
+bool IdentityIsOf(const std::string& identity, pg::Oid oid) {
+  const std::string prefix = "relation " + std::to_string(oid) + ",";
+  return identity.compare(0, prefix.size(), prefix) == 0;
+}
+
+}  // namespace
+
+arrow::Status Pipeline::CopyFirstSeen(BronzeTable* table, pg::Oid relation_id) {
+  ARROW_ASSIGN_OR_RAISE(auto identities,
+                        SourceIdentities(*sql_, config_.source.publication));
+  auto now = identities.find(table->source);
+  if (relation_id == 0 ||
+      (now != identities.end() && IdentityIsOf(now->second, relation_id))) {
+    spdlog::info("{} appeared in the stream: copying its rows",
+                 SourceName(table->source));
+    return CopyLater(table);
+  }
+  table->stream_relation_gone = true;
+  if (now == identities.end()) {
+    spdlog::warn(
+        "{} appeared in the stream but is no longer in the source under this "
+        "name, or not in publication {} (dropped, renamed or removed since): "
+        "there is nothing to copy, and its streamed changes are kept in {}. A "
+        "table published under this name later is copied then",
+        SourceName(table->source), config_.source.publication, table->id.ToString());
+    // Any table published under the name later is not the relation streamed now.
+    return RecordIdentity(table, "relation " + std::to_string(relation_id) + " (gone)");
+  }
+  spdlog::warn(
+      "{}: the stream's changes are of a relation dropped since (the table of "
+      "this name now is another): copying the table it is now, after a `t` "
+      "row in {}",
+      SourceName(table->source), table->id.ToString());
+  table->awaiting_copy = true;
+  table->identity_at_copy = now->second;
+  to_copy_.push_back(table);
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::MarkRenamedAway(const BronzeTable* table, pg::Oid relation_id,
+                                        Lsn commit_lsn) {
+  if (relation_id == 0) return arrow::Status::OK();
+  for (auto& [name, held] : tables_) {
+    if (held.get() == table || !held->appender) continue;
+    // A copy (or changes) of the held table committed after this point already
+    // hold what the relation did under this name: the stream replays older
+    // changes, from before the table took its name.
+    if (commit_lsn.value() == 0 || commit_lsn <= held->appender->committed_lsn()) {
+      continue;
+    }
+    const auto& properties = held->appender->table().metadata().properties;
+    auto it = properties.find(lake::kSourceIdentityProperty);
+    if (it == properties.end() || !IdentityIsOf(it->second, relation_id)) continue;
+    spdlog::warn(
+        "{} was renamed {}: its changes under that name reach {} only, so it "
+        "is copied again once it is published under its name again",
+        SourceName(held->source), SourceName(table->source), table->id.ToString());
+    const std::string mark = "relation " + std::to_string(relation_id) + " (renamed " +
+                             SourceName(table->source) + ")";
+    ARROW_RETURN_NOT_OK(held->appender->table().UpdateMetadata(
+        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->SetProperties({{lake::kSourceIdentityProperty, mark}});
+          return arrow::Status::OK();
+        }));
+  }
+  return arrow::Status::OK();
 }
 
 arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& identity) {
@@ -681,7 +752,10 @@ void Pipeline::RecopyIfMoved(BronzeTable* table) {
 }
 
 arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
-  if (copied_.contains(table->source) || backfills_.contains(table->source)) return true;
+  if (copied_.contains(table->source) || backfills_.contains(table->source) ||
+      table->stream_relation_gone) {
+    return true;
+  }
   if (!table->appender || !table->appender->has_snapshot()) return false;
   if (resnapshot_) return false;
   ARROW_ASSIGN_OR_RAISE(auto progress,
@@ -689,6 +763,37 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
                                            table->appender->table().metadata()));
   if (progress && !progress->done) {
     // A backfill the last run did not finish: carry on after its last chunk.
+    ARROW_ASSIGN_OR_RAISE(auto described, pg::DescribeTable(*sql_, table->source.schema,
+                                                            table->source.table,
+                                                            config_.source.publication));
+    if (!described) {
+      spdlog::warn(
+          "{}: its unfinished backfill cannot go on: the table is no longer in "
+          "the source under this name (dropped or renamed). A table published "
+          "under this name later is copied then",
+          SourceName(table->source));
+      table->stream_relation_gone = true;
+      ARROW_RETURN_NOT_OK(RecordIdentity(table, "gone during its backfill"));
+      return true;
+    }
+    // The table it read is not the one published under the name now (re-created,
+    // renamed away and back, out of the publication and back): the rows it copied
+    // and the changes since may hold what the source no longer has, so the table is
+    // copied again after a `t` row instead (Discover).
+    ARROW_ASSIGN_OR_RAISE(auto identities,
+                          SourceIdentities(*sql_, config_.source.publication));
+    const auto& properties = table->appender->table().metadata().properties;
+    auto recorded = properties.find(lake::kSourceIdentityProperty);
+    auto now = identities.find(table->source);
+    if (recorded != properties.end() && now != identities.end() &&
+        recorded->second != now->second) {
+      spdlog::warn(
+          "{}: its unfinished backfill read another table than the one "
+          "published under its name now ({}; now {}): copying it again instead",
+          SourceName(table->source), recorded->second, now->second);
+      table->stream_relation_gone = true;
+      return true;
+    }
     ARROW_ASSIGN_OR_RAISE(auto key, KeyColumnsOf(table->source));
     if (key.empty()) {
       return Fatal(SourceName(table->source) +
