@@ -1,5 +1,6 @@
 #include "floe/config/pipeline_config.h"
 #include "floe/common/parse.h"
+#include "floe/config/keys.h"
 
 #include <libpq-fe.h>
 
@@ -51,6 +52,26 @@ std::vector<std::string> SplitDots(const std::string& text) {
     if (dot == std::string::npos) return out;
     start = dot + 1;
   }
+}
+
+// "100ms", "1s", "4h": a whole number of the largest unit that divides `ms`.
+std::string FormatMillis(int64_t ms) {
+  constexpr std::pair<int64_t, const char*> kUnits[] = {
+      {86'400'000, "d"}, {3'600'000, "h"}, {60'000, "m"}, {1'000, "s"}};
+  for (const auto& [unit, name] : kUnits) {
+    if (ms > 0 && ms % unit == 0) return std::to_string(ms / unit) + name;
+  }
+  return std::to_string(ms) + "ms";
+}
+
+// "1MiB", "256MiB", "1GiB": likewise for sizes.
+std::string FormatBytes(int64_t bytes) {
+  constexpr std::pair<int64_t, const char*> kUnits[] = {
+      {int64_t{1} << 30, "GiB"}, {int64_t{1} << 20, "MiB"}, {int64_t{1} << 10, "KiB"}};
+  for (const auto& [unit, name] : kUnits) {
+    if (bytes > 0 && bytes % unit == 0) return std::to_string(bytes / unit) + name;
+  }
+  return std::to_string(bytes) + "B";
 }
 
 // Collects errors while walking the YAML tree.
@@ -196,6 +217,73 @@ class Reader {
     return std::nullopt;
   }
 
+  // A key of kind kInteger, within its declared range.
+  std::optional<int64_t> Integer(const YAML::Node& node, const keys::Key& key) {
+    int64_t n = 0;
+    if (node.IsScalar() && YAML::convert<int64_t>::decode(node, n) && n >= key.min &&
+        n <= key.max) {
+      return n;
+    }
+    Error(node,
+          "`" + std::string(key.path) + "` must be a whole number from " +
+              std::to_string(key.min) + " to " + std::to_string(key.max),
+          std::string(key.hint));
+    return std::nullopt;
+  }
+
+  // A key of kind kDuration, at least its declared minimum.
+  std::optional<std::chrono::milliseconds> Duration(const YAML::Node& node,
+                                                    const keys::Key& key) {
+    auto s = String(node, std::string(keys::Leaf(key)));
+    if (!s) return std::nullopt;
+    auto d = ParseDuration(*s);
+    if (d && d->count() >= key.min) return d;
+    Error(node,
+          "`" + std::string(key.path) + "` must be a duration of at least " +
+              FormatMillis(key.min),
+          std::string(key.hint));
+    return std::nullopt;
+  }
+
+  // A key of kind kByteSize, at least its declared minimum.
+  std::optional<int64_t> ByteSize(const YAML::Node& node, const keys::Key& key) {
+    auto s = String(node, std::string(keys::Leaf(key)));
+    if (!s) return std::nullopt;
+    auto b = ParseByteSize(*s);
+    if (b && *b >= key.min) return b;
+    Error(node,
+          "`" + std::string(key.path) + "` must be a size of at least " +
+              FormatBytes(key.min),
+          std::string(key.hint));
+    return std::nullopt;
+  }
+
+  // A key of kind kChoice: one of its declared words.
+  std::optional<std::string> Choice(const YAML::Node& node, const keys::Key& key) {
+    auto s = String(node, std::string(keys::Leaf(key)));
+    if (!s) return std::nullopt;
+    std::vector<std::string> choices;
+    for (size_t start = 0;;) {
+      const size_t bar = key.choices.find('|', start);
+      choices.emplace_back(key.choices.substr(start, bar - start));
+      if (bar == std::string_view::npos) break;
+      start = bar + 1;
+    }
+    if (std::find(choices.begin(), choices.end(), *s) != choices.end()) return s;
+    const std::string last = choices.back();
+    choices.pop_back();
+    Error(node,
+          "`" + std::string(key.path) + "` must be " + Join(choices, ", ") + " or " +
+              last + ", not `" + *s + "`",
+          std::string(key.hint));
+    return std::nullopt;
+  }
+
+  // CheckKeys with the keys declared for `section` (keys.h).
+  bool CheckDeclaredKeys(const YAML::Node& map, const std::string& section) {
+    return CheckKeys(map, section, keys::KeysOf(section));
+  }
+
   std::string Resolve(const std::string& path) const {
     if (path.empty() || path[0] == '/') return path;
     return (fs::path(base_dir_) / path).lexically_normal().string();
@@ -269,11 +357,7 @@ bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,
 }
 
 void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
-  if (!r.CheckKeys(node, "source",
-                   {"conninfo", "conninfo_file", "slot", "publication", "snapshot",
-                    "backfill_chunk_rows", "snapshot_workers"})) {
-    return;
-  }
+  if (!r.CheckDeclaredKeys(node, "source")) return;
   if (auto conninfo = r.Secret(node, "conninfo", "source", /*required=*/true)) {
     const YAML::Node at = node["conninfo"] ? node["conninfo"] : node["conninfo_file"];
     if (CheckConninfo(r, at, *conninfo, "source.conninfo")) {
@@ -294,7 +378,7 @@ void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
   if (const YAML::Node pub = node["publication"]) {
     if (pub.IsScalar()) {
       if (auto name = r.String(pub, "publication")) cfg->source.publication = *name;
-    } else if (r.CheckKeys(pub, "source.publication", {"name", "create", "tables"})) {
+    } else if (r.CheckDeclaredKeys(pub, "source.publication")) {
       if (pub["name"]) {
         if (auto name = r.String(pub["name"], "name")) cfg->source.publication = *name;
       }
@@ -317,17 +401,14 @@ void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
         }
       }
       std::string create = "no";
-      if (pub["create"]) create = r.String(pub["create"], "create").value_or("no");
+      if (pub["create"]) {
+        create = r.Choice(pub["create"], keys::kPublicationCreate).value_or("no");
+      }
       if (create == "all_tables") {
         cfg->source.publication_mode = PublicationMode::kAllTables;
       } else if (create == "tables" ||
-                 (create == "no" && !cfg->source.publication_tables.empty() &&
-                  !pub["create"])) {
+                 (!cfg->source.publication_tables.empty() && !pub["create"])) {
         cfg->source.publication_mode = PublicationMode::kTables;
-      } else if (create != "no") {
-        r.Error(pub["create"], "`publication.create` must be all_tables, tables or no",
-                "all_tables: create it FOR ALL TABLES if absent; tables: create it for "
-                "`tables`; no: it must already exist");
       }
       if (cfg->source.publication_mode == PublicationMode::kTables &&
           cfg->source.publication_tables.empty()) {
@@ -342,46 +423,31 @@ void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
     }
   }
   if (const YAML::Node snap = node["snapshot"]) {
-    auto s = r.String(snap, "snapshot");
-    if (s == "initial") {
-      cfg->source.snapshot = SnapshotPolicy::kInitial;
-    } else if (s == "never") {
-      cfg->source.snapshot = SnapshotPolicy::kNever;
-    } else if (s) {
-      r.Error(snap, "`snapshot` must be initial or never",
-              "initial: copy existing rows first (the default); never: changes only");
+    if (auto s = r.Choice(snap, keys::kSourceSnapshot)) {
+      cfg->source.snapshot =
+          *s == "never" ? SnapshotPolicy::kNever : SnapshotPolicy::kInitial;
     }
   }
   if (const YAML::Node chunk = node["backfill_chunk_rows"]) {
-    int64_t rows = 0;
-    if (chunk.IsScalar() && YAML::convert<int64_t>::decode(chunk, rows) && rows > 0 &&
-        rows <= 1'000'000) {
-      cfg->source.backfill_chunk_rows = rows;
-    } else {
-      r.Error(chunk, "`backfill_chunk_rows` must be a whole number from 1 to 1000000",
-              "rows selected per chunk of a backfill, e.g. backfill_chunk_rows: 4096");
+    if (auto rows = r.Integer(chunk, keys::kBackfillChunkRows)) {
+      cfg->source.backfill_chunk_rows = *rows;
     }
   }
   if (const YAML::Node workers = node["snapshot_workers"]) {
-    int n = 0;
-    if (workers.IsScalar() && YAML::convert<int>::decode(workers, n) && n >= 1 &&
-        n <= 64) {
-      cfg->source.snapshot_workers = n;
-    } else {
-      r.Error(workers, "`snapshot_workers` must be a whole number from 1 to 64",
-              "source connections the initial copy reads with, e.g. snapshot_workers: "
-              "2 (the default)");
+    if (auto n = r.Integer(workers, keys::kSnapshotWorkers)) {
+      cfg->source.snapshot_workers = static_cast<int>(*n);
     }
   }
 }
 
 void ParseCatalog(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
-  if (!r.CheckKeys(node, "catalog",
-                   {"type", "path", "conninfo", "conninfo_file", "name"})) {
-    return;
-  }
+  if (!r.CheckDeclaredKeys(node, "catalog")) return;
   std::string type = "sqlite";
-  if (node["type"]) type = r.String(node["type"], "type").value_or("sqlite");
+  if (node["type"]) {
+    auto t = r.Choice(node["type"], keys::kCatalogType);
+    if (!t) return;
+    type = *t;
+  }
   if (type == "sqlite") {
     cfg->catalog.type = CatalogType::kSqlite;
     if (node["conninfo"] || node["conninfo_file"]) {
@@ -402,9 +468,6 @@ void ParseCatalog(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
       if (CheckConninfo(r, at, *conninfo, "catalog.conninfo"))
         cfg->catalog.uri = *conninfo;
     }
-  } else {
-    r.Error(node["type"], "catalog type `" + type + "` is not supported",
-            "use sqlite (a file, the default) or postgres");
   }
   if (node["name"]) {
     if (auto n = r.String(node["name"], "name")) {
@@ -418,29 +481,15 @@ void ParseCatalog(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
 }
 
 void ParseCheckpoint(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
-  if (!r.CheckKeys(node, "checkpoint", {"interval", "max_bytes"})) return;
+  if (!r.CheckDeclaredKeys(node, "checkpoint")) return;
   if (node["interval"]) {
-    if (auto s = r.String(node["interval"], "interval")) {
-      auto d = ParseDuration(*s);
-      if (!d || *d < std::chrono::milliseconds(100)) {
-        r.Error(node["interval"],
-                "`checkpoint.interval` must be a duration of at least 100ms",
-                "for example: 10s, 500ms, 1m");
-      } else {
-        cfg->checkpoint.interval = *d;
-      }
+    if (auto d = r.Duration(node["interval"], keys::kCheckpointInterval)) {
+      cfg->checkpoint.interval = *d;
     }
   }
   if (node["max_bytes"]) {
-    if (auto s = r.String(node["max_bytes"], "max_bytes")) {
-      auto b = ParseByteSize(*s);
-      if (!b || *b < (int64_t{1} << 20)) {
-        r.Error(node["max_bytes"],
-                "`checkpoint.max_bytes` must be a size of at least 1MiB",
-                "for example: 256MiB, 1GiB");
-      } else {
-        cfg->checkpoint.max_bytes = *b;
-      }
+    if (auto b = r.ByteSize(node["max_bytes"], keys::kCheckpointMaxBytes)) {
+      cfg->checkpoint.max_bytes = *b;
     }
   }
 }
@@ -453,7 +502,7 @@ bool ValidIdentifier(const std::string& text) {
 }
 
 void ParseNaming(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
-  if (!r.CheckKeys(node, "naming", {"bronze_namespace", "silver_namespace", "tables"})) {
+  if (!r.CheckDeclaredKeys(node, "naming")) {
     return;
   }
   for (auto [key, target] :
@@ -506,7 +555,7 @@ void ParseNaming(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
 }
 
 void ParseMetrics(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
-  if (!r.CheckKeys(node, "metrics", {"listen"})) return;
+  if (!r.CheckDeclaredKeys(node, "metrics")) return;
   if (node["listen"]) {
     if (auto s = r.String(node["listen"], "listen")) {
       const auto colon = s->rfind(':');
@@ -527,22 +576,16 @@ void ParseMetrics(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
 }
 
 void ParseSilver(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
-  if (!r.CheckKeys(node, "silver",
-                   {"every", "concurrency", "keys", "write_mode", "write_modes",
-                    "target_file_size"})) {
-    return;
-  }
+  if (!r.CheckDeclaredKeys(node, "silver")) return;
+  // A write mode: silver.write_mode's words, named `what` in errors.
   auto parse_mode = [&](const YAML::Node& at,
                         const std::string& what) -> std::optional<SilverWriteMode> {
-    auto s = r.String(at, what);
+    keys::Key key = keys::kSilverWriteMode;
+    key.path = what;
+    auto s = r.Choice(at, key);
     if (!s) return std::nullopt;
-    if (*s == "merge-on-read") return SilverWriteMode::kMergeOnRead;
-    if (*s == "copy-on-write") return SilverWriteMode::kCopyOnWrite;
-    r.Error(at, "`" + what + "` must be merge-on-read or copy-on-write, not `" + *s + "`",
-            "merge-on-read: merges write position deletes (cheap merges, reads pay "
-            "until floe compact); copy-on-write: merges rewrite the files they touch "
-            "(cheap reads)");
-    return std::nullopt;
+    return *s == "copy-on-write" ? SilverWriteMode::kCopyOnWrite
+                                 : SilverWriteMode::kMergeOnRead;
   };
   if (node["write_mode"]) {
     if (auto mode = parse_mode(node["write_mode"], "silver.write_mode")) {
@@ -569,38 +612,16 @@ void ParseSilver(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
     }
   }
   if (node["target_file_size"]) {
-    if (auto s = r.String(node["target_file_size"], "target_file_size")) {
-      auto b = ParseByteSize(*s);
-      if (!b || *b < kMinSilverTargetFileSize) {
-        r.Error(node["target_file_size"],
-                "`silver.target_file_size` must be a size of at least 1MiB",
-                "for example: 128MiB (the default), 512MiB, 1GiB");
-      } else {
-        cfg->silver.target_file_size = *b;
-      }
+    if (auto b = r.ByteSize(node["target_file_size"], keys::kSilverTargetFileSize)) {
+      cfg->silver.target_file_size = *b;
     }
   }
   if (node["every"]) {
-    if (auto s = r.String(node["every"], "every")) {
-      auto d = ParseDuration(*s);
-      if (!d || *d < std::chrono::seconds(1)) {
-        r.Error(node["every"], "`silver.every` must be a duration of at least 1s",
-                "for example: 4h, 30m, 1d");
-      } else {
-        cfg->silver.every = *d;
-      }
-    }
+    if (auto d = r.Duration(node["every"], keys::kSilverEvery)) cfg->silver.every = *d;
   }
   if (node["concurrency"]) {
-    if (auto s = r.String(node["concurrency"], "concurrency")) {
-      const std::optional<int32_t> n = ParseInt32(*s);
-      if (!n || *n < 1 || *n > 256) {
-        r.Error(node["concurrency"],
-                "`silver.concurrency` must be a whole number from 1 to 256",
-                "the number of tables merged at once, e.g. 5 (the default)");
-      } else {
-        cfg->silver.concurrency = *n;
-      }
+    if (auto n = r.Integer(node["concurrency"], keys::kSilverConcurrency)) {
+      cfg->silver.concurrency = static_cast<int>(*n);
     }
   }
   const YAML::Node keys = node["keys"];
@@ -651,11 +672,7 @@ void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
             "start from the example in docs/configuration.md");
     return;
   }
-  if (!r.CheckKeys(root, "",
-                   {"service", "source", "catalog", "warehouse", "checkpoint", "naming",
-                    "silver", "metrics"})) {
-    return;
-  }
+  if (!r.CheckDeclaredKeys(root, "")) return;
   if (const YAML::Node source = root["source"]) {
     ParseSource(r, source, cfg);
   } else {

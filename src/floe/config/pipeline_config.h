@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "floe/config/keys.h"
+
 namespace floe::config {
 
 /// A problem found in a configuration file. Line and column are 1-based; 0 means
@@ -65,10 +67,10 @@ struct SourceConfig {
   SnapshotPolicy snapshot = SnapshotPolicy::kInitial;
   /// Rows per chunk of a watermark backfill (a table that joins the publication
   /// while floe runs; docs/running.md).
-  int64_t backfill_chunk_rows = 4096;
+  int64_t backfill_chunk_rows = keys::kBackfillChunkRows.number;
   /// Connections the initial copy (`floe run`) reads with, each importing the slot's
   /// exported snapshot and copying chunks of tables in parallel; 1 to 64.
-  int snapshot_workers = 2;
+  int snapshot_workers = static_cast<int>(keys::kSnapshotWorkers.number);
 };
 
 struct CatalogConfig {
@@ -80,9 +82,9 @@ struct CatalogConfig {
 };
 
 struct CheckpointConfig {
-  std::chrono::milliseconds interval{10'000};
+  std::chrono::milliseconds interval{keys::kCheckpointInterval.number};
   /// A checkpoint is also taken once this many bytes of changes are buffered.
-  int64_t max_bytes = int64_t{256} << 20;
+  int64_t max_bytes = keys::kCheckpointMaxBytes.number;
 };
 
 struct TableNaming {
@@ -109,14 +111,14 @@ enum class SilverWriteMode {
 const char* SilverWriteModeName(SilverWriteMode mode);
 
 /// The smallest `silver.target_file_size`: below it a table gets many tiny buckets.
-inline constexpr int64_t kMinSilverTargetFileSize = int64_t{1} << 20;
+inline constexpr int64_t kMinSilverTargetFileSize = keys::kSilverTargetFileSize.min;
 
 /// `silver:` — the periodic MERGE of Bronze into the Silver replicas (docs/silver.md).
 struct SilverConfig {
   /// How often `floe silver FILE --every` merges.
-  std::chrono::milliseconds every{std::chrono::hours(4)};
+  std::chrono::milliseconds every{keys::kSilverEvery.number};
   /// Tables merged at once.
-  int concurrency = 5;
+  int concurrency = static_cast<int>(keys::kSilverConcurrency.number);
   /// Merge keys declared for tables without a primary key (or to override it), by
   /// current column names.
   std::map<QualifiedName, std::vector<std::string>> keys;
@@ -126,7 +128,7 @@ struct SilverConfig {
   std::map<QualifiedName, SilverWriteMode> write_modes;
   /// Silver data files aim at this size, and a new table's bucket count is chosen
   /// for it (at least kMinSilverTargetFileSize).
-  int64_t target_file_size = int64_t{128} << 20;
+  int64_t target_file_size = keys::kSilverTargetFileSize.number;
 
   /// The write mode of source table `table`.
   SilverWriteMode WriteModeOf(const QualifiedName& table) const;

@@ -377,9 +377,10 @@ TEST(PipelineConfig, SnapshotWorkers) {
                                "  snapshot_workers: ") +
                    bad + "\nwarehouse: /wh\n");
     EXPECT_FALSE(r.config) << bad;
-    EXPECT_NE(AllErrors(r).find("p.yaml:3:21: error: `snapshot_workers` must be a whole "
-                                "number from 1 to 64"),
-              std::string::npos)
+    EXPECT_NE(
+        AllErrors(r).find("p.yaml:3:21: error: `source.snapshot_workers` must be a whole "
+                          "number from 1 to 64"),
+        std::string::npos)
         << AllErrors(r);
   }
 }

@@ -1,0 +1,253 @@
+// Every key of the pipeline file, declared once: its path, kind, default, range and
+// the line docs/configuration.md's settings table shows for it. The parser takes
+// the keys each section allows, the numeric ranges and their error messages from
+// here; the structs in pipeline_config.h take their numeric defaults from here; the
+// redacted dump redacts every secret declared here; and a unit test checks that the
+// settings table in docs/configuration.md is SettingsTable() (so a key cannot be
+// added, renamed or re-ranged without its documentation).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace floe::config::keys {
+
+enum class Kind {
+  kString,
+  /// `<key>` or `<key>_file` (exactly one): never printed.
+  kSecret,
+  /// One of a few words (`choices`, separated by `|`).
+  kChoice,
+  /// A whole number from `min` to `max`; `number` is the default.
+  kInteger,
+  /// A duration (`500ms`, `10s`, `4h`) of at least `min` milliseconds; `number` is
+  /// the default in milliseconds.
+  kDuration,
+  /// A size (`256MiB`) of at least `min` bytes; `number` is the default.
+  kByteSize,
+  /// Anything else (a mapping, a list, host:port): its own parser.
+  kOther,
+};
+
+struct Key {
+  /// Dotted path from the top of the file, e.g. "source.backfill_chunk_rows".
+  std::string_view path;
+  Kind kind;
+  /// The default as the settings table shows it.
+  std::string_view default_text;
+  /// The settings table's "meaning" column.
+  std::string_view meaning;
+  /// kInteger / kDuration / kByteSize: the default and the range (see Kind).
+  int64_t number = 0;
+  int64_t min = 0;
+  int64_t max = 0;
+  /// kChoice: the words allowed, separated by `|`.
+  std::string_view choices = {};
+  /// The hint shown with an error about this key.
+  std::string_view hint = {};
+  /// The settings table's key column when it is not just `path` (a key with
+  /// entries per table).
+  std::string_view table_key = {};
+};
+
+inline constexpr Key kService{"service", Kind::kString,
+                              "database name from `source.conninfo`",
+                              "one namespace level (no dots or spaces)"};
+inline constexpr Key kSourceConninfo{"source.conninfo", Kind::kSecret,
+                                     "required, one of the two",
+                                     "libpq conninfo; secret"};
+inline constexpr Key kSourceSlot{"source.slot", Kind::kString, "`floe_<service>`",
+                                 "replication slot name"};
+inline constexpr Key kSourcePublication{"source.publication", Kind::kOther,
+                                        "`floe_<service>`, must exist",
+                                        "name, or `{name, create, tables}`"};
+inline constexpr Key kPublicationName{"source.publication.name", Kind::kString,
+                                      "`floe_<service>`", "the publication's name"};
+inline constexpr Key kPublicationCreate{
+    "source.publication.create",
+    Kind::kChoice,
+    "`no` (`tables` when `tables` is given)",
+    "`no`, `all_tables`, `tables`",
+    0,
+    0,
+    0,
+    "all_tables|tables|no",
+    "all_tables: create it FOR ALL TABLES if absent; tables: create it for `tables`; "
+    "no: it must already exist"};
+inline constexpr Key kPublicationTables{
+    "source.publication.tables", Kind::kOther, "none",
+    "list of `schema.table` the publication is created for (`create: tables`)"};
+inline constexpr Key kSourceSnapshot{
+    "source.snapshot",
+    Kind::kChoice,
+    "`initial`",
+    "`initial` or `never`",
+    0,
+    0,
+    0,
+    "initial|never",
+    "initial: copy existing rows first (the default); never: changes only"};
+inline constexpr Key kBackfillChunkRows{
+    "source.backfill_chunk_rows",
+    Kind::kInteger,
+    "`4096`",
+    "1 to 1000000: rows per chunk of a watermark backfill",
+    4096,
+    1,
+    1'000'000,
+    {},
+    "rows selected per chunk of a backfill, e.g. backfill_chunk_rows: 4096"};
+inline constexpr Key kSnapshotWorkers{
+    "source.snapshot_workers",
+    Kind::kInteger,
+    "`2`",
+    "1 to 64: connections the initial copy reads with",
+    2,
+    1,
+    64,
+    {},
+    "source connections the initial copy reads with, e.g. snapshot_workers: 2 (the "
+    "default)"};
+inline constexpr Key kCatalogType{"catalog.type",
+                                  Kind::kChoice,
+                                  "`sqlite`",
+                                  "`sqlite` or `postgres`",
+                                  0,
+                                  0,
+                                  0,
+                                  "sqlite|postgres",
+                                  "use sqlite (a file, the default) or postgres"};
+inline constexpr Key kCatalogPath{"catalog.path", Kind::kString,
+                                  "`<warehouse>/catalog.db`",
+                                  "SQLite file (sqlite only)"};
+inline constexpr Key kCatalogConninfo{"catalog.conninfo", Kind::kSecret,
+                                      "required for postgres", "secret"};
+inline constexpr Key kCatalogName{"catalog.name", Kind::kString, "`floe`",
+                                  "catalog name in the SQL catalog tables"};
+inline constexpr Key kWarehouse{"warehouse", Kind::kString, "required",
+                                "local directory for table files"};
+inline constexpr Key kCheckpointInterval{"checkpoint.interval",
+                                         Kind::kDuration,
+                                         "`10s`",
+                                         "commit and confirm cadence",
+                                         10'000,
+                                         100,
+                                         0,
+                                         {},
+                                         "for example: 10s, 500ms, 1m"};
+inline constexpr Key kCheckpointMaxBytes{"checkpoint.max_bytes",
+                                         Kind::kByteSize,
+                                         "`256MiB`",
+                                         "buffered bytes that force a checkpoint",
+                                         int64_t{256} << 20,
+                                         int64_t{1} << 20,
+                                         0,
+                                         {},
+                                         "for example: 256MiB, 1GiB"};
+inline constexpr Key kBronzeNamespace{"naming.bronze_namespace", Kind::kString,
+                                      "`bronze`",
+                                      "first namespace level of the Bronze tables"};
+inline constexpr Key kSilverNamespace{"naming.silver_namespace", Kind::kString,
+                                      "`silver`",
+                                      "first namespace level of the Silver tables"};
+inline constexpr Key kNamingTables{"naming.tables",
+                                   Kind::kOther,
+                                   "see below",
+                                   "full identifiers",
+                                   0,
+                                   0,
+                                   0,
+                                   {},
+                                   {},
+                                   "`naming.tables.<schema.table>.bronze` / `.silver`"};
+inline constexpr Key kSilverEvery{
+    "silver.every",
+    Kind::kDuration,
+    "`4h`",
+    "period of `floe silver FILE --every` (without a value)",
+    4 * 3'600'000,
+    1'000,
+    0,
+    {},
+    "for example: 4h, 30m, 1d"};
+inline constexpr Key kSilverConcurrency{
+    "silver.concurrency",
+    Kind::kInteger,
+    "`5`",
+    "tables merged at once (1 to 256)",
+    5,
+    1,
+    256,
+    {},
+    "the number of tables merged at once, e.g. 5 (the default)"};
+inline constexpr Key kSilverKeys{
+    "silver.keys",
+    Kind::kOther,
+    "the source's primary key",
+    "non-empty list of key columns; every change must carry them (the primary key, or "
+    "`REPLICA IDENTITY FULL` / `USING INDEX` over them), else `floe silver` refuses the "
+    "table ([silver.md](silver.md)); `floe run` also treats an update changing them as "
+    "a key change; an entry added or changed for a table Bronze already holds (with a "
+    "replica identity) makes `floe run` copy it again, and `floe silver` waits until "
+    "`floe run` has run with it ([silver.md](silver.md#keys-and-overrides))",
+    0,
+    0,
+    0,
+    {},
+    {},
+    "`silver.keys.<schema.table>`"};
+inline constexpr Key kSilverWriteMode{
+    "silver.write_mode",
+    Kind::kChoice,
+    "`merge-on-read`",
+    "`merge-on-read` or `copy-on-write`, every table without an entry in `write_modes`",
+    0,
+    0,
+    0,
+    "merge-on-read|copy-on-write",
+    "merge-on-read: merges write position deletes (cheap merges, reads pay until floe "
+    "compact); copy-on-write: merges rewrite the files they touch (cheap reads)"};
+inline constexpr Key kSilverWriteModes{
+    "silver.write_modes",
+    Kind::kOther,
+    "`silver.write_mode`",
+    "the table's write mode (a table not published never matches)",
+    0,
+    0,
+    0,
+    {},
+    {},
+    "`silver.write_modes.<schema.table>`"};
+inline constexpr Key kSilverTargetFileSize{
+    "silver.target_file_size",
+    Kind::kByteSize,
+    "`128MiB`",
+    "Silver data file size target (`write.target-file-size-bytes`, updated on the next "
+    "merge when changed) and what a new table's bucket count aims at; at least 1MiB",
+    int64_t{128} << 20,
+    int64_t{1} << 20,
+    0,
+    {},
+    "for example: 128MiB (the default), 512MiB, 1GiB"};
+inline constexpr Key kMetricsListen{
+    "metrics.listen", Kind::kOther, "`127.0.0.1:9464`",
+    "`host:port` of /metrics, /healthz and /readyz (`floe run`); port 0 picks a free "
+    "port, `\"\"` serves none"};
+
+/// Every key, in the settings table's order.
+std::span<const Key* const> All();
+
+/// The keys `section` ("" for the top level, "source", "source.publication", ...)
+/// allows, a secret's `<key>_file` included, in declaration order.
+std::vector<std::string> KeysOf(std::string_view section);
+
+/// The key's last path component ("backfill_chunk_rows").
+std::string_view Leaf(const Key& key);
+
+/// The settings table of docs/configuration.md (Markdown, header included).
+std::string SettingsTable();
+
+}  // namespace floe::config::keys

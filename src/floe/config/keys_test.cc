@@ -1,0 +1,149 @@
+#include "floe/config/keys.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "floe/config/pipeline_config.h"
+
+namespace floe::config {
+namespace {
+
+// The settings table of docs/configuration.md: from its header line to the first
+// line that is not a table row.
+std::string DocumentedTable() {
+  std::ifstream in(std::string(FLOE_DOCS_DIR) + "/configuration.md");
+  EXPECT_TRUE(in) << FLOE_DOCS_DIR << "/configuration.md";
+  std::string line, out;
+  bool in_table = false;
+  while (std::getline(in, line)) {
+    if (line == "| key | default | meaning |") in_table = true;
+    if (!in_table) continue;
+    if (!line.starts_with("|")) break;
+    out += line + "\n";
+  }
+  return out;
+}
+
+TEST(ConfigKeys, TheDocumentedSettingsTableIsTheDeclaredOne) {
+  EXPECT_EQ(DocumentedTable(), keys::SettingsTable())
+      << "docs/configuration.md's settings table differs from the keys declared in "
+         "src/floe/config/keys.h: put the table above in the docs";
+}
+
+TEST(ConfigKeys, EachSectionAllowsItsDeclaredKeys) {
+  EXPECT_EQ(keys::KeysOf(""),
+            (std::vector<std::string>{"service", "source", "catalog", "warehouse",
+                                      "checkpoint", "naming", "silver", "metrics"}));
+  EXPECT_EQ(
+      keys::KeysOf("source"),
+      (std::vector<std::string>{"conninfo", "conninfo_file", "slot", "publication",
+                                "snapshot", "backfill_chunk_rows", "snapshot_workers"}));
+  EXPECT_EQ(keys::KeysOf("source.publication"),
+            (std::vector<std::string>{"name", "create", "tables"}));
+  EXPECT_EQ(keys::KeysOf("catalog"), (std::vector<std::string>{"type", "path", "conninfo",
+                                                               "conninfo_file", "name"}));
+}
+
+TEST(ConfigKeys, DeclaredDefaultsAreTheDefaultsTheParserGives) {
+  ParseResult r = ParsePipelineConfig(
+      "service: shop\nsource: {conninfo: \"dbname=shop\"}\nwarehouse: /w\n", "/",
+      [](const std::string&) { return std::nullopt; });
+  ASSERT_TRUE(r.config);
+  const PipelineConfig& c = *r.config;
+  for (const keys::Key* key : keys::All()) {
+    const std::string text(key->default_text.substr(1, key->default_text.size() - 2));
+    switch (key->kind) {
+      case keys::Kind::kInteger:
+        EXPECT_EQ(text, std::to_string(key->number)) << key->path;
+        EXPECT_GE(key->number, key->min) << key->path;
+        EXPECT_LE(key->number, key->max) << key->path;
+        break;
+      case keys::Kind::kDuration:
+        ASSERT_TRUE(ParseDuration(text)) << key->path;
+        EXPECT_EQ(ParseDuration(text)->count(), key->number) << key->path;
+        break;
+      case keys::Kind::kByteSize:
+        ASSERT_TRUE(ParseByteSize(text)) << key->path;
+        EXPECT_EQ(*ParseByteSize(text), key->number) << key->path;
+        break;
+      default:
+        break;
+    }
+  }
+  EXPECT_EQ(c.source.backfill_chunk_rows, keys::kBackfillChunkRows.number);
+  EXPECT_EQ(c.checkpoint.interval.count(), keys::kCheckpointInterval.number);
+  EXPECT_EQ(c.silver.every.count(), keys::kSilverEvery.number);
+  EXPECT_EQ(c.silver.target_file_size, keys::kSilverTargetFileSize.number);
+}
+
+TEST(ConfigKeys, RangesComeFromTheDeclarations) {
+  auto errors = [](const std::string& yaml,
+                   const std::string& source = "{conninfo: \"dbname=shop\"}") {
+    ParseResult r = ParsePipelineConfig(
+        "service: shop\nsource: " + source + "\nwarehouse: /w\n" + yaml, "/",
+        [](const std::string&) { return std::nullopt; });
+    std::string all;
+    for (const auto& e : r.errors) all += e.message + "\n";
+    return all;
+  };
+  EXPECT_NE(errors("silver: {concurrency: 257}")
+                .find("`silver.concurrency` must be a whole number from 1 to 256"),
+            std::string::npos);
+  EXPECT_EQ(errors("silver: {concurrency: 256}"), "");
+  EXPECT_NE(errors("checkpoint: {interval: 99ms}")
+                .find("`checkpoint.interval` must be a duration of at least 100ms"),
+            std::string::npos);
+  EXPECT_EQ(errors("checkpoint: {interval: 100ms}"), "");
+  EXPECT_NE(errors("silver: {every: 999ms}")
+                .find("`silver.every` must be a duration of at least 1s"),
+            std::string::npos);
+  EXPECT_NE(errors("checkpoint: {max_bytes: 1023KiB}")
+                .find("`checkpoint.max_bytes` must be a size of at least 1MiB"),
+            std::string::npos);
+  EXPECT_NE(errors("catalog: {type: rest}")
+                .find("`catalog.type` must be sqlite or postgres, not `rest`"),
+            std::string::npos);
+  EXPECT_NE(errors("", "{conninfo: \"dbname=shop\", publication: {create: some}}")
+                .find("`source.publication.create` must be all_tables, tables or no"),
+            std::string::npos);
+}
+
+// Every declared key is in the redacted dump at its path, and no secret's value is.
+TEST(ConfigKeys, TheRedactedDumpHoldsEveryKeyAndNoSecret) {
+  ParseResult r = ParsePipelineConfig(
+      "service: shop\n"
+      "source:\n  conninfo: \"dbname=shop password=SOURCE-SECRET\"\n"
+      "  publication: {name: p, create: tables, tables: [public.a]}\n"
+      "catalog: {type: postgres, conninfo: \"dbname=cat password=CATALOG-SECRET\"}\n"
+      "warehouse: /w\n"
+      "naming: {tables: {public.a: {bronze: b.x.a}}}\n"
+      "silver: {keys: {public.a: [id]}, write_modes: {public.a: copy-on-write}}\n",
+      "/", [](const std::string&) { return std::nullopt; });
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].message);
+  const std::string dump = r.config->ToRedactedYaml();
+  EXPECT_EQ(dump.find("SOURCE-SECRET"), std::string::npos) << dump;
+  EXPECT_EQ(dump.find("CATALOG-SECRET"), std::string::npos) << dump;
+  const YAML::Node root = YAML::Load(dump);
+  for (const keys::Key* key : keys::All()) {
+    if (key->path == "catalog.path") continue;  // a postgres catalog has none
+    YAML::Node node = YAML::Clone(root);
+    std::string_view rest = key->path;
+    while (true) {
+      const size_t dot = rest.find('.');
+      const std::string part(rest.substr(0, dot));
+      ASSERT_TRUE(node.IsMap() && node[part]) << key->path << " is not in\n" << dump;
+      node = node[part];
+      if (dot == std::string_view::npos) break;
+      rest.remove_prefix(dot + 1);
+    }
+    if (key->kind == keys::Kind::kSecret) {
+      EXPECT_EQ(node.as<std::string>(), "<redacted>") << key->path;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace floe::config
