@@ -1330,6 +1330,36 @@ def test_keys_shifted_or_swapped_by_one_statement_keep_every_row(floe, pg, duckd
     check_silver(run, pg, duckdb_con, "public.coded", ["code"])
 
 
+def test_a_row_parked_on_a_held_key_and_deleted_by_its_values_leaves_the_held_row(
+        floe, pg, duckdb_con):
+    """Break-it finding: Silver holds rows 9 and 10 (deferrable key, REPLICA IDENTITY
+    FULL, an EXTERNAL TOAST body). One transaction moves 10 onto 9 (its body unsent:
+    unchanged TOAST) and deletes the moved row by its values. The merge took the
+    delete for the held row 9's (the moved row's body was Silver's, unknown to the
+    fold, so both rows looked alike) and Silver kept row 10's title and body under
+    key 9. The first delete's values (the whole old row of 10) are now the moved
+    row's known values."""
+    pg.execute("CREATE TABLE parked (id int PRIMARY KEY DEFERRABLE, title text, body text)")
+    pg.execute("ALTER TABLE parked REPLICA IDENTITY FULL")
+    pg.execute("ALTER TABLE parked ALTER COLUMN body SET STORAGE EXTERNAL")
+    pg.execute(f"INSERT INTO parked SELECT g, 't' || g, {BIG} FROM generate_series(1, 12) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    silver(run)  # Silver holds every row
+    with pg.connect(autocommit=False) as c:
+        c.execute("SET CONSTRAINTS ALL DEFERRED")
+        c.execute("UPDATE parked SET id = 9 WHERE id = 10")
+        c.execute("DELETE FROM parked WHERE id = 9 AND title = 't10'")
+        c.commit()
+    wait_flushed(run, pg)
+    assert any(r["cdc_unchanged"] == ["body"] for r in run.rows_pyiceberg("public.parked")), \
+        "the test meant a moved row without its TOAST value, but Bronze has none"
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.parked", ["id"])
+
+
 def test_a_key_declared_after_bronze_holds_updates_of_it_copies_the_table_again(
         floe, pg, duckdb_con):
     """silver.keys declared for a table whose Bronze already holds an update that

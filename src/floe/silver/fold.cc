@@ -521,6 +521,15 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
           return score;
         });
         if (removed.row->existing_key.empty()) removed.row->existing_key = state.key;
+        // The values the delete carries are the removed row's (every one under
+        // REPLICA IDENTITY FULL; a null may be one it did not send): known now where
+        // they were Silver's, so a key-changing update's new row that takes them over
+        // can be told from another row of its key by a later delete.
+        for (size_t c = 0; c < width; ++c) {
+          if (removed.row->sources[c] == kFromExisting && !changes.columns[c]->IsNull(row)) {
+            removed.row->sources[c] = row;
+          }
+        }
       }
       last_delete = std::move(removed);
       continue;

@@ -551,6 +551,59 @@ TEST(Fold, ADeleteCarryingEveryValueRemovesThatRowOfSeveral) {
   EXPECT_EQ(Rows(b, fold2), (std::vector<std::string>{"5 a blob-a 200"}));
 }
 
+// Silver holding (5, a, blob-a) and (6, b, blob-b): the rows the tests below start
+// from, as ExistingRows.
+ExistingRows HeldFiveAndSix(const std::string& name_of_5) {
+  arrow::Int64Builder ids;
+  arrow::StringBuilder names, blobs;
+  EXPECT_TRUE(ids.AppendValues({5, 6}).ok());
+  EXPECT_TRUE(names.AppendValues({name_of_5, "b"}).ok());
+  EXPECT_TRUE(blobs.AppendValues({"blob-a", "blob-b"}).ok());
+  ExistingRows existing;
+  existing.columns = {ids.Finish().ValueOrDie(), names.Finish().ValueOrDie(),
+                      blobs.Finish().ValueOrDie()};
+  for (int64_t i = 0; i < 2; ++i) {
+    existing.row_of_key[*EncodeKey({existing.columns[0].get()}, i)] = i;
+  }
+  return existing;
+}
+
+TEST(Fold, ADeleteCarryingEveryValueRemovesThatRowOfSeveralWhenAToastValueWasUnsent) {
+  // As above, but the moved row's TOAST value is unchanged (not sent): its value is
+  // the one the first delete carried. The second delete carries the moved row's
+  // values, so it removes that row, not the one Silver holds (break-it finding:
+  // Silver kept the moved row's values under key 5).
+  const std::vector<Change> parked = {
+      {"d", 200, 0, 6, "b", "blob-b"},
+      {"c", 200, 1, 5, "b", std::nullopt, {"blob"}},
+      {"d", 200, 2, 5, "b", "blob-b"},
+  };
+  auto c = Make(parked);
+  auto held = Held({5, 6});
+  auto fold = Fold(c, {0}, true, &held);
+  ASSERT_TRUE(fold.ok()) << fold.status().ToString();
+  ExistingRows existing = HeldFiveAndSix("a");
+  EXPECT_EQ(Rows(c, *fold, &existing), (std::vector<std::string>{"5 a blob-a 200"}));
+  EXPECT_EQ(DeletedIds(c, *fold), (std::vector<int64_t>{6}));
+}
+
+TEST(Fold, ADeleteTellsRowsThatDifferOnlyInAnUnsentToastValueApart) {
+  // Silver holds (5, b, blob-a); row (6, b, blob-b) moves onto key 5 without its
+  // TOAST value, and the delete removes the row Silver held (it carries blob-a):
+  // the moved row, blob-b, stays.
+  const std::vector<Change> parked = {
+      {"d", 200, 0, 6, "b", "blob-b"},
+      {"c", 200, 1, 5, "b", std::nullopt, {"blob"}},
+      {"d", 200, 2, 5, "b", "blob-a"},
+  };
+  auto c = Make(parked);
+  auto held = Held({5, 6});
+  auto fold = Fold(c, {0}, true, &held);
+  ASSERT_TRUE(fold.ok()) << fold.status().ToString();
+  ExistingRows existing = HeldFiveAndSix("b");
+  EXPECT_EQ(Rows(c, *fold, &existing), (std::vector<std::string>{"5 b blob-b 200"}));
+}
+
 TEST(EncodeKey, DistinguishesBoundariesAndNulls) {
   arrow::StringBuilder a, b;
   ASSERT_TRUE(a.AppendValues({"a", "ab", ""}).ok());
