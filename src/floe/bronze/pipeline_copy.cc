@@ -121,8 +121,8 @@ arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
 // `r` changes just below the slot's consistent point C (at C - 1), committed with
 // floe.commit-lsn = C - 1, so the stream's changes below C (already in the copy)
 // are skipped for them and those at C or later land after the copy.
-arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
-  if (tables.empty()) return arrow::Status::OK();
+arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
+  if (requested.empty()) return arrow::Status::OK();
   Failpoint("copy.before-snapshot");  // the copy decided, its point not yet taken
   const std::string& conninfo = config_.source.conninfo;
   ARROW_ASSIGN_OR_RAISE(auto temp, pg::ReplicationConnection::Connect(conninfo));
@@ -138,7 +138,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
   {
     pg::StatusKeeper keeper(streaming_);
     WaitNotice notice(
-        "copying " + std::to_string(tables.size()) +
+        "copying " + std::to_string(requested.size()) +
             " table(s): the copy's snapshot waits until every transaction that was "
             "running in the cluster has ended (the stream is paused meanwhile); find "
             "them with SELECT pid, datname, state, xact_start FROM pg_stat_activity "
@@ -158,12 +158,27 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
 
   std::vector<pg::QualifiedTable> names;
   std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;
-  for (BronzeTable* table : tables) {
+  std::vector<BronzeTable*> tables;
+  for (BronzeTable* table : requested) {
     pg::Oid relation_id = 0;
-    ARROW_ASSIGN_OR_RAISE(auto columns,
-                          SourceColumnsFromCatalog(*sql_, *types_, table->source,
-                                                   config_.source.publication,
-                                                   &relation_id));
+    auto read = SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                         config_.source.publication, &relation_id);
+    if (read.status().IsKeyError()) {
+      // Renamed or dropped since it was listed (or first seen in the stream): there
+      // is nothing to copy under its name, and a table published under it later is
+      // copied after a `t` row (CopyFirstSeen, Discover).
+      spdlog::warn("{}: not copied, it is no longer in the source under this name or "
+                   "not in publication {} (dropped, renamed or removed meanwhile)",
+                   SourceName(table->source), config_.source.publication);
+      table->awaiting_copy = false;
+      table->recopy_queued = false;
+      table->identity_at_copy.clear();
+      table->stream_relation_gone = true;
+      ARROW_RETURN_NOT_OK(RecordIdentity(table, "gone before its copy"));
+      continue;
+    }
+    ARROW_ASSIGN_OR_RAISE(auto columns, std::move(read));
+    tables.push_back(table);
     // The stream may still be behind the copy: its changes before the copy's point
     // are older than these columns (ConformerFor).
     ARROW_RETURN_NOT_OK(
@@ -174,6 +189,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& tables) {
     names.push_back({table->source.schema, table->source.table});
     by_name[{table->source.schema, table->source.table}] = table;
   }
+  if (tables.empty()) return arrow::Status::OK();
   spdlog::info("copying {} table(s) at LSN {}", tables.size(),
                created.consistent_point.ToString());
 
