@@ -374,6 +374,35 @@ def test_a_table_first_seen_in_the_stream_that_no_longer_exists_is_skipped(
     check_silver(run, pg, duckdb_con, "public.brief", ["id"])
 
 
+def test_a_table_renamed_before_its_copy_reads_it_is_skipped_not_fatal(floe, pg, duckdb_con):
+    """A table listed for a copy and renamed before the copy read its columns (floe
+    pauses before the copy's snapshot, `copy.before-snapshot`): the copy failed
+    ("has no columns or does not exist") and floe stopped. The table is now left out
+    with a warning, and under its new name it is copied like any table found later."""
+    pg.execute("CREATE TABLE kept (id int PRIMARY KEY, v text)")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    run.stop()
+    pg.execute("CREATE TABLE early (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO early SELECT g, 'e' FROM generate_series(1, 20) g")
+    run.start(env={"FLOE_FAILPOINT": "copy.before-snapshot=sleep:3000"})
+    run.wait_until(lambda: "failpoint copy.before-snapshot" in run.log_text(), 60,
+                   what="the copy to pause", interval=0.05)
+    pg.execute("ALTER TABLE early RENAME TO later")
+    pg.execute("UPDATE later SET v = 'l' WHERE id < 5")
+    run.wait_streaming()
+    run.wait_until(lambda: "public.early: not copied, it is no longer in the source"
+                   in run.log_text(), 60, what="the copy to leave public.early out")
+    pg.execute("INSERT INTO kept VALUES (1, 'k')")
+    wait_flushed(run, pg)
+    run.wait_until(lambda: run.exists("public.later"), what="Bronze of public.later")
+    wait_copied(run, "later")
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.later", ["id"])
+    check_silver(run, pg, duckdb_con, "public.kept", ["id"])
+
+
 def test_changes_made_under_another_name_and_renamed_back_are_copied_again(
         floe, pg, duckdb_con):
     """Break-it B1: a table renamed away, changed under its other name and renamed

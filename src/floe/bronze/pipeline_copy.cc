@@ -167,9 +167,10 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
       // Renamed or dropped since it was listed (or first seen in the stream): there
       // is nothing to copy under its name, and a table published under it later is
       // copied after a `t` row (CopyFirstSeen, Discover).
-      spdlog::warn("{}: not copied, it is no longer in the source under this name or "
-                   "not in publication {} (dropped, renamed or removed meanwhile)",
-                   SourceName(table->source), config_.source.publication);
+      spdlog::warn(
+          "{}: not copied, it is no longer in the source under this name or "
+          "not in publication {} (dropped, renamed or removed meanwhile)",
+          SourceName(table->source), config_.source.publication);
       table->awaiting_copy = false;
       table->recopy_queued = false;
       table->identity_at_copy.clear();

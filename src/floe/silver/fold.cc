@@ -526,7 +526,8 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
         // they were Silver's, so a key-changing update's new row that takes them over
         // can be told from another row of its key by a later delete.
         for (size_t c = 0; c < width; ++c) {
-          if (removed.row->sources[c] == kFromExisting && !changes.columns[c]->IsNull(row)) {
+          if (removed.row->sources[c] == kFromExisting &&
+              !changes.columns[c]->IsNull(row)) {
             removed.row->sources[c] = row;
           }
         }
