@@ -1629,6 +1629,18 @@ class Seed:
         self.run.wait_until(lambda: (self.run.slot_confirmed_flush() or 0) >= target,
                             self.budget.catch_up_timeout,
                             what=f"the slot's confirmed_flush_lsn to reach {self.target}")
+        if getattr(self, "renamed_back", False):
+            # floe marks a table renamed away when the stream shows it under the other
+            # name, and copies it again at its next discovery (every 10 s) once it is
+            # back under its name (running.md, "Recovery"): give that discovery time
+            # after the stream got there, then catch up again.
+            self.renamed_back = False
+            time.sleep(11)
+            self.target = self.pg.execute("SELECT pg_current_wal_lsn()::text")[0][0]
+            target = lsn_int(self.target)
+            self.run.wait_until(lambda: (self.run.slot_confirmed_flush() or 0) >= target,
+                                self.budget.catch_up_timeout,
+                                what=f"the slot's confirmed_flush_lsn to reach {self.target}")
         self.confirmed = self.pg.execute(
             "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
             (self.run.slot,))[0][0]
@@ -1776,10 +1788,27 @@ class Seed:
         except psycopg.Error as e:
             self.say(f"renaming {t.label} failed ({e.sqlstate}), skipped")
             return
+        oldname = t.name
         with self.state.lock:
             t.name = newname
             t.bronze_names.append((t.schema, newname))
         self.say(f"{t.tid} renamed to {newname!r}")
+        if self.rng.random() < 0.5:
+            return
+        # Renamed back after the writers wrote under the other name: those changes are
+        # in the other name's Bronze only, and floe copies the table again.
+        time.sleep(self.rng.uniform(0.3, 1.5))
+        try:
+            locked_tx(self.pg, self.log, t, lambda cur: ([sql.SQL("ALTER TABLE {} RENAME TO {}")
+                                                          .format(t.qname, sql.Identifier(oldname))],
+                                                         None))
+        except psycopg.Error as e:
+            self.say(f"renaming {t.label} back failed ({e.sqlstate}), skipped")
+            return
+        with self.state.lock:
+            t.name = oldname
+        self.renamed_back = True
+        self.say(f"{t.tid} renamed back to {oldname!r}")
 
     def struct_partitions(self):
         t = next(t for t in self.state.tables.values() if t.partitioned)
