@@ -10,6 +10,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from floerun import floe, lsn_int  # noqa: F401
 from oracle import check_silver
 from test_maintenance import local, maint
@@ -1387,6 +1389,39 @@ def test_a_row_parked_on_a_held_key_and_deleted_by_its_values_leaves_the_held_ro
     run.stop()
     silver(run)
     check_silver(run, pg, duckdb_con, "public.parked", ["id"])
+
+
+@pytest.mark.parametrize("identity", ["DEFAULT", "FULL"])
+def test_a_key_stored_out_of_line_and_left_unchanged_names_its_row(
+        floe, pg, duckdb_con, identity):
+    """Break-it finding: a text primary key of about 2.4 KB stored out of line (TOAST,
+    STORAGE EXTERNAL). An update that leaves it unchanged sends it as unchanged
+    TOAST, so Bronze held the update with a null key: Silver gained a row with a null
+    key and kept the real row stale. The update's old image carries the key
+    (PostgreSQL logs an identity key with external values); the new row takes it."""
+    pg.execute("CREATE TABLE tk (k text PRIMARY KEY, title text, n int, body text)")
+    pg.execute(f"ALTER TABLE tk REPLICA IDENTITY {identity}")
+    pg.execute("ALTER TABLE tk ALTER COLUMN k SET STORAGE EXTERNAL")
+    pg.execute("ALTER TABLE tk ALTER COLUMN body SET STORAGE EXTERNAL")
+    long_key = ("(SELECT string_agg(md5('k' || g || i), '') FROM generate_series(1, 75) i) "
+                "|| g")
+    pg.execute(f"INSERT INTO tk SELECT {long_key}, 't' || g, 0, {BIG} "
+               "FROM generate_series(1, 5) g")
+    pg.execute("INSERT INTO tk VALUES ('short1', 's1', 0, NULL), ('short2', 's2', 0, '')")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    silver(run)
+    pg.execute("UPDATE tk SET title = 'x' WHERE title = 't1'")
+    pg.execute("UPDATE tk SET n = n + 1")
+    pg.execute("DELETE FROM tk WHERE title = 't2'")
+    pg.execute("UPDATE tk SET k = k || '-moved' WHERE title = 't3'")
+    wait_flushed(run, pg)
+    assert all(r["k"] is not None for r in run.rows_pyiceberg("public.tk")), \
+        "a change of public.tk has no key in Bronze"
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.tk", ["k"])
 
 
 def test_a_key_declared_after_bronze_holds_updates_of_it_copies_the_table_again(
