@@ -491,8 +491,7 @@ arrow::Status Pipeline::BackfilledTableGone(Backfill* backfill) {
       "this name later is copied then",
       SourceName(table->source), backfill->progress.chunks);
   backfill->gone = true;
-  table->stream_relation_gone = true;
-  return RecordIdentity(table, "gone during its backfill");
+  return MarkGone(table, "gone during its backfill");
 }
 
 arrow::Status Pipeline::OnWatermark(const pg::CapturedMessage& message) {

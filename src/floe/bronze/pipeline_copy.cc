@@ -71,52 +71,6 @@ std::string CopySlotName(const std::string& slot, int64_t pid) {
   return slot.substr(0, kMaxName - suffix.size() - 9) + "_" + hash + suffix;
 }
 
-// Per published table, what identifies the relation and its membership in the
-// publication: its pg_class oid (new when dropped and re-created) and the oids of
-// the pg_publication_rel rows of it or an ancestor and of the
-// pg_publication_namespace row of its schema (new when it was removed from the
-// publication and added back; constant under FOR ALL TABLES). Changes made while a
-// table was out of the publication are not in the WAL stream floe reads, so a
-// changed identity means Bronze may miss changes: the table is copied again. For a
-// partitioned table published through its root, also its leaf partitions' oids:
-// rows of a partition attached or detached move without a change in the stream.
-arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
-    pg::PgConnection& sql, const std::string& publication) {
-  ARROW_ASSIGN_OR_RAISE(
-      auto rows,
-      sql.Query(
-          "SELECT pt.schemaname::text, pt.tablename::text, 'relation ' || c.oid || "
-          "', publication ' || coalesce((SELECT string_agg(pr.oid::text, ',' ORDER BY "
-          "pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = p.oid AND "
-          "(pr.prrelid = c.oid OR pr.prrelid IN (SELECT relid FROM "
-          // Rows only for a partition or a partitioned table, itself included.
-          "pg_partition_ancestors(c.oid)))), '') || "
-          "'/' || coalesce((SELECT string_agg(pn.oid::text, ',' ORDER BY pn.oid) FROM "
-          "pg_catalog.pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND "
-          "pn.pnnspid = c.relnamespace), '') || "
-          // A partitioned table published through its root: ATTACH and DETACH
-          // PARTITION move rows in or out of it without a change in the WAL stream.
-          // Each partition with the xmin of its pg_inherits row: detaching a
-          // partition, changing it and attaching it again leaves the same set of
-          // partitions, but a new pg_inherits row.
-          "CASE WHEN c.relkind = 'p' THEN ', partitions ' || coalesce((SELECT "
-          // and its relfilenode: PostgreSQL sends nothing when a partition is
-          // truncated on its own under publish_via_partition_root.
-          "string_agg(i.inhrelid::text || ':' || i.xmin::text || ':' || "
-          "coalesce(pg_catalog.pg_relation_filenode(i.inhrelid)::text, ''), ',' ORDER BY "
-          "i.inhrelid) FROM pg_catalog.pg_inherits i WHERE i.inhrelid IN (SELECT "
-          "relid FROM pg_partition_tree(c.oid) WHERE relid <> c.oid)), '') ELSE '' END "
-          "FROM pg_catalog.pg_publication p "
-          "JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname "
-          "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
-          "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = "
-          "pt.tablename WHERE p.pubname = $1",
-          {publication}));
-  std::map<pg::QualifiedName, std::string> out;
-  for (const auto& row : rows) out[{*row[0], *row[1]}] = row[2].value_or("");
-  return out;
-}
-
 // Copies `tables` through a temporary slot's exported snapshot: their rows become
 // `r` changes just below the slot's consistent point C (at C - 1), committed with
 // floe.commit-lsn = C - 1, so the stream's changes below C (already in the copy)
@@ -174,8 +128,7 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
       table->awaiting_copy = false;
       table->recopy_queued = false;
       table->identity_at_copy.clear();
-      table->stream_relation_gone = true;
-      ARROW_RETURN_NOT_OK(RecordIdentity(table, "gone before its copy"));
+      ARROW_RETURN_NOT_OK(MarkGone(table, "gone before its copy"));
       continue;
     }
     ARROW_ASSIGN_OR_RAISE(auto columns, std::move(read));

@@ -80,10 +80,15 @@ arrow::Status FlushBuffered(BronzeTable* table);
 // pipeline_startup.cc
 void WarnIfUnprotected(pg::PgConnection& sql);
 
-// pipeline_copy.cc: per published table, its relation and publication membership
+// pipeline_identity.cc: per published table, its relation and publication membership
 // (lake::kSourceIdentityProperty's value); a change of it means a copy again.
 arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
     pg::PgConnection& sql, const std::string& publication);
+// Whether a SourceIdentities value is of relation `oid`.
+bool IdentityIsOf(const std::string& identity, pg::Oid oid);
+// The identity recorded for relation `oid`, which is no longer published under the
+// name (`why`: "gone", "renamed <name>"); no SourceIdentities value equals it.
+std::string IdentityOfGone(pg::Oid oid, const std::string& why);
 
 // ---------------------------------------------------------------------------
 // Metrics (docs/operations.md lists them)
@@ -328,6 +333,10 @@ class Pipeline : public pg::ChangeSink {
   // recorded one, recording it when none is.
   arrow::Result<bool> Rejoined(BronzeTable* table, const std::string& identity);
   arrow::Status RecordIdentity(BronzeTable* table, const std::string& identity);
+  /// `table` is no longer in the source under its name (`why` is recorded as its
+  /// identity): nothing more is copied or backfilled of it, and a table published
+  /// under the name later is copied after a `t` row (Discover).
+  arrow::Status MarkGone(BronzeTable* table, const std::string& why);
   /// A table first seen in the stream, as relation `relation_id`: copied (CopyLater)
   /// when that relation is the one published under its name now; skipped when no
   /// table is (dropped, renamed or unpublished since: its streamed changes are all

@@ -1,0 +1,311 @@
+// The source identity of each Bronze table (lake::kSourceIdentityProperty): what
+// identifies the relation published under a name and its membership in the
+// publication, recorded at each copy; the identity changing (a table dropped and
+// re-created, renamed away and back, out of the publication and back, a partition
+// attached or detached) means Bronze may miss changes, and the table is copied
+// again. Also: a table the stream names that is gone, and whether a table is copied.
+
+#include "floe/bronze/pipeline_internal.h"
+
+#include <string>
+
+#include "floe/common/parse.h"
+#include "floe/iceberg/table.h"
+#include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
+#include "floe/source/postgres/table_description.h"
+
+namespace floe::bronze {
+
+// Per published table, what identifies the relation and its membership in the
+// publication: its pg_class oid (new when dropped and re-created) and the oids of
+// the pg_publication_rel rows of it or an ancestor and of the
+// pg_publication_namespace row of its schema (new when it was removed from the
+// publication and added back; constant under FOR ALL TABLES). Changes made while a
+// table was out of the publication are not in the WAL stream floe reads, so a
+// changed identity means Bronze may miss changes: the table is copied again. For a
+// partitioned table published through its root, also its leaf partitions' oids:
+// rows of a partition attached or detached move without a change in the stream.
+arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
+    pg::PgConnection& sql, const std::string& publication) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows,
+      sql.Query(
+          "SELECT pt.schemaname::text, pt.tablename::text, 'relation ' || c.oid || "
+          // IdentityIsOf reads the relation back from this prefix.
+          "', publication ' || coalesce((SELECT string_agg(pr.oid::text, ',' ORDER BY "
+          "pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = p.oid AND "
+          "(pr.prrelid = c.oid OR pr.prrelid IN (SELECT relid FROM "
+          // Rows only for a partition or a partitioned table, itself included.
+          "pg_partition_ancestors(c.oid)))), '') || "
+          "'/' || coalesce((SELECT string_agg(pn.oid::text, ',' ORDER BY pn.oid) FROM "
+          "pg_catalog.pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND "
+          "pn.pnnspid = c.relnamespace), '') || "
+          // A partitioned table published through its root: ATTACH and DETACH
+          // PARTITION move rows in or out of it without a change in the WAL stream.
+          // Each partition with the xmin of its pg_inherits row: detaching a
+          // partition, changing it and attaching it again leaves the same set of
+          // partitions, but a new pg_inherits row.
+          "CASE WHEN c.relkind = 'p' THEN ', partitions ' || coalesce((SELECT "
+          // and its relfilenode: PostgreSQL sends nothing when a partition is
+          // truncated on its own under publish_via_partition_root.
+          "string_agg(i.inhrelid::text || ':' || i.xmin::text || ':' || "
+          "coalesce(pg_catalog.pg_relation_filenode(i.inhrelid)::text, ''), ',' ORDER BY "
+          "i.inhrelid) FROM pg_catalog.pg_inherits i WHERE i.inhrelid IN (SELECT "
+          "relid FROM pg_partition_tree(c.oid) WHERE relid <> c.oid)), '') ELSE '' END "
+          "FROM pg_catalog.pg_publication p "
+          "JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname "
+          "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
+          "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = "
+          "pt.tablename WHERE p.pubname = $1",
+          {publication}));
+  std::map<pg::QualifiedName, std::string> out;
+  for (const auto& row : rows) out[{*row[0], *row[1]}] = row[2].value_or("");
+  return out;
+}
+bool IdentityIsOf(const std::string& identity, pg::Oid oid) {
+  const std::string prefix = "relation " + std::to_string(oid) + ",";
+  return identity.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string IdentityOfGone(pg::Oid oid, const std::string& why) {
+  // Not SourceIdentities' form ("relation <oid>, publication ..."): never equal to
+  // the identity of a table published now, and IdentityIsOf never takes it.
+  return "relation " + std::to_string(oid) + " (" + why + ")";
+}
+
+arrow::Status Pipeline::MarkGone(BronzeTable* table, const std::string& why) {
+  table->stream_relation_gone = true;
+  return RecordIdentity(table, why);
+}
+
+arrow::Result<std::string> Pipeline::RelFilenodeOf(const pg::QualifiedName& table,
+                                                   std::string* xmin) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto rows,
+      sql_->Query("SELECT pg_catalog.pg_relation_filenode(c.oid)::text, c.xmin::text "
+                  "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = "
+                  "c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+                  {table.schema, table.table}));
+  if (rows.empty() || rows[0].size() < 2 || !rows[0][0]) return std::string();
+  if (xmin != nullptr) *xmin = rows[0][1].value_or("");
+  return *rows[0][0];
+}
+
+arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& identity) {
+  if (!table->appender || !table->appender->has_snapshot()) return false;
+  const auto& properties = table->appender->table().metadata().properties;
+  if (auto until = properties.find(lake::kRecopyUntilProperty);
+      until != properties.end() && properties.contains(lake::kRecopyPendingProperty)) {
+    // The copy again committed; the stream had not reached its point yet.
+    if (auto lsn = ParseUint64(until->second)) table->recopy_until = Lsn(*lsn);
+  }
+  if (auto pending = properties.find(lake::kRecopyPendingProperty);
+      pending != properties.end() && table->recopy_until.value() == 0) {
+    spdlog::warn("{}: the copy after moving column(s) {} did not commit yet: copying it",
+                 SourceName(table->source), pending->second);
+    // As RecopyIfMoved: the table's changes keep reaching Bronze until the copy.
+    if (!table->recopy_queued) {
+      table->recopy_queued = true;
+      to_copy_.push_back(table);
+    }
+    return false;
+  }
+  if (identity.empty()) return false;
+  auto it = properties.find(lake::kSourceIdentityProperty);
+  if (it == properties.end()) {
+    ARROW_RETURN_NOT_OK(RecordIdentity(table, identity));
+    return false;
+  }
+  if (it->second == identity) return false;
+  spdlog::warn(
+      "{} is not the table Bronze copied ({}; now {}): it was re-created, removed "
+      "from publication {} and added back, renamed and renamed back, or had "
+      "partitions attached, detached or truncated on their own, "
+      "and those changes never reached the stream. Copying it again: a `t` row in {} "
+      "marks the gap",
+      SourceName(table->source), it->second, identity, config_.source.publication,
+      table->id.ToString());
+  return true;
+}
+
+arrow::Status Pipeline::CopyFirstSeen(BronzeTable* table, pg::Oid relation_id) {
+  ARROW_ASSIGN_OR_RAISE(auto identities,
+                        SourceIdentities(*sql_, config_.source.publication));
+  auto now = identities.find(table->source);
+  if (relation_id == 0 ||
+      (now != identities.end() && IdentityIsOf(now->second, relation_id))) {
+    spdlog::info("{} appeared in the stream: copying its rows",
+                 SourceName(table->source));
+    return CopyLater(table);
+  }
+  table->stream_relation_gone = true;
+  if (now == identities.end()) {
+    spdlog::warn(
+        "{} appeared in the stream but is no longer in the source under this "
+        "name, or not in publication {} (dropped, renamed or removed since): "
+        "there is nothing to copy, and its streamed changes are kept in {}. A "
+        "table published under this name later is copied then",
+        SourceName(table->source), config_.source.publication, table->id.ToString());
+    // Any table published under the name later is not the relation streamed now.
+    return RecordIdentity(table, IdentityOfGone(relation_id, "gone"));
+  }
+  spdlog::warn(
+      "{}: the stream's changes are of a relation dropped since (the table of "
+      "this name now is another): copying the table it is now, after a `t` "
+      "row in {}",
+      SourceName(table->source), table->id.ToString());
+  table->awaiting_copy = true;
+  table->identity_at_copy = now->second;
+  to_copy_.push_back(table);
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::MarkRenamedAway(const BronzeTable* table, pg::Oid relation_id,
+                                        Lsn commit_lsn) {
+  if (relation_id == 0) return arrow::Status::OK();
+  for (auto& [name, held] : tables_) {
+    if (held.get() == table || !held->appender) continue;
+    // A copy (or changes) of the held table committed after this point already
+    // hold what the relation did under this name: the stream replays older
+    // changes, from before the table took its name.
+    if (commit_lsn.value() == 0 || commit_lsn <= held->appender->committed_lsn()) {
+      continue;
+    }
+    const auto& properties = held->appender->table().metadata().properties;
+    auto it = properties.find(lake::kSourceIdentityProperty);
+    if (it == properties.end() || !IdentityIsOf(it->second, relation_id)) continue;
+    spdlog::warn(
+        "{} was renamed {}: its changes under that name reach {} only, so it "
+        "is copied again once it is published under its name again",
+        SourceName(held->source), SourceName(table->source), table->id.ToString());
+    const std::string mark =
+        IdentityOfGone(relation_id, "renamed " + SourceName(table->source));
+    ARROW_RETURN_NOT_OK(held->appender->table().UpdateMetadata(
+        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->SetProperties({{lake::kSourceIdentityProperty, mark}});
+          return arrow::Status::OK();
+        }));
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& identity) {
+  if (!table->appender) return arrow::Status::OK();
+  const auto& properties = table->appender->table().metadata().properties;
+  const bool pending = properties.contains(lake::kRecopyPendingProperty) &&
+                       table->recopy_until.value() == 0;
+  if (identity.empty() && !pending) return arrow::Status::OK();
+  return table->appender->table().UpdateMetadata(
+      [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+        if (!identity.empty())
+          b->SetProperties({{lake::kSourceIdentityProperty, identity}});
+        if (pending) b->RemoveProperties({lake::kRecopyPendingProperty});
+        return arrow::Status::OK();
+      });
+}
+
+void Pipeline::RecopyIfMoved(BronzeTable* table) {
+  if (table->recopy_reason.empty() || table->awaiting_copy || table->recopy_queued) {
+    return;
+  }
+  spdlog::warn(
+      "{}: column(s) changed in a way logical decoding does not send ({}): "
+      "PostgreSQL changed the existing rows without a change in the WAL, so the "
+      "table is copied again (Silver waits for that copy)",
+      SourceName(table->source), table->recopy_reason);
+  // The table's changes keep reaching Bronze: every one of them is in the
+  // changelog, and the copy's `t` row (at its later point) ends them in the
+  // latest state. A table Bronze holds nothing of yet is copied the usual way.
+  table->recopy_until = Lsn();  // an earlier copy again no longer suffices
+  if (table->appender && table->appender->committed_lsn().value() > 0) {
+    table->recopy_queued = true;
+  } else {
+    copied_.erase(table->source);
+    table->awaiting_copy = true;
+  }
+  to_copy_.push_back(table);
+}
+
+arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
+  if (copied_.contains(table->source) || backfills_.contains(table->source) ||
+      table->stream_relation_gone) {
+    return true;
+  }
+  if (!table->appender || !table->appender->has_snapshot()) return false;
+  if (resnapshot_) return false;
+  ARROW_ASSIGN_OR_RAISE(auto progress,
+                        BackfillProgressOf(table->appender->table().io(),
+                                           table->appender->table().metadata()));
+  if (progress && !progress->done) {
+    // A backfill the last run did not finish: carry on after its last chunk.
+    ARROW_ASSIGN_OR_RAISE(auto described, pg::DescribeTable(*sql_, table->source.schema,
+                                                            table->source.table,
+                                                            config_.source.publication));
+    if (!described) {
+      spdlog::warn(
+          "{}: its unfinished backfill cannot go on: the table is no longer in "
+          "the source under this name (dropped or renamed). A table published "
+          "under this name later is copied then",
+          SourceName(table->source));
+      ARROW_RETURN_NOT_OK(MarkGone(table, "gone during its backfill"));
+      return true;
+    }
+    // The table it read is not the one published under the name now (re-created,
+    // renamed away and back, out of the publication and back): the rows it copied
+    // and the changes since may hold what the source no longer has, so the table is
+    // copied again after a `t` row instead (Discover).
+    ARROW_ASSIGN_OR_RAISE(auto identities,
+                          SourceIdentities(*sql_, config_.source.publication));
+    const auto& properties = table->appender->table().metadata().properties;
+    auto recorded = properties.find(lake::kSourceIdentityProperty);
+    auto now = identities.find(table->source);
+    if (recorded != properties.end() && now != identities.end() &&
+        recorded->second != now->second) {
+      spdlog::warn(
+          "{}: its unfinished backfill read another table than the one "
+          "published under its name now ({}; now {}): copying it again instead",
+          SourceName(table->source), recorded->second, now->second);
+      table->stream_relation_gone = true;
+      return true;
+    }
+    ARROW_ASSIGN_OR_RAISE(auto key, KeyColumnsOf(table->source));
+    if (key.empty()) {
+      return Fatal(SourceName(table->source) +
+                   " was being backfilled but has no primary key or replica identity "
+                   "index any more, so the backfill cannot resume. Give it one, or "
+                   "run floe run --resnapshot <config> to copy every table again");
+    }
+    bool same_key = progress->key_columns.empty() || progress->key_columns == key;
+    same_key =
+        same_key && (progress->after.empty() || progress->after.size() == key.size());
+    for (const auto& k : progress->retry) same_key = same_key && k.size() == key.size();
+    if (!same_key) {
+      // The last key done is a value of other columns: going on after it skipped
+      // rows. The table is copied again instead (which Silver, whose key changed
+      // too, waits for).
+      spdlog::warn(
+          "{}: its key columns are not the ones its unfinished backfill went "
+          "by; the table is copied again instead",
+          SourceName(table->source));
+      return false;
+    }
+    spdlog::info("{}: resuming its backfill after {} chunk(s), {} row(s)",
+                 SourceName(table->source), progress->chunks, progress->rows);
+    const std::string committed = progress->ToJson();
+    ARROW_RETURN_NOT_OK(
+        StartBackfill(table, std::move(key), std::move(*progress), committed));
+    if (const ice::Snapshot* record =
+            lake::LatestBackfillRecord(table->appender->table().metadata())) {
+      auto keys = record->summary.find(lake::kBackfillKeysSummaryKey);
+      if (keys != record->summary.end()) {
+        backfills_[table->source]->keys_committed_file = keys->second;
+      }
+    }
+    return true;
+  }
+  copied_.insert(table->source);
+  return true;
+}
+
+}  // namespace floe::bronze
