@@ -1424,6 +1424,34 @@ def test_a_key_stored_out_of_line_and_left_unchanged_names_its_row(
     check_silver(run, pg, duckdb_con, "public.tk", ["k"])
 
 
+@pytest.mark.parametrize("identity", ["DEFAULT", "FULL"])
+def test_a_key_change_keeps_the_key_part_stored_out_of_line_and_left_unchanged(
+        floe, pg, duckdb_con, identity):
+    """A two-column key (a text part of about 2.4 KB stored out of line, an int
+    part): an update of the int part is a delete of the old key and an insert of the
+    new one, and the text part, unchanged, arrives as unchanged TOAST in the new row.
+    The inserted row must still carry it (from the old image), or it names no row."""
+    pg.execute("CREATE TABLE ck (k text, n int, title text, PRIMARY KEY (k, n))")
+    pg.execute(f"ALTER TABLE ck REPLICA IDENTITY {identity}")
+    pg.execute("ALTER TABLE ck ALTER COLUMN k SET STORAGE EXTERNAL")
+    long_key = ("(SELECT string_agg(md5('k' || g || i), '') FROM generate_series(1, 75) i) "
+                "|| g")
+    pg.execute(f"INSERT INTO ck SELECT {long_key}, g, 't' || g FROM generate_series(1, 4) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    silver(run)
+    pg.execute("UPDATE ck SET n = n + 100 WHERE title = 't1'")
+    pg.execute("UPDATE ck SET n = n + 100, title = 'moved' WHERE title = 't2'")
+    pg.execute("UPDATE ck SET title = 'same key' WHERE title = 't3'")
+    wait_flushed(run, pg)
+    assert all(r["k"] is not None for r in run.rows_pyiceberg("public.ck")), \
+        "a change of public.ck has no key in Bronze"
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.ck", ["k", "n"])
+
+
 def test_a_key_declared_after_bronze_holds_updates_of_it_copies_the_table_again(
         floe, pg, duckdb_con):
     """silver.keys declared for a table whose Bronze already holds an update that

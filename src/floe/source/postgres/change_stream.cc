@@ -592,44 +592,39 @@ arrow::Status ChangeStream::ApplyData(Transaction* tx, Lsn wal_start,
         return arrow::Status::Invalid("pgoutput UPDATE of unknown relation ",
                                       m->relation_id);
       }
+      // Whether a key column changed: the update is then a delete of the old key
+      // and an insert of the new one. A key column stored out of line and left
+      // unchanged arrives as unchanged TOAST: without its value the change names no
+      // row (Silver would fold it onto a null key). The old image carries it
+      // (PostgreSQL logs a replica identity key with external values even when it
+      // did not change; REPLICA IDENTITY FULL logs every value): the new row, or
+      // the insert of the new key, takes it from there.
       bool key_changed = false;
+      std::vector<TupleValue> filled;
       for (int i : state->second->key_columns) {
-        if (static_cast<size_t>(i) >= m->old_tuple.size() ||
-            static_cast<size_t>(i) >= m->new_tuple.size()) {
+        const auto at = static_cast<size_t>(i);
+        if (at >= m->old_tuple.size() || at >= m->new_tuple.size()) {
           break;  // AppendRow reports the malformed tuple
         }
-        const TupleValue& before = m->old_tuple[i];
-        const TupleValue& after = m->new_tuple[i];
-        if (after.is_unchanged_toast() || before.is_unchanged_toast()) continue;
-        if (before.kind != after.kind || before.bytes != after.bytes) {
+        const TupleValue& before = m->old_tuple[at];
+        const TupleValue& after = m->new_tuple[at];
+        if (after.is_unchanged_toast()) {
+          if (before.is_unchanged_toast() || before.is_null()) continue;
+          if (filled.empty()) filled.assign(m->new_tuple.begin(), m->new_tuple.end());
+          filled[at] = before;
+        } else if (!before.is_unchanged_toast() &&
+                   (before.kind != after.kind || before.bytes != after.bytes)) {
           key_changed = true;
-          break;
         }
       }
       if (key_changed) {
         ARROW_RETURN_NOT_OK(AppendRow(tx, m->relation_id, 'd', wal_start, m->old_tuple));
-        return AppendRow(tx, m->relation_id, 'c', wal_start, m->new_tuple);
+        return AppendRow(tx, m->relation_id, 'c', wal_start,
+                         filled.empty() ? m->new_tuple : TupleData(filled));
       }
-      // A key column stored out of line and left unchanged arrives as unchanged
-      // TOAST: without its value the change names no row (Silver would fold it onto
-      // a null key). The old image carries it (PostgreSQL logs a replica identity
-      // key with external values even when it did not change; REPLICA IDENTITY FULL
-      // logs every value): the new row takes it from there.
-      std::vector<TupleValue> filled;
-      for (int i : state->second->key_columns) {
-        if (static_cast<size_t>(i) >= m->old_tuple.size() ||
-            static_cast<size_t>(i) >= m->new_tuple.size()) {
-          break;
-        }
-        const TupleValue& before = m->old_tuple[i];
-        if (!m->new_tuple[i].is_unchanged_toast() || before.is_unchanged_toast() ||
-            before.is_null()) {
-          continue;
-        }
-        if (filled.empty()) filled.assign(m->new_tuple.begin(), m->new_tuple.end());
-        filled[static_cast<size_t>(i)] = before;
+      if (!filled.empty()) {
+        return AppendRow(tx, m->relation_id, 'u', wal_start, filled);
       }
-      if (!filled.empty()) return AppendRow(tx, m->relation_id, 'u', wal_start, filled);
     }
     return AppendRow(tx, m->relation_id, 'u', wal_start, m->new_tuple);
   }
