@@ -1,4 +1,5 @@
 #include "floe/bronze/bronze_schema.h"
+#include "floe/bronze/bronze_schema_internal.h"
 
 #include <algorithm>
 #include <array>
@@ -23,6 +24,11 @@
 
 namespace floe::bronze {
 
+using internal::CheckSourceColumns;
+using internal::IsCdcName;
+using internal::MatchBindings;
+using internal::TopLevelField;
+
 namespace {
 
 using iceberg::NestedField;
@@ -36,15 +42,6 @@ using nlohmann::json;
 constexpr std::array<const char*, 8> kCdcColumns = {
     kCdcOp,         kCdcTs,        kCdcProcessedAt, kCdcSourceLsn,
     kCdcSourceTxId, kCdcCommitLsn, kCdcSeq,         kCdcUnchanged};
-
-// The CDC columns of a change-stream batch, in order, after the row columns
-// (postgres::CdcMetadataFields): the Bronze ones without cdc_processed_at.
-constexpr std::array<const char*, 7> kStreamCdcColumns = {
-    kCdcOp, kCdcTs, kCdcSourceLsn, kCdcSourceTxId, kCdcCommitLsn, kCdcSeq, kCdcUnchanged};
-
-bool IsCdcName(std::string_view name) {
-  return std::find(kCdcColumns.begin(), kCdcColumns.end(), name) != kCdcColumns.end();
-}
 
 TypePtr CdcType(std::string_view name) {
   if (name == kCdcOp) return Type::String();
@@ -229,76 +226,6 @@ std::string PgTypeName(postgres::Oid oid, int32_t typmod) {
   return out;
 }
 
-// A top-level field by id, or null (also for nested ids).
-const NestedField* TopLevelField(const Schema& schema, int32_t id) {
-  return schema.as_struct()->FindChild(id);
-}
-
-arrow::Status CheckSourceColumns(const std::vector<SourceColumn>& columns) {
-  std::unordered_set<int16_t> attnums;
-  std::unordered_set<std::string> names;
-  for (const SourceColumn& c : columns) {
-    if (c.name.empty()) {
-      return arrow::Status::Invalid("a source column has an empty name");
-    }
-    if (!names.insert(c.name).second) {
-      return arrow::Status::Invalid("source column '", c.name,
-                                    "' appears twice in the column list");
-    }
-    if (c.attnum != 0 && !attnums.insert(c.attnum).second) {
-      return arrow::Status::Invalid("source columns share attnum ", c.attnum,
-                                    " (second: '", c.name,
-                                    "'); attnums must be unique, or 0 when unknown");
-    }
-  }
-  return arrow::Status::OK();
-}
-
-
-// For each source column, the index of its binding in `bound`, or -1: by attnum
-// where both sides know it, then by name where either side does not.
-std::vector<int> MatchBindings(const std::vector<SourceColumn>& source,
-                               const std::vector<ColumnBinding>& bound) {
-  std::vector<int> match(source.size(), -1);
-  std::vector<bool> used(bound.size(), false);
-  for (size_t i = 0; i < source.size(); ++i) {
-    if (source[i].attnum == 0) continue;
-    for (size_t j = 0; j < bound.size(); ++j) {
-      if (!used[j] && bound[j].attnum == source[i].attnum) {
-        match[i] = static_cast<int>(j);
-        used[j] = true;
-        break;
-      }
-    }
-  }
-  for (size_t i = 0; i < source.size(); ++i) {
-    if (match[i] != -1) continue;
-    for (size_t j = 0; j < bound.size(); ++j) {
-      if (!used[j] && (source[i].attnum == 0 || bound[j].attnum == 0) &&
-          bound[j].name == source[i].name) {
-        match[i] = static_cast<int>(j);
-        used[j] = true;
-        break;
-      }
-    }
-  }
-  // Then by a name the column had before (a shape from before a rename, described
-  // after the catalog moved on: a restart replaying changes Bronze does not hold yet).
-  for (size_t i = 0; i < source.size(); ++i) {
-    if (match[i] != -1) continue;
-    for (size_t j = 0; j < bound.size(); ++j) {
-      const auto& former = bound[j].former_names;
-      if (!used[j] && (source[i].attnum == 0 || bound[j].attnum == 0) &&
-          std::find(former.begin(), former.end(), source[i].name) != former.end()) {
-        match[i] = static_cast<int>(j);
-        used[j] = true;
-        break;
-      }
-    }
-  }
-  return match;
-}
-
 arrow::Result<TypePtr> TypeForAt(const arrow::DataType& arrow_type,
                                  const postgres::ColumnMapping* mapping, int32_t* next_id,
                                  int depth) {
@@ -405,6 +332,83 @@ arrow::Result<TypePtr> TypeForAt(const arrow::DataType& arrow_type,
 }
 
 }  // namespace
+
+namespace internal {
+
+bool IsCdcName(std::string_view name) {
+  return std::find(kCdcColumns.begin(), kCdcColumns.end(), name) != kCdcColumns.end();
+}
+
+// A top-level field by id, or null (also for nested ids).
+const NestedField* TopLevelField(const Schema& schema, int32_t id) {
+  return schema.as_struct()->FindChild(id);
+}
+
+arrow::Status CheckSourceColumns(const std::vector<SourceColumn>& columns) {
+  std::unordered_set<int16_t> attnums;
+  std::unordered_set<std::string> names;
+  for (const SourceColumn& c : columns) {
+    if (c.name.empty()) {
+      return arrow::Status::Invalid("a source column has an empty name");
+    }
+    if (!names.insert(c.name).second) {
+      return arrow::Status::Invalid("source column '", c.name,
+                                    "' appears twice in the column list");
+    }
+    if (c.attnum != 0 && !attnums.insert(c.attnum).second) {
+      return arrow::Status::Invalid("source columns share attnum ", c.attnum,
+                                    " (second: '", c.name,
+                                    "'); attnums must be unique, or 0 when unknown");
+    }
+  }
+  return arrow::Status::OK();
+}
+
+// For each source column, the index of its binding in `bound`, or -1: by attnum
+// where both sides know it, then by name where either side does not.
+std::vector<int> MatchBindings(const std::vector<SourceColumn>& source,
+                               const std::vector<ColumnBinding>& bound) {
+  std::vector<int> match(source.size(), -1);
+  std::vector<bool> used(bound.size(), false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i].attnum == 0) continue;
+    for (size_t j = 0; j < bound.size(); ++j) {
+      if (!used[j] && bound[j].attnum == source[i].attnum) {
+        match[i] = static_cast<int>(j);
+        used[j] = true;
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (match[i] != -1) continue;
+    for (size_t j = 0; j < bound.size(); ++j) {
+      if (!used[j] && (source[i].attnum == 0 || bound[j].attnum == 0) &&
+          bound[j].name == source[i].name) {
+        match[i] = static_cast<int>(j);
+        used[j] = true;
+        break;
+      }
+    }
+  }
+  // Then by a name the column had before (a shape from before a rename, described
+  // after the catalog moved on: a restart replaying changes Bronze does not hold yet).
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (match[i] != -1) continue;
+    for (size_t j = 0; j < bound.size(); ++j) {
+      const auto& former = bound[j].former_names;
+      if (!used[j] && (source[i].attnum == 0 || bound[j].attnum == 0) &&
+          std::find(former.begin(), former.end(), source[i].name) != former.end()) {
+        match[i] = static_cast<int>(j);
+        used[j] = true;
+        break;
+      }
+    }
+  }
+  return match;
+}
+
+}  // namespace internal
 
 // ---- Types -----------------------------------------------------------------------
 
@@ -593,9 +597,8 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
   // 3. Promotions.
   for (const Decision& d : decisions) {
     if (!d.promote) continue;
-    ARROW_ASSIGN_OR_RAISE(
-        iceberg::SchemaChange c,
-        iceberg::UpdateColumnType(s, last, d.field_id, d.type));
+    ARROW_ASSIGN_OR_RAISE(iceberg::SchemaChange c,
+                          iceberg::UpdateColumnType(s, last, d.field_id, d.type));
     s = std::move(c.schema);
     last = c.last_column_id;
   }
@@ -635,9 +638,8 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
     const Decision& d = decisions[i];
     const std::string name =
         FreeName(BaseName(d.source->name), *d.type, taken_by_other(d.field_id));
-    ARROW_ASSIGN_OR_RAISE(
-        iceberg::SchemaChange c,
-        iceberg::RenameColumn(s, last, d.field_id, name));
+    ARROW_ASSIGN_OR_RAISE(iceberg::SchemaChange c,
+                          iceberg::RenameColumn(s, last, d.field_id, name));
     s = std::move(c.schema);
     const std::string& before = old_names[d.field_id];
     if (before == name) continue;
@@ -740,240 +742,13 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
         through.erase(through.begin(), through.begin() + extra);
       }
     }
-    columns.columns.push_back(ColumnBinding{attnum, d.source->name, d.field_id,
-                                            d.source->type_oid, d.source->type_modifier,
-                                            std::move(d.retired), std::move(former),
-                                            std::move(through)});
+    columns.columns.push_back(ColumnBinding{
+        attnum, d.source->name, d.field_id, d.source->type_oid, d.source->type_modifier,
+        std::move(d.retired), std::move(former), std::move(through)});
   }
   const bool changed = !s.SameSchema(current);
   return EvolutionPlan{changed, std::move(s), last, std::move(columns),
                        std::move(changes)};
-}
-
-// ---- Conforming batches ----------------------------------------------------------
-
-namespace {
-
-// `in` as type `to`: the same data relabelled where only names and field-id
-// metadata differ (nested ones included), else cast (int16 -> int32, int32 -> int64,
-// float -> double, wider decimal), nested types child by child.
-arrow::Result<std::shared_ptr<arrow::ArrayData>> ConformData(
-    const std::shared_ptr<arrow::ArrayData>& in,
-    const std::shared_ptr<arrow::DataType>& to) {
-  const arrow::DataType& from = *in->type;
-  if (from.id() == to->id()) {
-    if (to->id() == arrow::Type::LIST || to->id() == arrow::Type::STRUCT) {
-      if (from.num_fields() == to->num_fields() &&
-          in->child_data.size() == static_cast<size_t>(to->num_fields())) {
-        // Children keep their own offsets: the parent's offset still applies.
-        auto out = in->Copy();
-        out->type = to;
-        for (int i = 0; i < to->num_fields(); ++i) {
-          ARROW_ASSIGN_OR_RAISE(out->child_data[i],
-                                ConformData(in->child_data[i], to->field(i)->type()));
-        }
-        return out;
-      }
-    } else if (from.Equals(*to, /*check_metadata=*/false)) {
-      auto out = in->Copy();
-      out->type = to;
-      return out;
-    }
-  }
-  ARROW_RETURN_NOT_OK(iceberg::EnsureComputeInitialized());
-  ARROW_ASSIGN_OR_RAISE(arrow::Datum cast,
-                        arrow::compute::Cast(arrow::MakeArray(in), to));
-  auto out = cast.array()->Copy();
-  out->type = to;
-  return out;
-}
-
-}  // namespace
-
-arrow::Result<BatchConformer> BatchConformer::Make(
-    const Schema& schema, const ColumnMap& columns,
-    const std::vector<SourceColumn>& source) {
-  ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
-  ARROW_RETURN_NOT_OK(lake::CheckColumnMap(columns));
-  const std::vector<int> match = MatchBindings(source, columns.columns);
-  std::vector<int32_t> field_of(source.size(), 0);
-  for (size_t i = 0; i < source.size(); ++i) {
-    if (match[i] < 0) {
-      return arrow::Status::Invalid(
-          "source column '", source[i].name,
-          "' has no binding to a Bronze field; plan the table's evolution "
-          "(PlanEvolution) for this shape of the source before writing its rows");
-    }
-    const int32_t id = columns.columns[match[i]].field_id;
-    const NestedField* f = TopLevelField(schema, id);
-    if (f == nullptr || IsCdcName(f->name)) {
-      return arrow::Status::Invalid("source column '", source[i].name,
-                                    "' is bound to field id ", id,
-                                    ", which is not a row column of the table's schema; "
-                                    "commit the planned schema first");
-    }
-    field_of[i] = id;
-  }
-  return Place(schema, source, field_of);
-}
-
-arrow::Result<BatchConformer> BatchConformer::MakeForOlderShape(
-    const Schema& schema, const ColumnMap& columns,
-    const std::vector<SourceColumn>& source, std::vector<std::string>* unplaced) {
-  ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
-  ARROW_RETURN_NOT_OK(lake::CheckColumnMap(columns));
-  const std::vector<int> match = MatchBindings(source, columns.columns);
-  std::unordered_set<int32_t> live;
-  for (const ColumnBinding& b : columns.columns) live.insert(b.field_id);
-  std::unordered_set<int32_t> taken;
-  std::vector<int32_t> field_of(source.size(), 0);
-  for (size_t i = 0; i < source.size(); ++i) {
-    const SourceColumn& c = source[i];
-    auto type = IcebergTypeFor(c.mapping);
-    // The field holds this column's values as they are, or widened (int -> long).
-    auto fits = [&](int32_t id) {
-      const NestedField* f = TopLevelField(schema, id);
-      if (f == nullptr || IsCdcName(f->name) || taken.contains(id) || !type.ok()) {
-        return false;
-      }
-      return f->type->Equals(**type) ||
-             (f->type->is_primitive() && (*type)->is_primitive() &&
-              iceberg::IsAllowedPromotion(**type, *f->type));
-    };
-    int32_t id = 0;
-    if (match[i] >= 0) {
-      const ColumnBinding& b = columns.columns[static_cast<size_t>(match[i])];
-      if (b.type_oid == c.type_oid && b.type_modifier == c.type_modifier &&
-          !taken.contains(b.field_id)) {
-        id = b.field_id;  // the type it is bound with
-      } else if (fits(b.field_id)) {
-        id = b.field_id;
-      } else {
-        for (auto r = b.retired_field_ids.rbegin(); r != b.retired_field_ids.rend();
-             ++r) {
-          if (fits(*r)) {
-            id = *r;
-            break;
-          }
-        }
-      }
-    } else {
-      for (const NestedField& f : schema.fields()) {
-        if (f.name == c.name && !live.contains(f.id) && fits(f.id)) {
-          id = f.id;
-          break;
-        }
-      }
-    }
-    if (id == 0) {
-      if (unplaced != nullptr) unplaced->push_back(c.name);
-      continue;
-    }
-    taken.insert(id);
-    field_of[i] = id;
-  }
-  return Place(schema, source, field_of);
-}
-
-arrow::Result<BatchConformer> BatchConformer::Place(
-    const Schema& schema, const std::vector<SourceColumn>& source,
-    const std::vector<int32_t>& field_of) {
-  BatchConformer c;
-  ARROW_ASSIGN_OR_RAISE(c.output_schema_, iceberg::ToArrowSchema(schema));
-  c.input_columns_ = static_cast<int>(source.size() + kStreamCdcColumns.size());
-  std::unordered_map<int32_t, int> input_of_field;
-  for (size_t i = 0; i < source.size(); ++i) {
-    if (field_of[i] != 0) input_of_field[field_of[i]] = static_cast<int>(i);
-  }
-  const auto& fields = schema.fields();
-  for (size_t k = 0; k < fields.size(); ++k) {
-    int index = -1;
-    if (auto it = input_of_field.find(fields[k].id); it != input_of_field.end()) {
-      index = it->second;
-    } else if (fields[k].name == kCdcProcessedAt) {
-      c.processed_at_index_ = static_cast<int>(k);
-    } else if (IsCdcName(fields[k].name)) {
-      auto pos =
-          std::find(kStreamCdcColumns.begin(), kStreamCdcColumns.end(), fields[k].name);
-      index = static_cast<int>(source.size() + (pos - kStreamCdcColumns.begin()));
-    }
-    c.input_index_.push_back(index);
-  }
-  return c;
-}
-
-arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchConformer::Conform(
-    const arrow::RecordBatch& batch, int64_t processed_at_us) const {
-  if (batch.num_columns() != input_columns_) {
-    return arrow::Status::Invalid(
-        "change batch has ", batch.num_columns(), " columns, expected ", input_columns_,
-        " (", input_columns_ - static_cast<int>(kStreamCdcColumns.size()),
-        " source columns then ", kStreamCdcColumns.size(),
-        " CDC columns); make a BatchConformer for the batch's table shape");
-  }
-  const int64_t rows = batch.num_rows();
-  const int first_cdc = input_columns_ - static_cast<int>(kStreamCdcColumns.size());
-  std::vector<std::shared_ptr<arrow::Array>> out;
-  out.reserve(input_index_.size());
-  for (size_t k = 0; k < input_index_.size(); ++k) {
-    const auto& field = output_schema_->field(static_cast<int>(k));
-    const int index = input_index_[k];
-    if (static_cast<int>(k) == processed_at_index_) {
-      ARROW_ASSIGN_OR_RAISE(
-          auto array, arrow::MakeArrayFromScalar(
-                          arrow::TimestampScalar(processed_at_us, field->type()), rows));
-      out.push_back(std::move(array));
-    } else if (index < 0) {
-      ARROW_ASSIGN_OR_RAISE(auto array, arrow::MakeArrayOfNull(field->type(), rows));
-      out.push_back(std::move(array));
-    } else {
-      const std::string& input_name = batch.schema()->field(index)->name();
-      if (index >= first_cdc && input_name != field->name()) {
-        return arrow::Status::Invalid("change batch column ", index, " is '", input_name,
-                                      "', expected CDC column '", field->name(), "'");
-      }
-      auto conformed = ConformData(batch.column(index)->data(), field->type());
-      if (!conformed.ok()) {
-        return conformed.status().WithMessage(
-            "cannot write change batch column '", input_name, "' (",
-            batch.column(index)->type()->ToString(), ") to Bronze field '", field->name(),
-            "' (", field->type()->ToString(), "): ", conformed.status().message());
-      }
-      out.push_back(arrow::MakeArray(*conformed));
-    }
-  }
-  return arrow::RecordBatch::Make(output_schema_, rows, std::move(out));
-}
-
-arrow::Result<std::shared_ptr<arrow::RecordBatch>> WithCdcColumns(
-    const std::vector<SourceColumn>& columns, arrow::ArrayVector arrays, int64_t n,
-    const SyntheticPosition& at) {
-  arrow::StringBuilder op;
-  arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
-                             arrow::default_memory_pool());
-  arrow::Int64Builder source_lsn, xid, commit_lsn;
-  arrow::Int32Builder seq;
-  for (int64_t r = 0; r < n; ++r) {
-    ARROW_RETURN_NOT_OK(op.Append(at.op));
-    ARROW_RETURN_NOT_OK(ts.Append(at.ts_us));
-    ARROW_RETURN_NOT_OK(source_lsn.Append(static_cast<int64_t>(at.source_lsn.value())));
-    ARROW_RETURN_NOT_OK(at.xid ? xid.Append(*at.xid) : xid.AppendNull());
-    ARROW_RETURN_NOT_OK(commit_lsn.Append(static_cast<int64_t>(at.commit_lsn.value())));
-    ARROW_RETURN_NOT_OK(seq.Append(
-        static_cast<int32_t>(std::min<int64_t>(at.first_seq + r, INT32_MAX))));
-  }
-  std::shared_ptr<arrow::Array> a;
-  for (arrow::ArrayBuilder* b : std::initializer_list<arrow::ArrayBuilder*>{
-           &op, &ts, &source_lsn, &xid, &commit_lsn, &seq}) {
-    ARROW_RETURN_NOT_OK(b->Finish(&a));
-    arrays.push_back(a);
-  }
-  ARROW_ASSIGN_OR_RAISE(a, arrow::MakeArrayOfNull(arrow::list(arrow::utf8()), n));
-  arrays.push_back(a);
-  arrow::FieldVector fields;
-  for (const auto& c : columns) fields.push_back(arrow::field(c.name, c.mapping.type));
-  for (auto& f : postgres::CdcMetadataFields()) fields.push_back(f);
-  return arrow::RecordBatch::Make(arrow::schema(fields), n, std::move(arrays));
 }
 
 }  // namespace floe::bronze
