@@ -22,6 +22,11 @@
 
 namespace floe::iceberg {
 
+/// How far a timestamp may go back from the one before it (snapshots, the snapshot
+/// and metadata logs) before it counts as out of order: Java tolerates this much
+/// clock skew between commits.
+inline constexpr int64_t kClockSkewToleranceMs = 60 * 1000;
+
 /// The only table format version floe reads and writes.
 inline constexpr int32_t kFormatVersion = 2;
 inline constexpr char kMainBranch[] = "main";
