@@ -38,6 +38,7 @@ build: bootstrap
 
 unit-test: build
 	scripts/check-deps
+	scripts/check-sizes
 	ctest --preset $(PRESET)
 
 integration-test: build
