@@ -19,13 +19,8 @@
 namespace floe::iceberg {
 namespace {
 
-using avro_internal::AvroStatus;
 using avro_internal::ContainerReader;
-using avro_internal::ContainerWriter;
-using Json = nlohmann::ordered_json;
 using manifest_internal::CheckPartitionType;
-
-#define FLOE_AVRO_OK(expr) ARROW_RETURN_NOT_OK(AvroStatus((expr), #expr))
 
 // ---- Reading Avro values by field id ---------------------------------------------
 

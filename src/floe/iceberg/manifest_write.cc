@@ -20,13 +20,9 @@
 namespace floe::iceberg {
 namespace {
 
-using avro_internal::AvroStatus;
-using avro_internal::ContainerReader;
 using avro_internal::ContainerWriter;
 using Json = nlohmann::ordered_json;
 using manifest_internal::CheckPartitionType;
-
-#define FLOE_AVRO_OK(expr) ARROW_RETURN_NOT_OK(AvroStatus((expr), #expr))
 
 // ---- Avro schemas (spec "Manifests" / "Manifest Lists", Appendix A for types) -----
 
