@@ -242,9 +242,11 @@ class Pipeline : public pg::ChangeSink {
   /// Why floe is not ready (nullopt: ready): streaming, and a checkpoint within
   /// three intervals (at least a minute).
   std::optional<std::string> NotReady() const {
-    if (!streaming_flag_.load()) return "not streaming (starting, copying or reconnecting)";
+    if (!streaming_flag_.load())
+      return "not streaming (starting, copying or reconnecting)";
     const int64_t last = last_checkpoint_ms_.load();
-    const int64_t bound = std::max<int64_t>(60'000, 3 * config_.checkpoint.interval.count());
+    const int64_t bound =
+        std::max<int64_t>(60'000, 3 * config_.checkpoint.interval.count());
     const int64_t now = NowUnixMicros() / 1000;
     if (last > 0 && now - last > bound) {
       return "no checkpoint for " + std::to_string((now - last) / 1000) + " s";
@@ -303,12 +305,30 @@ class Pipeline : public pg::ChangeSink {
   /// Records the declared key in Bronze (lake::kDeclaredKeyProperty); a different
   /// one than the table's changes were written with copies it again.
   arrow::Status RecordDeclaredKey(BronzeTable* table);
-  /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
   /// Binds the catalog's columns of the table (SetShape) unless a shape is bound.
   arrow::Status BindFromCatalogIfUnbound(BronzeTable* table);
+  /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
   /// `relation_id`: the pg_class oid the columns' attnums are of (0: unknown).
   arrow::Status SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
                          ChangePosition at = {0, -1}, pg::Oid relation_id = 0);
+  /// SetShape's steps. Creates the Bronze table of `columns` (or loads it, when
+  /// another run created it meanwhile) and its appender.
+  arrow::Status CreateBronzeTable(BronzeTable* table,
+                                  const std::vector<SourceColumn>& columns,
+                                  pg::Oid relation_id);
+  /// Records the relfilenode, the key every change carries and the columns a delete
+  /// carries; a change of either that Bronze's rows cannot carry schedules a copy
+  /// again, marked pending in the same commit.
+  arrow::Status RecordKeyColumns(BronzeTable* table,
+                                 const std::vector<SourceColumn>& columns,
+                                 const std::string& filenode);
+  /// Evolves the schema and bindings to `columns`; a column moved to another field
+  /// (or a table rewritten: `filenode` differs from the recorded one) schedules a
+  /// copy again.
+  arrow::Status EvolveBindings(BronzeTable* table,
+                               const std::vector<SourceColumn>& columns,
+                               ChangePosition at, pg::Oid relation_id,
+                               const std::string& filenode);
   /// The conformer for `changes`, whose shape is not the one bound: its shape bound
   /// now (null returned: use table->conformer), or, when the changes are older than
   /// the bindings, an `older` conformer for that shape.

@@ -64,8 +64,8 @@ std::string MovedColumns(const ColumnMap& before, const ColumnMap& after) {
   std::string out;
   for (const ColumnBinding& a : after.columns) {
     for (const ColumnBinding& b : before.columns) {
-      const bool same = a.attnum != 0 && b.attnum != 0 ? a.attnum == b.attnum
-                                                       : a.name == b.name;
+      const bool same =
+          a.attnum != 0 && b.attnum != 0 ? a.attnum == b.attnum : a.name == b.name;
       if (!same || a.field_id == b.field_id) continue;
       if (!out.empty()) out += ", ";
       out += a.name + " (field " + std::to_string(b.field_id) + " -> " +
@@ -98,10 +98,9 @@ std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
   bool unknown_attnum = false;
   for (const SourceColumn& c : columns) {
     unknown_attnum |= c.attnum == 0;
-    const bool known = std::any_of(before.columns.begin(), before.columns.end(),
-                                   [&](const ColumnBinding& b) {
-                                     return same(c.attnum, c.name, b);
-                                   });
+    const bool known =
+        std::any_of(before.columns.begin(), before.columns.end(),
+                    [&](const ColumnBinding& b) { return same(c.attnum, c.name, b); });
     if (known) continue;
     added = true;
     added_names.push_back(c.name);
@@ -110,13 +109,13 @@ std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
   std::vector<std::string> readded;
   bool dropped = false;
   for (const ColumnBinding& b : before.columns) {
-    if (std::none_of(columns.begin(), columns.end(), [&](const SourceColumn& c) {
-          return same(c.attnum, c.name, b);
-        })) {
+    if (std::none_of(columns.begin(), columns.end(),
+                     [&](const SourceColumn& c) { return same(c.attnum, c.name, b); })) {
       dropped = true;
       // Bound by name only (the catalog had moved on when it was bound).
       unknown_attnum |= b.attnum == 0;
-      if (std::find(added_names.begin(), added_names.end(), b.name) != added_names.end()) {
+      if (std::find(added_names.begin(), added_names.end(), b.name) !=
+          added_names.end()) {
         readded.push_back(b.name);
       }
     }
@@ -138,7 +137,8 @@ std::string RecopyReason(const ColumnMap& before, const ColumnMap& after,
     std::string names;
     for (const auto& n : defaulted) names += (names.empty() ? "" : ", ") + n;
     add("added with a default, which PostgreSQL gave the existing rows without a change "
-        "in the WAL: " + names);
+        "in the WAL: " +
+        names);
   }
   if (!readded.empty()) {
     std::string names;
@@ -186,9 +186,9 @@ arrow::Result<TableAppender*> Pipeline::SystemTable(std::unique_ptr<TableAppende
   } else if (ice::GetCatalogErrorKind(loaded.status()) ==
              ice::CatalogErrorKind::kNoSuchTable) {
     ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(id.ns));
-    auto created = ice::Table::Create(catalog_, io_, id, schema, spec,
-                                      ice::SortOrder::Unsorted(),
-                                      ice::Table::DefaultLocation(config_.warehouse, id));
+    auto created =
+        ice::Table::Create(catalog_, io_, id, schema, spec, ice::SortOrder::Unsorted(),
+                           ice::Table::DefaultLocation(config_.warehouse, id));
     if (!created.ok() && ice::GetCatalogErrorKind(created.status()) ==
                              ice::CatalogErrorKind::kAlreadyExists) {
       ARROW_ASSIGN_OR_RAISE(table, ice::Table::Load(catalog_, io_, id));
@@ -208,7 +208,8 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
   if (entry) return entry.get();
   entry = std::make_unique<BronzeTable>();
   entry->source = source;
-  entry->id = ice::IdentifierFromLevels(config_.BronzeIdentifier({source.schema, source.table}));
+  entry->id =
+      ice::IdentifierFromLevels(config_.BronzeIdentifier({source.schema, source.table}));
   for (const auto& id : {entry->id, ice::IdentifierFromLevels(config_.SilverIdentifier(
                                         {source.schema, source.table}))}) {
     if (arrow::Status named = catalog_->CheckIdentifier(id); !named.ok()) {
@@ -232,8 +233,8 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
       auto owner = existing->metadata().properties.find(lake::kSourceTableProperty);
       if (owner != existing->metadata().properties.end() &&
           owner->second != SourceName(source)) {
-        entry->unnamed = entry->id.ToString() + " is the Bronze table of " +
-                         owner->second;
+        entry->unnamed =
+            entry->id.ToString() + " is the Bronze table of " + owner->second;
         existing.reset();
       }
     } else if (ice::GetCatalogErrorKind(loaded.status()) !=
@@ -323,72 +324,61 @@ arrow::Status Pipeline::RecordDeclaredKey(BronzeTable* table) {
 arrow::Status Pipeline::BindFromCatalogIfUnbound(BronzeTable* table) {
   if (table->conformer) return arrow::Status::OK();
   pg::Oid relation_id = 0;
-  ARROW_ASSIGN_OR_RAISE(auto columns,
-                        SourceColumnsFromCatalog(*sql_, *types_, table->source,
-                                                 config_.source.publication, &relation_id));
+  ARROW_ASSIGN_OR_RAISE(
+      auto columns, SourceColumnsFromCatalog(*sql_, *types_, table->source,
+                                             config_.source.publication, &relation_id));
   return SetShape(table, std::move(columns), {0, -1}, relation_id);
 }
 
-arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
-                                 ChangePosition at, pg::Oid relation_id) {
-  if (!table->appender) {
-    ARROW_ASSIGN_OR_RAISE(BronzeLayout layout, NewBronzeLayout(columns));
-    ARROW_ASSIGN_OR_RAISE(ice::PartitionSpec spec,
-                          ice::PartitionSpecBuilder(layout.schema, 0)
-                              .Day(kCdcTs)
-                              .Build());
-    ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(table->id.ns));
-    std::map<std::string, std::string> props{
-        {lake::kSourceTableProperty, SourceName(table->source)},
-        {lake::kSourceColumnsProperty, layout.columns.ToJson()},
-        {lake::kDeclaredKeyProperty, DeclaredKeyJson(table->source)}};
-    if (relation_id != 0) {
-      props[lake::kColumnsRelationProperty] = std::to_string(relation_id);
-    }
-    auto created =
-        ice::Table::Create(catalog_, io_, table->id, layout.schema, spec,
-                           ice::SortOrder::Unsorted(),
-                           ice::Table::DefaultLocation(config_.warehouse, table->id), props);
-    std::unique_ptr<ice::Table> t;
-    if (!created.ok() && ice::GetCatalogErrorKind(created.status()) ==
-                             ice::CatalogErrorKind::kAlreadyExists) {
-      ARROW_ASSIGN_OR_RAISE(t, ice::Table::Load(catalog_, io_, table->id));
-      auto it = t->metadata().properties.find(lake::kSourceColumnsProperty);
-      if (it != t->metadata().properties.end()) {
-        ARROW_ASSIGN_OR_RAISE(table->bindings, ColumnMap::FromJson(it->second));
-      }
-      table->bound_relation = ColumnsRelationOf(t->metadata());
-      table->bound_at = ColumnsPositionOf(t->metadata());
-    } else {
-      ARROW_ASSIGN_OR_RAISE(t, std::move(created));
-      // Create assigns fresh field ids; bind to the ids it chose.
-      ARROW_ASSIGN_OR_RAISE(table->bindings, BindByName(t->schema(), layout.columns));
-      if (!(table->bindings == layout.columns)) {
-        const std::string json = table->bindings.ToJson();
-        ARROW_RETURN_NOT_OK(t->UpdateMetadata(
-            [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-              b->SetProperties({{lake::kSourceColumnsProperty, json}});
-              return arrow::Status::OK();
-            }));
-      }
-      spdlog::info("created {} for {}", table->id.ToString(), SourceName(table->source));
-    }
-    table->appender = std::make_unique<TableAppender>(std::move(t));
+arrow::Status Pipeline::CreateBronzeTable(BronzeTable* table,
+                                          const std::vector<SourceColumn>& columns,
+                                          pg::Oid relation_id) {
+  ARROW_ASSIGN_OR_RAISE(BronzeLayout layout, NewBronzeLayout(columns));
+  ARROW_ASSIGN_OR_RAISE(ice::PartitionSpec spec,
+                        ice::PartitionSpecBuilder(layout.schema, 0).Day(kCdcTs).Build());
+  ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(table->id.ns));
+  std::map<std::string, std::string> props{
+      {lake::kSourceTableProperty, SourceName(table->source)},
+      {lake::kSourceColumnsProperty, layout.columns.ToJson()},
+      {lake::kDeclaredKeyProperty, DeclaredKeyJson(table->source)}};
+  if (relation_id != 0) {
+    props[lake::kColumnsRelationProperty] = std::to_string(relation_id);
   }
-  // Buffered rows belong to the previous shape.
-  if (table->conformer) ARROW_RETURN_NOT_OK(FlushBuffered(table));
+  auto created = ice::Table::Create(
+      catalog_, io_, table->id, layout.schema, spec, ice::SortOrder::Unsorted(),
+      ice::Table::DefaultLocation(config_.warehouse, table->id), props);
+  std::unique_ptr<ice::Table> t;
+  if (!created.ok() && ice::GetCatalogErrorKind(created.status()) ==
+                           ice::CatalogErrorKind::kAlreadyExists) {
+    ARROW_ASSIGN_OR_RAISE(t, ice::Table::Load(catalog_, io_, table->id));
+    auto it = t->metadata().properties.find(lake::kSourceColumnsProperty);
+    if (it != t->metadata().properties.end()) {
+      ARROW_ASSIGN_OR_RAISE(table->bindings, ColumnMap::FromJson(it->second));
+    }
+    table->bound_relation = ColumnsRelationOf(t->metadata());
+    table->bound_at = ColumnsPositionOf(t->metadata());
+  } else {
+    ARROW_ASSIGN_OR_RAISE(t, std::move(created));
+    // Create assigns fresh field ids; bind to the ids it chose.
+    ARROW_ASSIGN_OR_RAISE(table->bindings, BindByName(t->schema(), layout.columns));
+    if (!(table->bindings == layout.columns)) {
+      const std::string json = table->bindings.ToJson();
+      ARROW_RETURN_NOT_OK(
+          t->UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+            b->SetProperties({{lake::kSourceColumnsProperty, json}});
+            return arrow::Status::OK();
+          }));
+    }
+    spdlog::info("created {} for {}", table->id.ToString(), SourceName(table->source));
+  }
+  table->appender = std::make_unique<TableAppender>(std::move(t));
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::RecordKeyColumns(BronzeTable* table,
+                                         const std::vector<SourceColumn>& columns,
+                                         const std::string& filenode) {
   ice::Table& t = table->appender->table();
-  if (relation_id != 0 && table->bound_relation != 0 &&
-      relation_id != table->bound_relation) {
-    // The table was dropped and created again under its name: its attnums say nothing
-    // of the old relation's columns (a column at the place of one dropped before is
-    // not that column). Bound by name, as a new table's columns are; the copy again
-    // that a new relation makes (Rejoined) brings the rows.
-    spdlog::info("{}: relation {} is not the one Bronze's columns were bound to ({}): "
-                 "the table was created again; its columns are bound by name",
-                 SourceName(table->source), relation_id, table->bound_relation);
-    for (ColumnBinding& b : table->bindings.columns) b.attnum = 0;
-  }
   // The key every change carries, for Silver's merge key (by current column names,
   // in column order).
   nlohmann::json key = nlohmann::json::array();
@@ -408,18 +398,16 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     if (!reason.empty()) {
       table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
     }
-    return t.UpdateMetadata(
-        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-          b->SetProperties({{property, value}});
-          if (!reason.empty()) {
-            b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
-            // An earlier copy again no longer suffices.
-            b->RemoveProperties({lake::kRecopyUntilProperty});
-          }
-          return arrow::Status::OK();
-        });
+    return t.UpdateMetadata([&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+      b->SetProperties({{property, value}});
+      if (!reason.empty()) {
+        b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
+        // An earlier copy again no longer suffices.
+        b->RemoveProperties({lake::kRecopyUntilProperty});
+      }
+      return arrow::Status::OK();
+    });
   };
-  ARROW_ASSIGN_OR_RAISE(const std::string filenode, RelFilenodeOf(table->source));
   if (!filenode.empty() &&
       !t.metadata().properties.contains(lake::kRelFilenodeProperty)) {
     ARROW_RETURN_NOT_OK(record(lake::kRelFilenodeProperty, filenode, ""));
@@ -474,12 +462,20 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
       std::string reason;
       if (it != t.metadata().properties.end() && table->appender->has_snapshot() &&
           it->second != key_as_bound) {
-        reason = "the key every change carries changed from " + it->second + " to " +
-                 key_json;
+        reason =
+            "the key every change carries changed from " + it->second + " to " + key_json;
       }
       ARROW_RETURN_NOT_OK(record(lake::kPrimaryKeyProperty, key_json, reason));
     }
   }
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::EvolveBindings(BronzeTable* table,
+                                       const std::vector<SourceColumn>& columns,
+                                       ChangePosition at, pg::Oid relation_id,
+                                       const std::string& filenode) {
+  ice::Table& t = table->appender->table();
   // Every row Bronze holds or was handed so far carries the bound names.
   ChangePosition written_through = table->last_row;
   if (written_through.second < 0) {
@@ -500,47 +496,69 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
     // the same commit as the new bindings, so no reader sees one without the other).
     const auto recorded = t.metadata().properties.find(lake::kRelFilenodeProperty);
     const std::string baseline =
-        !table->filenode_after_truncate.empty() ? table->filenode_after_truncate
+        !table->filenode_after_truncate.empty()     ? table->filenode_after_truncate
         : recorded != t.metadata().properties.end() ? recorded->second
-                                                     : std::string();
+                                                    : std::string();
     const bool rewritten = !baseline.empty() && !filenode.empty() && baseline != filenode;
     table->filenode_after_truncate.clear();
-    const std::string moved =
-        RecopyReason(table->bindings, plan.columns, columns,
-                     table->appender->has_snapshot() ||
-                         table->appender->pending_rows() > 0,
-                     rewritten);
+    const std::string moved = RecopyReason(
+        table->bindings, plan.columns, columns,
+        table->appender->has_snapshot() || table->appender->pending_rows() > 0,
+        rewritten);
     if (!moved.empty()) {
       table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + moved;
     }
-    ARROW_RETURN_NOT_OK(t.UpdateMetadata(
-        [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) {
-          if (plan.schema_changed &&
-              !base.CurrentSchema()->SameSchema(plan.schema)) {
-            b->AddSchema(plan.schema);
-            b->SetCurrentSchema(*b->last_added_schema_id());
-          }
-          b->SetProperties({{lake::kSourceColumnsProperty, json}});
-          if (relation_id != 0) {
-            b->SetProperties(
-                {{lake::kColumnsRelationProperty, std::to_string(relation_id)}});
-          }
-          if (at > table->bound_at) {
-            b->SetProperties({{lake::kColumnsPositionProperty, PositionJson(at)}});
-          }
-          if (!filenode.empty())
-            b->SetProperties({{lake::kRelFilenodeProperty, filenode}});
-          if (!moved.empty()) {
-            b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
-            b->RemoveProperties({lake::kRecopyUntilProperty});
-          }
-          return arrow::Status::OK();
-        }));
+    ARROW_RETURN_NOT_OK(t.UpdateMetadata([&](const ice::TableMetadata& base,
+                                             ice::TableMetadataBuilder* b) {
+      if (plan.schema_changed && !base.CurrentSchema()->SameSchema(plan.schema)) {
+        b->AddSchema(plan.schema);
+        b->SetCurrentSchema(*b->last_added_schema_id());
+      }
+      b->SetProperties({{lake::kSourceColumnsProperty, json}});
+      if (relation_id != 0) {
+        b->SetProperties({{lake::kColumnsRelationProperty, std::to_string(relation_id)}});
+      }
+      if (at > table->bound_at) {
+        b->SetProperties({{lake::kColumnsPositionProperty, PositionJson(at)}});
+      }
+      if (!filenode.empty()) b->SetProperties({{lake::kRelFilenodeProperty, filenode}});
+      if (!moved.empty()) {
+        b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
+        b->RemoveProperties({lake::kRecopyUntilProperty});
+      }
+      return arrow::Status::OK();
+    }));
     for (const auto& line : plan.changes) {
       spdlog::info("{}: {}", table->id.ToString(), line);
     }
     table->bindings = plan.columns;
   }
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> columns,
+                                 ChangePosition at, pg::Oid relation_id) {
+  if (!table->appender) {
+    ARROW_RETURN_NOT_OK(CreateBronzeTable(table, columns, relation_id));
+  }
+  // Buffered rows belong to the previous shape.
+  if (table->conformer) ARROW_RETURN_NOT_OK(FlushBuffered(table));
+  ice::Table& t = table->appender->table();
+  if (relation_id != 0 && table->bound_relation != 0 &&
+      relation_id != table->bound_relation) {
+    // The table was dropped and created again under its name: its attnums say nothing
+    // of the old relation's columns (a column at the place of one dropped before is
+    // not that column). Bound by name, as a new table's columns are; the copy again
+    // that a new relation makes (Rejoined) brings the rows.
+    spdlog::info(
+        "{}: relation {} is not the one Bronze's columns were bound to ({}): "
+        "the table was created again; its columns are bound by name",
+        SourceName(table->source), relation_id, table->bound_relation);
+    for (ColumnBinding& b : table->bindings.columns) b.attnum = 0;
+  }
+  ARROW_ASSIGN_OR_RAISE(const std::string filenode, RelFilenodeOf(table->source));
+  ARROW_RETURN_NOT_OK(RecordKeyColumns(table, columns, filenode));
+  ARROW_RETURN_NOT_OK(EvolveBindings(table, columns, at, relation_id, filenode));
   ARROW_ASSIGN_OR_RAISE(auto conformer,
                         BatchConformer::Make(t.schema(), table->bindings, columns));
   table->conformer.emplace(std::move(conformer));
@@ -569,10 +587,10 @@ arrow::Result<const BatchConformer*> Pipeline::ConformerFor(
         // Of the relation before the table was created again: by name.
         for (SourceColumn& c : older_columns) c.attnum = 0;
       }
-      ARROW_ASSIGN_OR_RAISE(auto conformer,
-                            BatchConformer::MakeForOlderShape(
-                                table->appender->table().schema(), table->bindings,
-                                older_columns, &unplaced));
+      ARROW_ASSIGN_OR_RAISE(
+          auto conformer,
+          BatchConformer::MakeForOlderShape(table->appender->table().schema(),
+                                            table->bindings, older_columns, &unplaced));
       if (!unplaced.empty()) {
         spdlog::warn(
             "{}: changes made before its columns changed again (at {}) name "
@@ -598,9 +616,9 @@ arrow::Result<std::vector<std::string>> Pipeline::KeyColumnsOf(
   // The columns every change (deletes included) carries, in index order (the
   // backfill chunks by them); none for a partitioned parent or under REPLICA
   // IDENTITY NOTHING, which are copied through an exported snapshot.
-  ARROW_ASSIGN_OR_RAISE(auto described,
-                        pg::DescribeTable(*sql_, table.schema, table.table,
-                                          config_.source.publication));
+  ARROW_ASSIGN_OR_RAISE(
+      auto described,
+      pg::DescribeTable(*sql_, table.schema, table.table, config_.source.publication));
   if (!described || described->relkind != 'r' || described->replica_identity == 'n') {
     return std::vector<std::string>{};
   }
