@@ -75,43 +75,8 @@ std::string CopySlotName(const std::string& slot, int64_t pid) {
 // `r` changes just below the slot's consistent point C (at C - 1), committed with
 // floe.commit-lsn = C - 1, so the stream's changes below C (already in the copy)
 // are skipped for them and those at C or later land after the copy.
-arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
-  if (requested.empty()) return arrow::Status::OK();
-  Failpoint("copy.before-snapshot");  // the copy decided, its point not yet taken
-  const std::string& conninfo = config_.source.conninfo;
-  ARROW_ASSIGN_OR_RAISE(auto temp, pg::ReplicationConnection::Connect(conninfo));
-  pg::CreateSlotOptions slot_options;
-  slot_options.snapshot = pg::SnapshotAction::kExport;
-  slot_options.temporary = true;
-  const std::string temp_name = CopySlotName(config_.source.slot, ::getpid());
-  // The copy's slot waits until every transaction running in the cluster when it
-  // started has ended (prepared ones too, in any database): the stream pauses
-  // meanwhile, its connection kept alive, and a long wait is said, with how to find
-  // what it waits for.
-  arrow::Result<pg::CreatedSlot> creating;
-  {
-    pg::StatusKeeper keeper(streaming_);
-    WaitNotice notice(
-        "copying " + std::to_string(requested.size()) +
-            " table(s): the copy's snapshot waits until every transaction that was "
-            "running in the cluster has ended (the stream is paused meanwhile); find "
-            "them with SELECT pid, datname, state, xact_start FROM pg_stat_activity "
-            "WHERE backend_xid IS NOT NULL ORDER BY xact_start, and SELECT * FROM "
-            "pg_prepared_xacts",
-        std::chrono::seconds(5));
-    creating = temp->CreateSlot(temp_name, slot_options);
-  }
-  ARROW_ASSIGN_OR_RAISE(pg::CreatedSlot created, std::move(creating));
-  // The exported snapshot holds the transactions whose commit record lies before C;
-  // one whose commit record starts at C is decoded (a slot skips only commits below
-  // its start) and is not in the snapshot. No record starts at C - 1 (the one
-  // ending at C covers it): the copy's position sorts after everything it holds and
-  // before everything it does not.
-  const Lsn point(created.consistent_point.value() - 1);
-  Failpoint("copy.after-snapshot");  // the snapshot exported, no table read yet
-
-  std::vector<pg::QualifiedTable> names;
-  std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;
+arrow::Result<std::vector<BronzeTable*>> Pipeline::PrepareCopies(
+    const std::vector<BronzeTable*>& requested, Lsn point) {
   std::vector<BronzeTable*> tables;
   for (BronzeTable* table : requested) {
     pg::Oid relation_id = 0;
@@ -140,13 +105,37 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
     table->appender->Abandon();
     table->buffered.Clear();
     table->snapshot_seq = 0;
-    names.push_back({table->source.schema, table->source.table});
-    by_name[{table->source.schema, table->source.table}] = table;
   }
-  if (tables.empty()) return arrow::Status::OK();
-  spdlog::info("copying {} table(s) at LSN {}", tables.size(),
-               created.consistent_point.ToString());
+  return tables;
+}
 
+arrow::Result<pg::CreatedSlot> Pipeline::CreateCopySlot(pg::ReplicationConnection* temp,
+                                                        size_t tables) {
+  pg::CreateSlotOptions slot_options;
+  slot_options.snapshot = pg::SnapshotAction::kExport;
+  slot_options.temporary = true;
+  const std::string temp_name = CopySlotName(config_.source.slot, ::getpid());
+  // The copy's slot waits until every transaction running in the cluster when it
+  // started has ended (prepared ones too, in any database): the stream pauses
+  // meanwhile, its connection kept alive, and a long wait is said, with how to find
+  // what it waits for.
+  arrow::Result<pg::CreatedSlot> creating;
+  {
+    pg::StatusKeeper keeper(streaming_);
+    WaitNotice notice(
+        "copying " + std::to_string(tables) +
+            " table(s): the copy's snapshot waits until every transaction that was "
+            "running in the cluster has ended (the stream is paused meanwhile); find "
+            "them with SELECT pid, datname, state, xact_start FROM pg_stat_activity "
+            "WHERE backend_xid IS NOT NULL ORDER BY xact_start, and SELECT * FROM "
+            "pg_prepared_xacts",
+        std::chrono::seconds(5));
+    creating = temp->CreateSlot(temp_name, slot_options);
+  }
+  return creating;
+}
+
+pg::SnapshotOptions Pipeline::CopySnapshotOptions() const {
   pg::SnapshotOptions snap_options;
   snap_options.workers = options_.snapshot_workers;
   snap_options.publication = config_.source.publication;
@@ -160,26 +149,27 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
       spdlog::info("{}", pg::FormatProgressLine(sample));
     };
   }
-  ARROW_ASSIGN_OR_RAISE(auto reader,
-                        pg::SnapshotReader::Open(conninfo, pg::SnapshotSource::Exported(created),
-                                                 snap_options));
-  const int64_t copy_ts = NowUnixMicros();
-  // Appends `arrays` (the table's columns, n rows) with the copy's CDC columns: op,
-  // the copy's time, the consistent point as both LSNs, seq from first_seq.
-  auto append_copy_rows = [&](BronzeTable* table, arrow::ArrayVector arrays, size_t n,
-                              const char* op_code, int64_t first_seq) -> arrow::Status {
-    SyntheticPosition at;
-    at.op = op_code;
-    at.ts_us = copy_ts;
-    at.source_lsn = at.commit_lsn = point;
-    at.first_seq = first_seq;
-    ARROW_ASSIGN_OR_RAISE(auto stream_batch,
-                          WithCdcColumns(table->columns, std::move(arrays),
-                                         static_cast<int64_t>(n), at));
-    ARROW_ASSIGN_OR_RAISE(auto conformed,
-                          table->conformer->Conform(*stream_batch, NowUnixMicros()));
-    return table->appender->Write(*conformed);
-  };
+  return snap_options;
+}
+
+arrow::Status Pipeline::WriteCopyRows(BronzeTable* table, arrow::ArrayVector arrays,
+                                      size_t n, const char* op_code, int64_t first_seq,
+                                      Lsn point, int64_t copy_ts) {
+  SyntheticPosition at;
+  at.op = op_code;
+  at.ts_us = copy_ts;
+  at.source_lsn = at.commit_lsn = point;
+  at.first_seq = first_seq;
+  ARROW_ASSIGN_OR_RAISE(
+      auto stream_batch,
+      WithCdcColumns(table->columns, std::move(arrays), static_cast<int64_t>(n), at));
+  ARROW_ASSIGN_OR_RAISE(auto conformed,
+                        table->conformer->Conform(*stream_batch, NowUnixMicros()));
+  return table->appender->Write(*conformed);
+}
+
+arrow::Result<std::set<BronzeTable*>> Pipeline::StartCopiesAgain(
+    const std::vector<BronzeTable*>& tables, Lsn point, int64_t copy_ts) {
   // A table Bronze already holds rows of is copied again (--resnapshot, or published
   // again after a gap): the copy starts with a `t` row, so that whatever the gap
   // deleted does not outlive it in the latest state (docs/running.md, Recovery).
@@ -194,10 +184,48 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
       ARROW_ASSIGN_OR_RAISE(auto a, arrow::MakeArrayOfNull(c.mapping.type, 1));
       nulls.push_back(std::move(a));
     }
-    ARROW_RETURN_NOT_OK(append_copy_rows(table, std::move(nulls), 1, "t", 0));
+    ARROW_RETURN_NOT_OK(
+        WriteCopyRows(table, std::move(nulls), 1, "t", 0, point, copy_ts));
     table->snapshot_seq = 1;
     metrics_->events.Inc({SourceName(table->source), "t"});
   }
+  return recopied;
+}
+
+arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
+  if (requested.empty()) return arrow::Status::OK();
+  Failpoint("copy.before-snapshot");  // the copy decided, its point not yet taken
+  const std::string& conninfo = config_.source.conninfo;
+  ARROW_ASSIGN_OR_RAISE(auto temp, pg::ReplicationConnection::Connect(conninfo));
+  ARROW_ASSIGN_OR_RAISE(pg::CreatedSlot created,
+                        CreateCopySlot(temp.get(), requested.size()));
+  // The exported snapshot holds the transactions whose commit record lies before C;
+  // one whose commit record starts at C is decoded (a slot skips only commits below
+  // its start) and is not in the snapshot. No record starts at C - 1 (the one
+  // ending at C covers it): the copy's position sorts after everything it holds and
+  // before everything it does not.
+  const Lsn point(created.consistent_point.value() - 1);
+  Failpoint("copy.after-snapshot");  // the snapshot exported, no table read yet
+
+  ARROW_ASSIGN_OR_RAISE(std::vector<BronzeTable*> tables,
+                        PrepareCopies(requested, point));
+  std::vector<pg::QualifiedTable> names;
+  std::map<std::pair<std::string, std::string>, BronzeTable*> by_name;
+  for (BronzeTable* table : tables) {
+    names.push_back({table->source.schema, table->source.table});
+    by_name[{table->source.schema, table->source.table}] = table;
+  }
+  if (tables.empty()) return arrow::Status::OK();
+  spdlog::info("copying {} table(s) at LSN {}", tables.size(),
+               created.consistent_point.ToString());
+
+  const pg::SnapshotOptions snap_options = CopySnapshotOptions();
+  ARROW_ASSIGN_OR_RAISE(
+      auto reader, pg::SnapshotReader::Open(
+                       conninfo, pg::SnapshotSource::Exported(created), snap_options));
+  const int64_t copy_ts = NowUnixMicros();
+  ARROW_ASSIGN_OR_RAISE(const std::set<BronzeTable*> recopied,
+                        StartCopiesAgain(tables, point, copy_ts));
   std::mutex quarantine_mutex;
   std::vector<pg::QuarantineCandidate> quarantined;
   auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
@@ -241,7 +269,8 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
     std::lock_guard lock(table->mutex);
     const int64_t first_seq = table->snapshot_seq;
     table->snapshot_seq += static_cast<int64_t>(n);
-    ARROW_RETURN_NOT_OK(append_copy_rows(table, std::move(arrays), n, "r", first_seq));
+    ARROW_RETURN_NOT_OK(
+        WriteCopyRows(table, std::move(arrays), n, "r", first_seq, point, copy_ts));
     metrics_->snapshot_rows.Inc({SourceName(table->source)}, static_cast<double>(n));
     metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
     if (!issues.empty()) {
@@ -281,6 +310,11 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
     // other tables' streamed transactions before it (floe.commit-lsn is per table).
     ARROW_RETURN_NOT_OK(q->Commit(q->committed_lsn()));
   }
+  return CommitCopies(tables, point, recopied);
+}
+
+arrow::Status Pipeline::CommitCopies(const std::vector<BronzeTable*>& tables, Lsn point,
+                                     const std::set<BronzeTable*>& recopied) {
   Failpoint("copy.before-commit");  // the copy's files written, nothing committed
   std::vector<std::future<arrow::Status>> commits;
   for (BronzeTable* table : tables) {
@@ -297,10 +331,9 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
       at = std::min(point, std::max(appender->committed_lsn(), last_commit_lsn_));
       table->recopy_until = point;
     }
-    commits.push_back(CommitAsync(appender, SourceName(table->source),
-                                  [appender, at, summary] {
-                                    return appender->CommitResettingLsn(at, summary);
-                                  }));
+    commits.push_back(CommitAsync(
+        appender, SourceName(table->source),
+        [appender, at, summary] { return appender->CommitResettingLsn(at, summary); }));
   }
   ARROW_RETURN_NOT_OK(WaitForCommits(&commits));
   for (BronzeTable* table : tables) {
@@ -351,7 +384,8 @@ arrow::Status Pipeline::Discover(bool at_start) {
                           SourceIdentities(*sql_, config_.source.publication));
     for (const auto& [name, identity] : identities) {
       ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
-      if (!table->unnamed.empty() || table->awaiting_copy || table->recopy_queued) continue;
+      if (!table->unnamed.empty() || table->awaiting_copy || table->recopy_queued)
+        continue;
       if (!copied_.contains(name) && !table->stream_relation_gone) {
         ARROW_ASSIGN_OR_RAISE(bool copied, IsCopied(table));
         // A backfill under way (started or resumed) is a copy of the table as

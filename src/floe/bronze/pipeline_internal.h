@@ -51,6 +51,7 @@
 #include "floe/source/postgres/pg_connection.h"
 #include "floe/source/postgres/relation_cache.h"
 #include "floe/source/postgres/replication_connection.h"
+#include "floe/source/postgres/snapshot.h"
 #include "floe/source/postgres/type_mapping.h"
 
 namespace floe::bronze {
@@ -377,6 +378,31 @@ class Pipeline : public pg::ChangeSink {
   void RecopyIfMoved(BronzeTable* table);
   arrow::Status Discover(bool at_start);
   arrow::Status CopyTables(const std::vector<BronzeTable*>& tables);
+  /// CopyTables' steps. Binds each table's catalog columns for the copy at `point`
+  /// and drops what its appender held; a table gone from the source by now is left
+  /// out (MarkGone). Returns the tables to copy.
+  arrow::Result<std::vector<BronzeTable*>> PrepareCopies(
+      const std::vector<BronzeTable*>& requested, Lsn point);
+  /// The copy's temporary slot on `temp`, exporting its snapshot (the stream kept
+  /// alive meanwhile, and a long wait said, with how to find what it waits for).
+  arrow::Result<pg::CreatedSlot> CreateCopySlot(pg::ReplicationConnection* temp,
+                                                size_t tables);
+  /// The snapshot reader's options for a copy (workers, publication, progress).
+  pg::SnapshotOptions CopySnapshotOptions() const;
+  /// Writes `arrays` (the table's columns, n rows) with the copy's CDC columns: op,
+  /// the copy's time, the copy's point as both LSNs, seq from first_seq.
+  arrow::Status WriteCopyRows(BronzeTable* table, arrow::ArrayVector arrays, size_t n,
+                              const char* op_code, int64_t first_seq, Lsn point,
+                              int64_t copy_ts);
+  /// The `t` row that starts the copy of each table Bronze already holds rows of
+  /// (a copy again); returns those tables.
+  arrow::Result<std::set<BronzeTable*>> StartCopiesAgain(
+      const std::vector<BronzeTable*>& tables, Lsn point, int64_t copy_ts);
+  /// Commits the copies' rows at `point` (a copy again while streaming on, below it:
+  /// floe.source.recopy-until keeps the point), then records each table's identity.
+  /// `recopied`: the tables whose copy starts with a `t` row.
+  arrow::Status CommitCopies(const std::vector<BronzeTable*>& tables, Lsn point,
+                             const std::set<BronzeTable*>& recopied);
   /// Copies `table` later: a watermark backfill when it has a key, else through an
   /// exported snapshot (CopyTables, at the next safe point).
   arrow::Status CopyLater(BronzeTable* table);
