@@ -405,6 +405,43 @@ def test_a_table_renamed_before_its_copy_reads_it_is_skipped_not_fatal(floe, pg,
     check_silver(run, pg, duckdb_con, "public.kept", ["id"])
 
 
+@pytest.mark.parametrize("identity", [
+    "DEFAULT",
+    # Open (#14, found by the soak of session 14): under FULL every column is flagged
+    # as identity in the Relation message, so the key comes from the catalog only.
+    # strict: the test fails once the fix lands, so that this mark goes with it.
+    pytest.param("FULL", marks=pytest.mark.xfail(
+        strict=True, reason="the primary key of a relation dropped before floe read "
+        "its changes is unknown under REPLICA IDENTITY FULL (open, #14)"))])
+def test_a_key_change_streamed_after_its_table_was_dropped_is_a_delete_and_an_insert(
+        floe, pg, identity):
+    """Soak seed 980530675: key-changing updates of a table with a two-column primary
+    key, and the table dropped and created again before floe read them (here: in the
+    same transaction, which floe decodes after its commit). floe learnt a streamed
+    relation's primary key from the catalog, which no longer had the dropped relation:
+    its changes carried no key, so Bronze held each key change as a `u` of the new key
+    instead of a `d` of the old key and a `c` of the new one. Under DEFAULT identity
+    the Relation message itself flags the key columns."""
+    pg.execute("CREATE TABLE kd (grp text, seq int, title text, PRIMARY KEY (grp, seq))")
+    pg.execute(f"ALTER TABLE kd REPLICA IDENTITY {identity}")
+    pg.execute("INSERT INTO kd SELECT 'g' || g, g, 't' FROM generate_series(1, 5) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    with pg.connect(autocommit=False) as c:
+        c.execute("UPDATE kd SET seq = seq + 100 WHERE seq <= 2")
+        c.execute("UPDATE kd SET title = 'x' WHERE seq = 3")
+        c.execute("DROP TABLE kd")
+        c.execute("CREATE TABLE kd (grp text, seq int, title text, PRIMARY KEY (grp, seq))")
+        c.commit()
+    wait_flushed(run, pg)
+    run.stop()
+    got = sorted((r["cdc_op"], r["grp"], r["seq"]) for r in run.rows_pyiceberg("public.kd")
+                 if r["cdc_op"] in "cud")
+    assert got == [("c", "g1", 101), ("c", "g2", 102), ("d", "g1", 1), ("d", "g2", 2),
+                   ("u", "g3", 3)], got
+
+
 def test_changes_made_under_another_name_and_renamed_back_are_copied_again(
         floe, pg, duckdb_con):
     """Break-it B1: a table renamed away, changed under its other name and renamed
