@@ -405,14 +405,7 @@ def test_a_table_renamed_before_its_copy_reads_it_is_skipped_not_fatal(floe, pg,
     check_silver(run, pg, duckdb_con, "public.kept", ["id"])
 
 
-@pytest.mark.parametrize("identity", [
-    "DEFAULT",
-    # Open (#14, found by the soak of session 14): under FULL every column is flagged
-    # as identity in the Relation message, so the key comes from the catalog only.
-    # strict: the test fails once the fix lands, so that this mark goes with it.
-    pytest.param("FULL", marks=pytest.mark.xfail(
-        strict=True, reason="the primary key of a relation dropped before floe read "
-        "its changes is unknown under REPLICA IDENTITY FULL (open, #14)"))])
+@pytest.mark.parametrize("identity", ["DEFAULT", "FULL"])
 def test_a_key_change_streamed_after_its_table_was_dropped_is_a_delete_and_an_insert(
         floe, pg, identity):
     """Soak seed 980530675: key-changing updates of a table with a two-column primary
@@ -420,8 +413,10 @@ def test_a_key_change_streamed_after_its_table_was_dropped_is_a_delete_and_an_in
     same transaction, which floe decodes after its commit). floe learnt a streamed
     relation's primary key from the catalog, which no longer had the dropped relation:
     its changes carried no key, so Bronze held each key change as a `u` of the new key
-    instead of a `d` of the old key and a `c` of the new one. Under DEFAULT identity
-    the Relation message itself flags the key columns."""
+    instead of a `d` of the old key and a `c` of the new one (under DEFAULT identity
+    the Relation message itself flags the key columns; under FULL it flags every
+    column). floe now reads such a relation's changes with the columns and key Bronze
+    recorded for it."""
     pg.execute("CREATE TABLE kd (grp text, seq int, title text, PRIMARY KEY (grp, seq))")
     pg.execute(f"ALTER TABLE kd REPLICA IDENTITY {identity}")
     pg.execute("INSERT INTO kd SELECT 'g' || g, g, 't' FROM generate_series(1, 5) g")

@@ -39,7 +39,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   ARROW_ASSIGN_OR_RAISE(sql_, pg::PgConnection::Connect(conninfo));
   ARROW_RETURN_NOT_OK(LockService(*sql_));
   types_ = std::make_unique<pg::PgTypeResolver>(sql_.get());
-  pg::PgAttributeLookup attributes(sql_.get(), config_.source.publication);
+  RecordedAttributeLookup attributes(sql_.get(), config_.source.publication, this);
   ARROW_ASSIGN_OR_RAISE(repl_, pg::ReplicationConnection::Connect(conninfo));
   ARROW_ASSIGN_OR_RAISE(pg::SystemIdentity who, repl_->IdentifySystem());
 
@@ -89,9 +89,9 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   for (const auto& [name, key] : config_.silver.keys) {
     stream_options.extra_key_columns[{name.schema, name.table}] = key;
   }
-  ARROW_ASSIGN_OR_RAISE(auto stream,
-                        pg::ChangeStream::Make(&source, decoder, &attributes, types_.get(),
-                                               this, stream_options));
+  ARROW_ASSIGN_OR_RAISE(
+      auto stream, pg::ChangeStream::Make(&source, decoder, &attributes, types_.get(),
+                                          this, stream_options));
   stream_ = stream.get();
   struct ForgetStream {
     Pipeline* p;
@@ -131,8 +131,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
       if (table->appender) pending_bytes += table->appender->pending_bytes();
       pending_bytes += table->buffered.bytes();
     }
-    if (!to_copy_.empty() ||
-        now - last_discovery >= options_.discovery_interval) {
+    if (!to_copy_.empty() || now - last_discovery >= options_.discovery_interval) {
       last_discovery = now;
       if (!to_copy_.empty()) ARROW_RETURN_NOT_OK(Checkpoint(false));
       ARROW_RETURN_NOT_OK(Discover(/*at_start=*/false));
@@ -168,8 +167,8 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
   if (config.warehouse.starts_with("file://")) {
     std::filesystem::create_directories(config.warehouse.substr(7), ec);
     if (ec) {
-      return Fatal("cannot create the warehouse directory " +
-                   config.warehouse.substr(7) + ": " + ec.message());
+      return Fatal("cannot create the warehouse directory " + config.warehouse.substr(7) +
+                   ": " + ec.message());
     }
   }
   ARROW_ASSIGN_OR_RAISE(auto catalog,
@@ -190,9 +189,9 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
       }));
   std::unique_ptr<metrics::MetricsServer> server;
   if (!options.metrics_listen.empty()) {
-    auto started = metrics::MetricsServer::Start(
-        options.metrics_listen, metrics->registry,
-        [&pipeline]() { return pipeline.NotReady(); });
+    auto started =
+        metrics::MetricsServer::Start(options.metrics_listen, metrics->registry,
+                                      [&pipeline]() { return pipeline.NotReady(); });
     if (!started.ok()) return Fatal(started.status().message());
     server = std::move(*started);
     spdlog::info("serving /metrics, /healthz and /readyz on {}:{}", server->host(),

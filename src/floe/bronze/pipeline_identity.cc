@@ -7,7 +7,10 @@
 
 #include "floe/bronze/pipeline_internal.h"
 
+#include <algorithm>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "floe/common/parse.h"
 #include "floe/iceberg/table.h"
@@ -306,6 +309,49 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
   }
   copied_.insert(table->source);
   return true;
+}
+
+arrow::Result<std::vector<pg::AttributeInfo>> RecordedAttributeLookup::Lookup(
+    pg::Oid relation_id, pg::TransactionId after_xid) {
+  ARROW_ASSIGN_OR_RAISE(auto found, PgAttributeLookup::Lookup(relation_id, after_xid));
+  if (!found.empty()) return found;
+  return pipeline_->RecordedAttributes(relation_id);
+}
+
+std::vector<pg::AttributeInfo> Pipeline::RecordedAttributes(pg::Oid relation_id) const {
+  std::vector<pg::AttributeInfo> out;
+  if (relation_id == 0) return out;
+  for (const auto& [name, table] : tables_) {
+    if (!table->appender || table->bound_relation != relation_id) continue;
+    const auto& properties = table->appender->table().metadata().properties;
+    std::vector<std::string> key;
+    if (auto it = properties.find(lake::kPrimaryKeyProperty); it != properties.end()) {
+      const auto j =
+          nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+      if (j.is_array()) {
+        for (const auto& k : j) {
+          if (k.is_string()) key.push_back(k.get<std::string>());
+        }
+      }
+    }
+    for (const ColumnBinding& b : table->bindings.columns) {
+      pg::AttributeInfo a;
+      a.attnum = b.attnum;
+      a.name = b.name;
+      a.type_oid = b.type_oid;
+      a.type_modifier = b.type_modifier;
+      a.is_primary_key = std::find(key.begin(), key.end(), b.name) != key.end();
+      out.push_back(std::move(a));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& x, const auto& y) { return x.attnum < y.attnum; });
+    spdlog::info(
+        "{}: relation {} is no longer in the source's catalog: its changes "
+        "are read with the columns and key Bronze recorded for it ({})",
+        SourceName(table->source), relation_id, nlohmann::json(key).dump());
+    return out;
+  }
+  return out;
 }
 
 }  // namespace floe::bronze

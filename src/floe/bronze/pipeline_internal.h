@@ -228,8 +228,28 @@ struct Backfill {
 // ---------------------------------------------------------------------------
 // The pipeline
 
+class Pipeline;
+
+/// The catalog's columns of a streamed relation; for one the catalog no longer has
+/// (dropped before floe read its changes, or out of the publication), the columns
+/// and primary key Bronze recorded for it. Under REPLICA IDENTITY FULL the Relation
+/// message flags every column, so without these its changes would carry no key, and
+/// a key-changing update would land as an update of the new key.
+class RecordedAttributeLookup : public pg::PgAttributeLookup {
+ public:
+  RecordedAttributeLookup(pg::PgConnection* conn, std::string publication,
+                          const Pipeline* pipeline)
+      : PgAttributeLookup(conn, std::move(publication)), pipeline_(pipeline) {}
+  arrow::Result<std::vector<pg::AttributeInfo>> Lookup(
+      pg::Oid relation_id, pg::TransactionId after_xid) override;
+
+ private:
+  const Pipeline* pipeline_;
+};
+
 class Pipeline : public pg::ChangeSink {
  public:
+  friend class RecordedAttributeLookup;
   Pipeline(const config::PipelineConfig& config, const RunOptions& options,
            ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
            PipelineMetrics* metrics)
@@ -306,6 +326,10 @@ class Pipeline : public pg::ChangeSink {
   /// Records the declared key in Bronze (lake::kDeclaredKeyProperty); a different
   /// one than the table's changes were written with copies it again.
   arrow::Status RecordDeclaredKey(BronzeTable* table);
+  /// The columns and primary key Bronze recorded for relation `relation_id` (the
+  /// bindings and lake::kPrimaryKeyProperty of a table bound to it); empty when no
+  /// held table is. RecordedAttributeLookup's fallback.
+  std::vector<pg::AttributeInfo> RecordedAttributes(pg::Oid relation_id) const;
   /// Binds the catalog's columns of the table (SetShape) unless a shape is bound.
   arrow::Status BindFromCatalogIfUnbound(BronzeTable* table);
   /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
