@@ -323,17 +323,8 @@ std::vector<pg::AttributeInfo> Pipeline::RecordedAttributes(pg::Oid relation_id)
   if (relation_id == 0) return out;
   for (const auto& [name, table] : tables_) {
     if (!table->appender || table->bound_relation != relation_id) continue;
-    const auto& properties = table->appender->table().metadata().properties;
-    std::vector<std::string> key;
-    if (auto it = properties.find(lake::kPrimaryKeyProperty); it != properties.end()) {
-      const auto j =
-          nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-      if (j.is_array()) {
-        for (const auto& k : j) {
-          if (k.is_string()) key.push_back(k.get<std::string>());
-        }
-      }
-    }
+    const std::vector<std::string> key = lake::NamesProperty(
+        table->appender->table().metadata(), lake::kPrimaryKeyProperty);
     for (const ColumnBinding& b : table->bindings.columns) {
       pg::AttributeInfo a;
       a.attnum = b.attnum;

@@ -53,4 +53,18 @@ bool BackfillUnfinished(const iceberg::Snapshot& snapshot) {
   return !j["done"].get<bool>();
 }
 
+std::vector<std::string> NamesProperty(const iceberg::TableMetadata& metadata,
+                                       const char* key) {
+  std::vector<std::string> out;
+  auto it = metadata.properties.find(key);
+  if (it == metadata.properties.end()) return out;
+  const auto parsed =
+      nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_array()) return out;
+  for (const auto& v : parsed) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
 }  // namespace floe::lake

@@ -1,6 +1,9 @@
 // Typed reads of floe's keys (keys.h) from Iceberg table metadata.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "floe/common/lsn.h"
 #include "floe/iceberg/table_metadata.h"
 
@@ -22,5 +25,10 @@ const iceberg::Snapshot* LatestBackfillRecord(const iceberg::TableMetadata& meta
 /// Whether `snapshot`'s backfill record says the backfill goes on (`"done": false`,
 /// or a record that cannot be read: kept, to be reported when floe resumes).
 bool BackfillUnfinished(const iceberg::Snapshot& snapshot);
+
+/// The strings of a table property holding a JSON array of names (kPrimaryKeyProperty,
+/// kSilverKeyProperty, ...); empty when the property is missing or not such an array.
+std::vector<std::string> NamesProperty(const iceberg::TableMetadata& metadata,
+                                       const char* key);
 
 }  // namespace floe::lake

@@ -104,15 +104,7 @@ bool SameTypeIgnoringIds(const ice::Type& a, const ice::Type& b) {
 
 // The names of Silver's merge key as its table property records them (a JSON array).
 std::vector<std::string> SilverKeyNames(const ice::TableMetadata& silver) {
-  std::vector<std::string> out;
-  auto it = silver.properties.find(lake::kSilverKeyProperty);
-  if (it == silver.properties.end()) return out;
-  const json parsed = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  if (!parsed.is_array()) return out;
-  for (const auto& v : parsed) {
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  }
-  return out;
+  return lake::NamesProperty(silver, lake::kSilverKeyProperty);
 }
 
 bool IsSilverKeyColumn(const ice::TableMetadata& silver, const std::string& name) {
