@@ -298,23 +298,9 @@ void AppendKey(const arrow::Array& array, int64_t i, std::string* key) {
 arrow::Status ReadDeletedPositions(FileIO& io, const DataFile& deletes,
                                    const std::string& data_path,
                                    std::vector<int64_t>* out) {
-  ARROW_ASSIGN_OR_RAISE(
-      FileColumns cols,
-      ReadColumnsById(io, deletes.file_path, {kDeleteFilePathFieldId, kDeletePosFieldId},
-                      {"file_path", "pos"}));
-  auto path_it = cols.by_id.find(kDeleteFilePathFieldId);
-  auto pos_it = cols.by_id.find(kDeletePosFieldId);
-  if (path_it == cols.by_id.end() || pos_it == cols.by_id.end()) {
-    return arrow::Status::Invalid("position delete file ", deletes.file_path,
-                                  " lacks file_path / pos");
-  }
-  ARROW_ASSIGN_OR_RAISE(auto paths, Conform(path_it->second, arrow::utf8()));
-  ARROW_ASSIGN_OR_RAISE(auto positions, Conform(pos_it->second, arrow::int64()));
-  const auto& p = static_cast<const arrow::StringArray&>(*paths);
-  const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
-  for (int64_t i = 0; i < p.length(); ++i) {
-    if (p.IsNull(i) || pos.IsNull(i) || p.GetView(i) != data_path) continue;
-    out->push_back(pos.Value(i));
+  ARROW_ASSIGN_OR_RAISE(auto by_path, ReadPositionDeletes(io, deletes));
+  if (auto it = by_path.find(data_path); it != by_path.end()) {
+    out->insert(out->end(), it->second.begin(), it->second.end());
   }
   return arrow::Status::OK();
 }
@@ -575,6 +561,38 @@ class PlanReader : public arrow::RecordBatchReader {
 };
 
 }  // namespace
+
+arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeletes(
+    FileIO& io, const DataFile& deletes) {
+  std::map<std::string, std::vector<int64_t>> out;
+  ARROW_ASSIGN_OR_RAISE(
+      FileColumns cols,
+      ReadColumnsById(io, deletes.file_path, {kDeleteFilePathFieldId, kDeletePosFieldId},
+                      {"file_path", "pos"}));
+  auto path_it = cols.by_id.find(kDeleteFilePathFieldId);
+  auto pos_it = cols.by_id.find(kDeletePosFieldId);
+  if (path_it == cols.by_id.end() || pos_it == cols.by_id.end()) {
+    return arrow::Status::Invalid("position delete file ", deletes.file_path,
+                                  " lacks file_path / pos");
+  }
+  ARROW_ASSIGN_OR_RAISE(auto paths, Conform(path_it->second, arrow::utf8()));
+  ARROW_ASSIGN_OR_RAISE(auto positions, Conform(pos_it->second, arrow::int64()));
+  const auto& p = static_cast<const arrow::StringArray&>(*paths);
+  const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
+  // Rows come sorted by path: look the path up only when it changes.
+  std::vector<int64_t>* current = nullptr;
+  std::string_view current_path;
+  for (int64_t i = 0; i < p.length(); ++i) {
+    if (p.IsNull(i) || pos.IsNull(i)) continue;
+    const std::string_view path = p.GetView(i);
+    if (current == nullptr || path != current_path) {
+      current = &out[std::string(path)];
+      current_path = path;
+    }
+    current->push_back(pos.Value(i));
+  }
+  return out;
+}
 
 std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
   const auto& md = field.metadata();

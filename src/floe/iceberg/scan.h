@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ struct ScanOptions {
   /// (ScanToArrow).
   int parallelism = 8;
 };
+
+/// Every (data file path, position) a position delete file holds, positions by
+/// path in the file's order (columns matched by field id, else by name).
+arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeletes(
+    FileIO& io, const DataFile& deletes);
 
 /// The Iceberg field id a Parquet column carries (`PARQUET:field_id` metadata, as
 /// Arrow reads it), or nullopt when it has none or it is not an int32.

@@ -17,24 +17,28 @@
 #include "floe/common/error.h"
 #include "floe/common/parse.h"
 #include "floe/iceberg/data_file_metrics.h"
+#include "floe/iceberg/table_internal.h"
 
 namespace floe::iceberg {
+
+using table_internal::CommitOutcome;
+using table_internal::ConcurrentChanges;
+using table_internal::IsDeleteFile;
+using table_internal::IsLive;
+using table_internal::MakePartitionKey;
+using table_internal::PartitionKey;
+
+namespace table_internal {
+
+PartitionKey MakePartitionKey(int32_t spec_id, const PartitionTuple& partition) {
+  PartitionKey key{std::to_string(spec_id)};
+  for (const auto& v : partition) key.push_back(v ? "v" + LiteralToString(*v) : "n");
+  return key;
+}
+
+}  // namespace table_internal
+
 namespace {
-
-int64_t NewSnapshotId(const TableMetadata& metadata) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  while (true) {
-    const int64_t id = static_cast<int64_t>(rng() & 0x7fffffffffffffffULL);
-    if (id != 0 && metadata.FindSnapshot(id) == nullptr) return id;
-  }
-}
-
-int64_t SummaryNumber(const Snapshot* snapshot, const std::string& key) {
-  if (snapshot == nullptr) return 0;
-  auto it = snapshot->summary.find(key);
-  if (it == snapshot->summary.end()) return 0;
-  return ParseInt64(it->second).value_or(0);
-}
 
 std::string Pad(int64_t v, int width) {
   std::string s = std::to_string(v < 0 ? -v : v);
@@ -113,111 +117,6 @@ class ValidationFailureDetail : public floe::ErrorDetail {
   const char* type_id() const override { return kValidationFailureTypeId; }
   std::string ToString() const override { return "validation failed"; }
 };
-
-// Identifies a partition across specs: the spec id, then each value printed.
-using PartitionKey = std::vector<std::string>;
-
-PartitionKey MakePartitionKey(int32_t spec_id, const PartitionTuple& partition) {
-  PartitionKey key{std::to_string(spec_id)};
-  for (const auto& v : partition) key.push_back(v ? "v" + LiteralToString(*v) : "n");
-  return key;
-}
-
-bool IsDeleteFile(const DataFile& file) { return file.content != DataFileContent::kData; }
-
-bool IsLive(const ManifestEntry& entry) {
-  return entry.status != ManifestEntryStatus::kDeleted;
-}
-
-// What the snapshots committed after the validation snapshot changed.
-struct ConcurrentChanges {
-  std::vector<LiveFile> added_data;
-  std::vector<LiveFile> removed_data;
-  std::vector<LiveFile> added_deletes;
-  std::vector<LiveFile> removed_deletes;
-};
-
-// The changes of the snapshots from `current` back to, not including, `from` (every
-// ancestor when `from` is unset). Fails validation when `from` is no longer an
-// ancestor of the current snapshot.
-arrow::Result<ConcurrentChanges> ChangesSince(FileIO& io, const TableMetadata& metadata,
-                                              std::optional<int64_t> from) {
-  ConcurrentChanges changes;
-  if (!metadata.current_snapshot_id) {
-    if (from) {
-      return ValidationFailure("snapshot " + std::to_string(*from) +
-                               " is no longer the table's history (main was reset)");
-    }
-    return changes;
-  }
-  bool found = !from.has_value();
-  for (const Snapshot* snap :
-       metadata.SnapshotsAncestryOf(*metadata.current_snapshot_id)) {
-    if (from && snap->snapshot_id == *from) {
-      found = true;
-      break;
-    }
-    ARROW_ASSIGN_OR_RAISE(auto manifests, ReadManifestList(io, snap->manifest_list));
-    for (const ManifestFile& manifest : manifests) {
-      if (manifest.added_snapshot_id != snap->snapshot_id) continue;
-      ARROW_ASSIGN_OR_RAISE(TypePtr type,
-                            PartitionTypeOf(metadata, manifest.partition_spec_id));
-      ARROW_ASSIGN_OR_RAISE(auto entries, ReadManifest(io, manifest, *type));
-      for (auto& entry : entries) {
-        if (entry.snapshot_id != snap->snapshot_id) continue;
-        if (entry.status == ManifestEntryStatus::kExisting) continue;
-        const bool deletes = IsDeleteFile(entry.data_file);
-        const bool added = entry.status == ManifestEntryStatus::kAdded;
-        auto& into = deletes ? (added ? changes.added_deletes : changes.removed_deletes)
-                             : (added ? changes.added_data : changes.removed_data);
-        into.push_back(LiveFile{std::move(entry), manifest.partition_spec_id});
-      }
-    }
-  }
-  if (!found) {
-    return ValidationFailure("snapshot " + std::to_string(*from) +
-                             " is not an ancestor of the current snapshot " +
-                             std::to_string(*metadata.current_snapshot_id) +
-                             " (expired, or main was rolled back)");
-  }
-  return changes;
-}
-
-// Running totals for the snapshot summary, kept as Java's SnapshotSummary does.
-struct SummaryCounts {
-  int64_t data_files = 0, delete_files = 0, position_delete_files = 0,
-          equality_delete_files = 0, records = 0, files_size = 0, position_deletes = 0,
-          equality_deletes = 0;
-
-  void Add(const DataFile& file) {
-    files_size += file.file_size_in_bytes;
-    switch (file.content) {
-      case DataFileContent::kData:
-        ++data_files;
-        records += file.record_count;
-        break;
-      case DataFileContent::kPositionDeletes:
-        ++delete_files;
-        ++position_delete_files;
-        position_deletes += file.record_count;
-        break;
-      case DataFileContent::kEqualityDeletes:
-        ++delete_files;
-        ++equality_delete_files;
-        equality_deletes += file.record_count;
-        break;
-    }
-  }
-};
-
-void SleepBackoff(int attempt, const CommitOptions& options) {
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  int64_t wait = options.min_backoff_ms;
-  for (int i = 1; i < attempt && wait < options.max_backoff_ms; ++i) wait *= 2;
-  wait = std::min<int64_t>(wait, options.max_backoff_ms);
-  std::uniform_int_distribution<int64_t> jitter(wait / 2, wait);
-  std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
-}
 
 }  // namespace
 
@@ -579,493 +478,6 @@ arrow::Result<std::vector<DataFile>> DataFileWriter::Finish() {
   return std::move(done_);
 }
 
-namespace {
-
-arrow::Result<ManifestWriteOptions> ManifestOptionsFor(const TableMetadata& metadata,
-                                                       int32_t spec_id,
-                                                       ManifestContent content,
-                                                       int64_t snapshot_id) {
-  const PartitionSpec* spec = metadata.FindSpec(spec_id);
-  if (spec == nullptr) return arrow::Status::Invalid("unknown partition spec ", spec_id);
-  ManifestWriteOptions options;
-  options.schema_json = SchemaToJson(*metadata.CurrentSchema()).dump();
-  options.partition_spec_json = PartitionSpecToJson(*spec)["fields"].dump();
-  options.partition_spec_id = spec_id;
-  ARROW_ASSIGN_OR_RAISE(options.partition_type, PartitionTypeOf(metadata, spec_id));
-  options.content = content;
-  options.snapshot_id = snapshot_id;
-  return options;
-}
-
-struct ManifestMergeSettings {
-  bool enabled = true;
-  int64_t min_count = kDefaultManifestMinMergeCount;
-  int64_t target_size_bytes = kDefaultManifestTargetSizeBytes;
-};
-
-arrow::Result<int64_t> IntegerProperty(const TableMetadata& metadata, const char* key,
-                                       int64_t fallback, int64_t min_value) {
-  auto it = metadata.properties.find(key);
-  if (it == metadata.properties.end()) return fallback;
-  const std::string& text = it->second;
-  const std::optional<int64_t> value = ParseInt64(text);
-  if (!value || *value < min_value) {
-    return arrow::Status::Invalid("table property ", key, "='", text,
-                                  "' is not an integer >= ", min_value);
-  }
-  return *value;
-}
-
-arrow::Result<ManifestMergeSettings> MergeSettingsOf(const TableMetadata& metadata) {
-  ManifestMergeSettings settings;
-  if (auto it = metadata.properties.find(kManifestMergeEnabledProperty);
-      it != metadata.properties.end()) {
-    // As Java's Boolean.parseBoolean: "true" in any case, anything else is false.
-    std::string lower = it->second;
-    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    settings.enabled = lower == "true";
-  }
-  ARROW_ASSIGN_OR_RAISE(settings.min_count,
-                        IntegerProperty(metadata, kManifestMinMergeCountProperty,
-                                        kDefaultManifestMinMergeCount, 0));
-  ARROW_ASSIGN_OR_RAISE(settings.target_size_bytes,
-                        IntegerProperty(metadata, kManifestTargetSizeProperty,
-                                        kDefaultManifestTargetSizeBytes, 1));
-  return settings;
-}
-
-// Splits `group` (manifests in manifest-list order, newest first) into bins of
-// consecutive manifests of at most `target` bytes, filled from the oldest end, so
-// that the newest manifests share the last, possibly partial, bin. A manifest larger
-// than the target gets a bin of its own. Bins come back in list order.
-std::vector<std::vector<const ManifestFile*>> PackFromOldest(
-    const std::vector<const ManifestFile*>& group, int64_t target) {
-  std::vector<std::vector<const ManifestFile*>> bins;
-  int64_t weight = 0;
-  for (auto it = group.rbegin(); it != group.rend(); ++it) {
-    const int64_t length = (*it)->manifest_length;
-    if (bins.empty() || weight + length > target) {
-      bins.emplace_back();
-      weight = 0;
-    }
-    bins.back().push_back(*it);
-    weight += length;
-  }
-  for (auto& bin : bins) std::reverse(bin.begin(), bin.end());
-  std::reverse(bins.begin(), bins.end());
-  return bins;
-}
-
-// A manifest of the base snapshot as this commit needs it: kept as it is, or
-// rewritten with the removed entries DELETED.
-struct ManifestRewrite {
-  std::optional<ManifestFile> rewritten;
-  std::vector<LiveFile> removed;
-};
-
-}  // namespace
-
-/// What one snapshot-producing operation changes; CommitSnapshot turns it into a
-/// snapshot on top of whatever the table holds when the commit is attempted.
-struct Table::PendingSnapshot {
-  /// `append`, `overwrite`, `delete` or `replace`.
-  std::string operation;
-  /// For messages: "append", "row delta", ...
-  std::string what;
-  /// New data and delete files, of the default spec.
-  std::vector<DataFile> add_files;
-  /// Files to remove; each must be live in the snapshot the commit lands on.
-  std::set<std::string> remove_paths;
-  /// Partitions whose every live file is removed.
-  std::set<PartitionKey> remove_partitions;
-  /// Concurrent commits after this snapshot (after nothing: the table was empty)
-  /// are passed to `validate`, before every attempt that does not land directly on
-  /// it.
-  std::optional<int64_t> validate_from;
-  std::function<arrow::Status(const ConcurrentChanges&)> validate;
-  /// Summary keys copied from the parent's ancestry unless the caller's summary
-  /// sets them (RewriteFilesRequest::inherit_summary_keys).
-  std::vector<std::string> inherit_summary_keys;
-  /// A spec added and made the default by the same commit; `add_files` are of it.
-  std::optional<PartitionSpec> new_spec;
-};
-
-arrow::Result<Snapshot> Table::CommitSnapshot(const PendingSnapshot& pending,
-                                              const SummaryProperties& summary,
-                                              const CommitOptions& options) {
-  const std::string commit_id = GenerateUuidV4();
-  const std::string meta_dir = MetadataDirectory();
-  const int64_t snapshot_id = NewSnapshotId(metadata_);
-  // The table's metadata as the new files' spec is looked up in: metadata_ itself, or
-  // with the re-partitioning spec added and made the default (rebuilt on every
-  // attempt; the spec id must come out the same, as the new manifests carry it).
-  TableMetadata staged;
-  const TableMetadata* lookup = &metadata_;
-  auto stage_new_spec = [&]() -> arrow::Status {
-    if (!pending.new_spec) return arrow::Status::OK();
-    TableMetadataBuilder builder = TableMetadataBuilder::From(metadata_);
-    builder.AddPartitionSpec(*pending.new_spec).SetDefaultSpec(kLastAdded);
-    ARROW_ASSIGN_OR_RAISE(staged, builder.Build(metadata_location_));
-    lookup = &staged;
-    return arrow::Status::OK();
-  };
-  ARROW_RETURN_NOT_OK(stage_new_spec());
-  const int32_t spec_id = lookup->default_spec_id;
-  int manifest_counter = 0;
-  auto next_manifest_location = [&] {
-    return meta_dir + "/" + commit_id + "-m" + std::to_string(manifest_counter++) +
-           ".avro";
-  };
-  // Manifests this commit wrote; those the committed snapshot does not list (or all
-  // of them, when nothing was committed) are deleted before returning.
-  std::vector<std::string> written;
-  auto cleanup = [&](const std::vector<ManifestFile>& committed) {
-    std::set<std::string> keep;
-    for (const auto& m : committed) keep.insert(m.manifest_path);
-    for (const auto& path : written) {
-      if (!keep.contains(path)) ARROW_UNUSED(io_->Delete(path));
-    }
-  };
-
-  // New files go into new manifests written once: their entries inherit snapshot id
-  // and sequence number from the manifest list, so they fit any attempt.
-  std::vector<ManifestFile> new_manifests;
-  {
-    std::vector<ManifestEntry> data, deletes;
-    for (const auto& file : pending.add_files) {
-      ManifestEntry entry;
-      entry.status = ManifestEntryStatus::kAdded;
-      entry.data_file = file;
-      (IsDeleteFile(file) ? deletes : data).push_back(std::move(entry));
-    }
-    for (auto* group : {&data, &deletes}) {
-      if (group->empty()) continue;
-      const auto content =
-          group == &data ? ManifestContent::kData : ManifestContent::kDeletes;
-      auto manifest_options = ManifestOptionsFor(*lookup, spec_id, content, snapshot_id);
-      if (!manifest_options.ok()) {
-        cleanup({});
-        return manifest_options.status();
-      }
-      const std::string location = next_manifest_location();
-      auto manifest = WriteManifest(*io_, location, *manifest_options, *group);
-      if (!manifest.ok()) {
-        cleanup({});
-        return manifest.status();
-      }
-      written.push_back(location);
-      new_manifests.push_back(std::move(*manifest));
-    }
-  }
-
-  const bool removing =
-      !pending.remove_paths.empty() || !pending.remove_partitions.empty();
-  auto is_removed = [&](const ManifestEntry& entry, int32_t entry_spec_id) {
-    return pending.remove_paths.contains(entry.data_file.file_path) ||
-           (!pending.remove_partitions.empty() &&
-            pending.remove_partitions.contains(
-                MakePartitionKey(entry_spec_id, entry.data_file.partition)));
-  };
-  // Base manifests are immutable, so how one is rewritten holds for every attempt.
-  std::map<std::string, ManifestRewrite> rewrites;
-
-  // Merged manifests by their inputs (paths in list order): an input set is merged
-  // once, and an attempt on an unchanged base reuses what an earlier one wrote.
-  std::map<std::vector<std::string>, std::optional<ManifestFile>> merged;
-  auto merge_bin = [&](const std::vector<const ManifestFile*>& bin)
-      -> arrow::Result<std::optional<ManifestFile>> {
-    std::vector<std::string> key;
-    for (const ManifestFile* manifest : bin) key.push_back(manifest->manifest_path);
-    if (auto it = merged.find(key); it != merged.end()) return it->second;
-    const ManifestFile& first = *bin.front();
-    ARROW_ASSIGN_OR_RAISE(TypePtr type,
-                          PartitionTypeOf(*lookup, first.partition_spec_id));
-    std::vector<ManifestEntry> entries;
-    for (const ManifestFile* manifest : bin) {
-      std::vector<ManifestEntry> read;
-      if (manifest->added_snapshot_id == snapshot_id) {
-        // Written by this commit: its added entries keep inheriting, now from the
-        // merged manifest, which belongs to the same snapshot.
-        ARROW_ASSIGN_OR_RAISE(read, ReadManifest(*io_, manifest->manifest_path, *type));
-      } else {
-        // Inheritance applied: the merged manifest states every entry's snapshot id
-        // and sequence numbers explicitly.
-        ARROW_ASSIGN_OR_RAISE(read, ReadManifest(*io_, *manifest, *type));
-      }
-      for (auto& entry : read) {
-        const bool ours = !entry.snapshot_id || *entry.snapshot_id == snapshot_id;
-        if (entry.status == ManifestEntryStatus::kDeleted) {
-          if (!ours) continue;  // deletions of earlier snapshots are not carried over
-        } else if (entry.status != ManifestEntryStatus::kAdded || !ours) {
-          entry.status = ManifestEntryStatus::kExisting;
-        }
-        entries.push_back(std::move(entry));
-      }
-    }
-    std::optional<ManifestFile> result;
-    if (!entries.empty()) {
-      ARROW_ASSIGN_OR_RAISE(auto manifest_options,
-                            ManifestOptionsFor(*lookup, first.partition_spec_id,
-                                               first.content, snapshot_id));
-      const std::string location = next_manifest_location();
-      ARROW_ASSIGN_OR_RAISE(result,
-                            WriteManifest(*io_, location, manifest_options, entries));
-      written.push_back(location);
-    }
-    merged.emplace(std::move(key), result);
-    return result;
-  };
-  // The manifest list after merging (see AppendFiles). Groups are by content and
-  // spec; a merged manifest takes the place of its bin's newest manifest, and
-  // everything else keeps its position.
-  auto merge_manifests = [&](const std::vector<ManifestFile>& manifests)
-      -> arrow::Result<std::vector<ManifestFile>> {
-    ARROW_ASSIGN_OR_RAISE(ManifestMergeSettings settings, MergeSettingsOf(metadata_));
-    if (!settings.enabled) return manifests;
-    std::map<std::pair<ManifestContent, int32_t>, std::vector<const ManifestFile*>>
-        groups;
-    for (const ManifestFile& manifest : manifests) {
-      groups[{manifest.content, manifest.partition_spec_id}].push_back(&manifest);
-    }
-    // Merge results by the position of their bin's newest manifest; the bins' other
-    // manifests are dropped.
-    std::map<const ManifestFile*, std::optional<ManifestFile>> replaced;
-    std::set<const ManifestFile*> dropped;
-    for (const auto& [key, group] : groups) {
-      for (const auto& bin : PackFromOldest(group, settings.target_size_bytes)) {
-        // The bin of the newest manifest waits for min-count-to-merge manifests, so
-        // that small commits do not rewrite it every time.
-        const bool newest = bin.front() == group.front();
-        if (bin.size() == 1 ||
-            (newest && static_cast<int64_t>(bin.size()) < settings.min_count)) {
-          continue;
-        }
-        ARROW_ASSIGN_OR_RAISE(replaced[bin.front()], merge_bin(bin));
-        dropped.insert(bin.begin() + 1, bin.end());
-      }
-    }
-    std::vector<ManifestFile> out;
-    for (const ManifestFile& manifest : manifests) {
-      if (auto it = replaced.find(&manifest); it != replaced.end()) {
-        if (it->second) out.push_back(*it->second);
-      } else if (!dropped.contains(&manifest)) {
-        out.push_back(manifest);
-      }
-    }
-    return out;
-  };
-
-  bool outcome_unknown = false;
-  std::vector<ManifestFile> committed;
-  // One attempt: a snapshot when committed (now or by an earlier attempt whose outcome
-  // was unknown), nullopt to retry, an error to give up.
-  auto attempt_commit =
-      [&](int attempt,
-          arrow::Status* last_error) -> arrow::Result<std::optional<Snapshot>> {
-    if (attempt > 1) {
-      SleepBackoff(attempt, options);
-      ARROW_RETURN_NOT_OK(Refresh());
-      if (outcome_unknown) {
-        for (const auto& snap : metadata_.snapshots) {
-          auto it = snap.summary.find(kCommitIdSummaryKey);
-          if (it != snap.summary.end() && it->second == commit_id) {
-            ARROW_ASSIGN_OR_RAISE(committed, ReadManifestList(*io_, snap.manifest_list));
-            return snap;
-          }
-        }
-        outcome_unknown = false;
-      }
-    }
-    lookup = &metadata_;
-    ARROW_RETURN_NOT_OK(stage_new_spec());
-    if (lookup->default_spec_id != spec_id) {
-      return ValidationFailure(pending.what + " on " + id_.ToString() +
-                               ": the table's partition specs changed concurrently; "
-                               "re-plan the rewrite on the current table");
-    }
-    const Snapshot* parent = metadata_.CurrentSnapshot();
-    std::optional<int64_t> parent_id;
-    if (parent != nullptr) parent_id = parent->snapshot_id;
-    if (pending.validate && parent_id != pending.validate_from) {
-      ARROW_ASSIGN_OR_RAISE(ConcurrentChanges changes,
-                            ChangesSince(*io_, metadata_, pending.validate_from));
-      ARROW_RETURN_NOT_OK(pending.validate(changes));
-    }
-
-    std::vector<ManifestFile> manifests = new_manifests;
-    SummaryCounts added, removed;
-    std::set<PartitionKey> partitions;
-    for (const auto& file : pending.add_files) {
-      added.Add(file);
-      partitions.insert(MakePartitionKey(spec_id, file.partition));
-    }
-    std::set<std::string> found;
-    if (parent != nullptr) {
-      ARROW_ASSIGN_OR_RAISE(auto base, ReadManifestList(*io_, parent->manifest_list));
-      for (const ManifestFile& manifest : base) {
-        if (!removing) {
-          manifests.push_back(manifest);
-          continue;
-        }
-        auto it = rewrites.find(manifest.manifest_path);
-        if (it == rewrites.end()) {
-          ARROW_ASSIGN_OR_RAISE(TypePtr type,
-                                PartitionTypeOf(metadata_, manifest.partition_spec_id));
-          ARROW_ASSIGN_OR_RAISE(auto entries, ReadManifest(*io_, manifest, *type));
-          ManifestRewrite rewrite;
-          std::vector<ManifestEntry> kept;
-          for (auto& entry : entries) {
-            if (!IsLive(entry)) continue;  // earlier deletions are not carried over
-            if (is_removed(entry, manifest.partition_spec_id)) {
-              rewrite.removed.push_back(LiveFile{entry, manifest.partition_spec_id});
-              entry.status = ManifestEntryStatus::kDeleted;
-              entry.snapshot_id = snapshot_id;
-            } else {
-              entry.status = ManifestEntryStatus::kExisting;
-            }
-            kept.push_back(std::move(entry));
-          }
-          if (!rewrite.removed.empty()) {
-            ARROW_ASSIGN_OR_RAISE(
-                auto manifest_options,
-                ManifestOptionsFor(metadata_, manifest.partition_spec_id,
-                                   manifest.content, snapshot_id));
-            const std::string location = next_manifest_location();
-            ARROW_ASSIGN_OR_RAISE(rewrite.rewritten,
-                                  WriteManifest(*io_, location, manifest_options, kept));
-            written.push_back(location);
-          }
-          it = rewrites.emplace(manifest.manifest_path, std::move(rewrite)).first;
-        }
-        if (!it->second.rewritten) {
-          manifests.push_back(manifest);
-          continue;
-        }
-        manifests.push_back(*it->second.rewritten);
-        for (const LiveFile& gone : it->second.removed) {
-          removed.Add(gone.entry.data_file);
-          partitions.insert(
-              MakePartitionKey(gone.spec_id, gone.entry.data_file.partition));
-          found.insert(gone.entry.data_file.file_path);
-        }
-      }
-    }
-    for (const auto& path : pending.remove_paths) {
-      if (!found.contains(path)) {
-        return ValidationFailure(pending.what + " on " + id_.ToString() + ": file " +
-                                 path +
-                                 " is not live in the table (a concurrent commit removed "
-                                 "it, or it was never committed)");
-      }
-    }
-    ARROW_ASSIGN_OR_RAISE(manifests, merge_manifests(manifests));
-
-    Snapshot snapshot;
-    snapshot.snapshot_id = snapshot_id;
-    snapshot.parent_snapshot_id = parent_id;
-    snapshot.sequence_number = metadata_.last_sequence_number + 1;
-    snapshot.timestamp_ms = std::max(CurrentTimeMs(), metadata_.last_updated_ms);
-    snapshot.schema_id = metadata_.current_schema_id;
-    snapshot.operation = pending.operation;
-    auto& sm = snapshot.summary;
-    sm = summary;
-    for (const auto& key : pending.inherit_summary_keys) {
-      if (sm.contains(key) || parent_id == std::nullopt) continue;
-      for (const Snapshot* snap : metadata_.SnapshotsAncestryOf(*parent_id)) {
-        auto it = snap->summary.find(key);
-        if (it != snap->summary.end()) {
-          sm[key] = it->second;
-          break;
-        }
-      }
-    }
-    sm[kCommitIdSummaryKey] = commit_id;
-    auto put = [&](const char* key, int64_t value) {
-      if (value != 0) sm[key] = std::to_string(value);
-    };
-    put("added-data-files", added.data_files);
-    put("deleted-data-files", removed.data_files);
-    put("added-delete-files", added.delete_files);
-    put("removed-delete-files", removed.delete_files);
-    put("added-position-delete-files", added.position_delete_files);
-    put("removed-position-delete-files", removed.position_delete_files);
-    put("added-equality-delete-files", added.equality_delete_files);
-    put("removed-equality-delete-files", removed.equality_delete_files);
-    put("added-records", added.records);
-    put("deleted-records", removed.records);
-    put("added-files-size", added.files_size);
-    put("removed-files-size", removed.files_size);
-    put("added-position-deletes", added.position_deletes);
-    put("removed-position-deletes", removed.position_deletes);
-    put("added-equality-deletes", added.equality_deletes);
-    put("removed-equality-deletes", removed.equality_deletes);
-    sm["changed-partition-count"] = std::to_string(partitions.size());
-    auto total = [&](const char* key, int64_t plus, int64_t minus) {
-      sm[key] =
-          std::to_string(std::max<int64_t>(0, SummaryNumber(parent, key) + plus - minus));
-    };
-    total("total-records", added.records, removed.records);
-    total("total-files-size", added.files_size, removed.files_size);
-    total("total-data-files", added.data_files, removed.data_files);
-    total("total-delete-files", added.delete_files, removed.delete_files);
-    total("total-position-deletes", added.position_deletes, removed.position_deletes);
-    total("total-equality-deletes", added.equality_deletes, removed.equality_deletes);
-
-    snapshot.manifest_list = meta_dir + "/snap-" + std::to_string(snapshot_id) + "-" +
-                             std::to_string(attempt) + "-" + commit_id + ".avro";
-    ARROW_RETURN_NOT_OK(WriteManifestList(*io_, snapshot.manifest_list, snapshot_id,
-                                          snapshot.parent_snapshot_id,
-                                          snapshot.sequence_number, manifests));
-    TableMetadataBuilder builder = TableMetadataBuilder::From(metadata_);
-    if (pending.new_spec) {
-      builder.AddPartitionSpec(*pending.new_spec).SetDefaultSpec(kLastAdded);
-    }
-    builder.AddSnapshot(snapshot).SetBranchSnapshot(kMainBranch, snapshot_id);
-    ARROW_ASSIGN_OR_RAISE(TableMetadata next, builder.Build(metadata_location_));
-    const std::string next_location = NewMetadataFileLocation(next, metadata_location_);
-    ARROW_ASSIGN_OR_RAISE(std::string json, TableMetadataToJson(next));
-    ARROW_RETURN_NOT_OK(io_->WriteAtomically(next_location, json, /*exclusive=*/true));
-
-    *last_error = catalog_->CommitTable(id_, metadata_location_, next_location);
-    if (last_error->ok()) {
-      metadata_ = std::move(next);
-      metadata_location_ = next_location;
-      committed = std::move(manifests);
-      return *metadata_.CurrentSnapshot();
-    }
-    const auto kind = GetCatalogErrorKind(*last_error);
-    if (kind == CatalogErrorKind::kCommitFailed) {
-      // Definitely not committed: these two files are garbage.
-      ARROW_UNUSED(io_->Delete(next_location));
-      ARROW_UNUSED(io_->Delete(snapshot.manifest_list));
-      return std::nullopt;
-    }
-    if (kind == CatalogErrorKind::kCommitStateUnknown) {
-      outcome_unknown = true;
-      return std::nullopt;
-    }
-    return *last_error;  // anything else is not a race
-  };
-
-  arrow::Status last_error;
-  for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
-    auto result = attempt_commit(attempt, &last_error);
-    if (!result.ok()) {
-      // Nothing of ours can be in the table unless an unknown outcome is unresolved.
-      if (!outcome_unknown) cleanup({});
-      return result.status();
-    }
-    if (result->has_value()) {
-      cleanup(committed);
-      return **result;
-    }
-  }
-  if (!outcome_unknown) cleanup({});
-  return last_error.WithMessage(pending.what, " on ", id_.ToString(), " gave up after ",
-                                options.max_attempts,
-                                " attempts: ", last_error.message());
-}
-
 arrow::Result<Snapshot> Table::AppendFiles(const std::vector<DataFile>& files,
                                            const SummaryProperties& summary,
                                            const CommitOptions& options) {
@@ -1290,49 +702,48 @@ arrow::Result<Snapshot> Table::Overwrite(const OverwriteRequest& request,
   return CommitSnapshot(pending, summary, options);
 }
 
+arrow::Result<CommitOutcome> Table::SwapMetadata(TableMetadata next,
+                                                 std::string* next_location,
+                                                 arrow::Status* catalog_error) {
+  *next_location = NewMetadataFileLocation(next, metadata_location_);
+  ARROW_ASSIGN_OR_RAISE(std::string json, TableMetadataToJson(next));
+  ARROW_RETURN_NOT_OK(io_->WriteAtomically(*next_location, json, /*exclusive=*/true));
+  *catalog_error = catalog_->CommitTable(id_, metadata_location_, *next_location);
+  if (catalog_error->ok()) {
+    metadata_ = std::move(next);
+    metadata_location_ = *next_location;
+    return CommitOutcome::kCommitted;
+  }
+  const auto kind = GetCatalogErrorKind(*catalog_error);
+  if (kind == CatalogErrorKind::kCommitFailed) {
+    ARROW_UNUSED(io_->Delete(*next_location));
+    return CommitOutcome::kConflict;
+  }
+  if (kind == CatalogErrorKind::kCommitStateUnknown) return CommitOutcome::kUnknown;
+  return *catalog_error;  // anything else is not a race
+}
+
 arrow::Status Table::UpdateMetadata(const MetadataChange& change,
                                     const CommitOptions& options) {
-  arrow::Status last_error;
-  bool outcome_unknown = false;
   std::string next_location;
-  for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
-    if (attempt > 1) {
-      SleepBackoff(attempt, options);
-      ARROW_RETURN_NOT_OK(Refresh());
-      if (outcome_unknown) {
-        if (metadata_location_ == next_location) return arrow::Status::OK();
-        for (const auto& entry : metadata_.metadata_log) {
-          if (entry.metadata_file == next_location) return arrow::Status::OK();
-        }
-        outcome_unknown = false;
-      }
+  table_internal::CommitAttempts hooks;
+  hooks.what = "metadata update of " + id_.ToString();
+  hooks.refresh = [this] { return Refresh(); };
+  hooks.landed = [&]() -> arrow::Result<bool> {
+    if (metadata_location_ == next_location) return true;
+    for (const auto& entry : metadata_.metadata_log) {
+      if (entry.metadata_file == next_location) return true;
     }
+    return false;
+  };
+  hooks.attempt = [&](int, arrow::Status* catalog_error) -> arrow::Result<CommitOutcome> {
     TableMetadataBuilder builder = TableMetadataBuilder::From(metadata_);
     ARROW_RETURN_NOT_OK(change(metadata_, &builder));
     ARROW_ASSIGN_OR_RAISE(TableMetadata next, builder.Build(metadata_location_));
-    next_location = NewMetadataFileLocation(next, metadata_location_);
-    ARROW_ASSIGN_OR_RAISE(std::string json, TableMetadataToJson(next));
-    ARROW_RETURN_NOT_OK(io_->WriteAtomically(next_location, json, /*exclusive=*/true));
-    last_error = catalog_->CommitTable(id_, metadata_location_, next_location);
-    if (last_error.ok()) {
-      metadata_ = std::move(next);
-      metadata_location_ = next_location;
-      return arrow::Status::OK();
-    }
-    const auto kind = GetCatalogErrorKind(last_error);
-    if (kind == CatalogErrorKind::kCommitFailed) {
-      ARROW_UNUSED(io_->Delete(next_location));
-      continue;
-    }
-    if (kind == CatalogErrorKind::kCommitStateUnknown) {
-      outcome_unknown = true;
-      continue;
-    }
-    return last_error;
-  }
-  return last_error.WithMessage("metadata update of ", id_.ToString(), " gave up after ",
-                                options.max_attempts,
-                                " attempts: ", last_error.message());
+    return SwapMetadata(std::move(next), &next_location, catalog_error);
+  };
+  bool outcome_unknown = false;
+  return table_internal::RetryCommit(options, hooks, &outcome_unknown);
 }
 
 arrow::Result<std::vector<LiveFile>> Table::LiveFiles(

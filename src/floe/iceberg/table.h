@@ -154,6 +154,10 @@ std::string LocationSegment(const std::string& name);
 
 class Table;
 
+namespace table_internal {
+enum class CommitOutcome;
+}  // namespace table_internal
+
 /// Writes the rows of one partition, batch by batch as they arrive, as data files of
 /// about the table's target size (the rules of Table::WriteDataFiles), so a caller
 /// can stream an unbounded number of rows to disk and commit them later. The table's
@@ -342,6 +346,7 @@ class Table {
  private:
   friend class DataFileWriter;
   struct PendingSnapshot;
+  class SnapshotProducer;
 
   Table(Catalog* catalog, std::shared_ptr<FileIO> io, TableIdentifier id,
         TableMetadata metadata, std::string metadata_location);
@@ -350,6 +355,14 @@ class Table {
   arrow::Result<Snapshot> CommitSnapshot(const PendingSnapshot& pending,
                                          const SummaryProperties& summary,
                                          const CommitOptions& options);
+
+  // Writes `next` as a new metadata file (its location in `*next_location`) and asks
+  // the catalog to swap it in for the current one, with the catalog's answer in
+  // `*catalog_error`. Committed: the table holds `next`. Conflict: the file is
+  // deleted. An error the catalog gives that is not a race is returned.
+  arrow::Result<table_internal::CommitOutcome> SwapMetadata(TableMetadata next,
+                                                            std::string* next_location,
+                                                            arrow::Status* catalog_error);
 
   std::string MetadataDirectory() const;
 

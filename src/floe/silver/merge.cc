@@ -281,49 +281,6 @@ arrow::Status EvolveSilver(ice::Table* silver, const ice::TableMetadata& bronze,
   return arrow::Status::OK();
 }
 
-// Every (data file, position) of one position delete file, by data file path.
-arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeleteFile(
-    ice::FileIO& io, const ice::DataFile& d) {
-  std::map<std::string, std::vector<int64_t>> out;
-  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(d.file_path));
-  try {
-    ARROW_ASSIGN_OR_RAISE(auto reader,
-                          parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table, reader->ReadTable());
-    auto paths_col = table->GetColumnByName("file_path");
-    auto pos_col = table->GetColumnByName("pos");
-    if (paths_col == nullptr || pos_col == nullptr) {
-      return arrow::Status::Invalid("position delete file ", d.file_path,
-                                    " lacks file_path / pos");
-    }
-    for (int c = 0; c < paths_col->num_chunks(); ++c) {
-      ARROW_ASSIGN_OR_RAISE(arrow::Datum paths_datum,
-                            cp::Cast(paths_col->chunk(c), arrow::utf8()));
-      ARROW_ASSIGN_OR_RAISE(arrow::Datum pos_datum,
-                            cp::Cast(pos_col->chunk(c), arrow::int64()));
-      const auto paths = paths_datum.make_array();
-      const auto positions = pos_datum.make_array();
-      const auto& p = static_cast<const arrow::StringArray&>(*paths);
-      const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
-      // Rows come sorted by path: look the path up only when it changes.
-      std::vector<int64_t>* current = nullptr;
-      std::string_view current_path;
-      for (int64_t i = 0; i < p.length(); ++i) {
-        if (p.IsNull(i) || pos.IsNull(i)) continue;
-        const std::string_view path = p.GetView(i);
-        if (current == nullptr || path != current_path) {
-          current = &out[std::string(path)];
-          current_path = path;
-        }
-        current->push_back(pos.Value(i));
-      }
-    }
-  } catch (const parquet::ParquetException& e) {
-    return arrow::Status::IOError("reading ", d.file_path, ": ", e.what());
-  }
-  return out;
-}
-
 // Position delete files, each read once per merge plan: a delete file of ours covers
 // a bucket, so it applies to every data file of that bucket, and reading it for each
 // of them would read a bucket's deletes once per data file (quadratic in the merges
@@ -334,7 +291,7 @@ class PositionDeleteCache {
       ice::FileIO& io, const ice::DataFile& d) {
     auto it = files_.find(d.file_path);
     if (it == files_.end()) {
-      ARROW_ASSIGN_OR_RAISE(auto refs, ReadPositionDeleteFile(io, d));
+      ARROW_ASSIGN_OR_RAISE(auto refs, ice::ReadPositionDeletes(io, d));
       it = files_.emplace(d.file_path, std::move(refs)).first;
     }
     return &it->second;
@@ -873,7 +830,7 @@ arrow::Result<CowRewrite> RewriteForCopyOnWrite(
             "entry to merge-on-read");
       }
       if (delete_refs.contains(d.file_path)) continue;
-      ARROW_ASSIGN_OR_RAISE(auto refs, ReadPositionDeleteFile(silver.io(), d));
+      ARROW_ASSIGN_OR_RAISE(auto refs, ice::ReadPositionDeletes(silver.io(), d));
       for (const auto& [ref, positions] : refs) {
         // Paths of data files no longer live are left to go with the delete file.
         if (data_files.contains(ref) && rewrite.insert(ref).second) queue.push_back(ref);
