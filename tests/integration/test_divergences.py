@@ -437,6 +437,76 @@ def test_a_key_change_streamed_after_its_table_was_dropped_is_a_delete_and_an_in
                    ("u", "g3", 3)], got
 
 
+@pytest.mark.parametrize("identity", ["DEFAULT", "FULL"])
+def test_a_key_change_of_a_table_dropped_while_floe_was_stopped_is_a_delete_and_an_insert(
+        floe, pg, identity):
+    """Break-it (session 15) B1: the same as above when floe starts after the drop.
+    Only the Bronze tables loaded in the run were asked for the dropped relation's
+    columns, and a run that starts after the drop has loaded none: under FULL the key
+    change landed as a lone `u` of the new key (no `d` of the old one, which Silver
+    then kept), and Bronze recorded an empty primary key. floe now loads the Bronze
+    table of the name the stream gives the relation."""
+    pg.execute("CREATE TABLE kg (id int PRIMARY KEY, v text)")
+    pg.execute(f"ALTER TABLE kg REPLICA IDENTITY {identity}")
+    pg.execute("INSERT INTO kg SELECT g, 'v' || g FROM generate_series(1, 3) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_copied(run, "kg")
+    wait_flushed(run, pg)
+    run.stop()
+    pg.execute("UPDATE kg SET id = 11 WHERE id = 1")
+    pg.execute("DELETE FROM kg WHERE id = 2")
+    pg.execute("DROP TABLE kg")
+    run.start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    got = sorted((r["cdc_op"], r["id"]) for r in run.rows_pyiceberg("public.kg")
+                 if r["cdc_op"] in "cud")
+    assert got == [("c", 11), ("d", 1), ("d", 2)], got
+    if identity == "FULL":
+        assert "is no longer in the source's catalog" in run.log_text()
+    assert "the key every change carries changed" not in run.log_text()
+
+
+@pytest.mark.parametrize("how", ["recreated", "unpublished"])
+def test_a_table_not_in_the_publication_is_never_copied(floe, pg, how):
+    """Break-it (session 15) B2: a publication FOR TABLE t; t changed in a way that
+    copies it again (a column added with a default), then dropped and created again
+    outside the publication, or removed from the publication. The copy went by name
+    and read the table whatever its membership: rows of a table nobody published
+    (here a `secret` column) reached Bronze and Silver. A copy now reads only a table
+    that is in the publication."""
+    pg.execute("CREATE TABLE np (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO np SELECT g, 'v' FROM generate_series(1, 3) g")
+    run = floe(service=SERVICE, tables=["public.np"]).start()
+    run.wait_streaming()
+    wait_copied(run, "np")
+    wait_flushed(run, pg)
+    run.stop()
+    pg.execute("ALTER TABLE np ADD COLUMN d int NOT NULL DEFAULT 7")
+    pg.execute("UPDATE np SET v = 'x' WHERE id = 1")
+    if how == "recreated":
+        pg.execute("DROP TABLE np")
+        pg.execute("CREATE TABLE np (id int PRIMARY KEY, v text, secret text)")
+        pg.execute("INSERT INTO np VALUES (100, 'not published', 's3cr3t')")
+    else:
+        pg.execute("ALTER PUBLICATION floe_pub DROP TABLE np")
+        pg.execute("INSERT INTO np VALUES (100, 'not published', 7)")
+    assert pg.execute("SELECT count(*) FROM pg_publication_tables "
+                    "WHERE pubname = 'floe_pub'")[0][0] == 0
+    run.start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.wait_until(lambda: "public.np: not copied" in run.log_text(), timeout=60,
+                   what="floe to refuse the copy of public.np")
+    run.stop()
+    rows = run.rows_pyiceberg("public.np")
+    assert not [r for r in rows if r["id"] == 100], rows
+    assert "s3cr3t" not in repr(rows)
+    assert ("u", 1) in [(r["cdc_op"], r["id"]) for r in rows], rows
+
+
 def test_changes_made_under_another_name_and_renamed_back_are_copied_again(
         floe, pg, duckdb_con):
     """Break-it B1: a table renamed away, changed under its other name and renamed

@@ -281,8 +281,10 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
     ARROW_ASSIGN_OR_RAISE(auto described,
                           pg::DescribeTable(sql, table->source.schema,
                                             table->source.table, config_.source.publication));
-    moved = ColumnsDiffer(columns, described ? described->Replicated()
-                                             : std::vector<pg::DescribedColumn>{});
+    // Gone, or out of the publication: nothing of it is to be read.
+    moved = ColumnsDiffer(columns, described && described->in_publication
+                                       ? described->Replicated()
+                                       : std::vector<pg::DescribedColumn>{});
     if (!moved.empty()) {
       ARROW_RETURN_NOT_OK(sql.Query("COMMIT").status());
       return std::make_pair(std::string(), std::vector<pg::PgRow>{});

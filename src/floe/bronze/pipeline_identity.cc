@@ -311,10 +311,9 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
   return true;
 }
 
-arrow::Result<std::vector<pg::AttributeInfo>> RecordedAttributeLookup::Lookup(
-    pg::Oid relation_id, pg::TransactionId after_xid) {
-  ARROW_ASSIGN_OR_RAISE(auto found, PgAttributeLookup::Lookup(relation_id, after_xid));
-  if (!found.empty()) return found;
+arrow::Result<std::vector<pg::AttributeInfo>> RecordedAttributeLookup::LookupGone(
+    pg::Oid relation_id, const std::string& schema, const std::string& name) {
+  ARROW_RETURN_NOT_OK(pipeline_->TableFor({schema, name}).status());
   return pipeline_->RecordedAttributes(relation_id);
 }
 

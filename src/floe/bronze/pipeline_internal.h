@@ -238,13 +238,16 @@ class Pipeline;
 class RecordedAttributeLookup : public pg::PgAttributeLookup {
  public:
   RecordedAttributeLookup(pg::PgConnection* conn, std::string publication,
-                          const Pipeline* pipeline)
+                          Pipeline* pipeline)
       : PgAttributeLookup(conn, std::move(publication)), pipeline_(pipeline) {}
-  arrow::Result<std::vector<pg::AttributeInfo>> Lookup(
-      pg::Oid relation_id, pg::TransactionId after_xid) override;
+  /// Loads the Bronze table of `schema`.`name` if this run has not yet (floe started
+  /// after the table was dropped), and takes what it recorded when it is bound to
+  /// `relation_id`.
+  arrow::Result<std::vector<pg::AttributeInfo>> LookupGone(
+      pg::Oid relation_id, const std::string& schema, const std::string& name) override;
 
  private:
-  const Pipeline* pipeline_;
+  Pipeline* pipeline_;
 };
 
 class Pipeline : public pg::ChangeSink {

@@ -62,6 +62,13 @@ arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
     return arrow::Status::KeyError("table ", SourceName(table),
                                    " has no columns or does not exist");
   }
+  if (!described->in_publication) {
+    // Another table under a name that was published (dropped and re-created, or
+    // renamed into the name, or the table removed from the publication): its rows
+    // are not the publication's to copy.
+    return arrow::Status::KeyError("table ", SourceName(table), " is not in publication ",
+                                   publication);
+  }
   if (relation_id != nullptr) *relation_id = described->oid;
   const std::vector<std::string> key = described->RowKey();
   const std::vector<std::string> identity = described->IdentityColumns();

@@ -213,6 +213,11 @@ arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(
 arrow::Status RelationCache::FillFromCatalog(RelationInfo* info, TransactionId xid) {
   if (lookup_ == nullptr) return arrow::Status::OK();
   ARROW_ASSIGN_OR_RAISE(auto attributes, lookup_->Lookup(info->relation_id, xid));
+  if (attributes.empty()) {
+    ARROW_ASSIGN_OR_RAISE(attributes, lookup_->LookupGone(info->relation_id,
+                                                          info->namespace_name,
+                                                          info->relation_name));
+  }
   // The message describes the table as of the position being decoded; the catalog
   // as it is now, which may be later (floe lags, or replays after a restart). Its
   // attnums are the columns' identities only where it still agrees with the message:

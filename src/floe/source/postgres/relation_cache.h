@@ -147,6 +147,13 @@ class AttributeLookup {
   /// shows that transaction committed: the one whose changes are being decoded.
   virtual arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id,
                                                            TransactionId after_xid) = 0;
+  /// For a relation Lookup finds no columns of (gone from the catalog), published as
+  /// `schema`.`name` when the changes being decoded were made: its columns as
+  /// recorded elsewhere (none by default).
+  virtual arrow::Result<std::vector<AttributeInfo>> LookupGone(
+      Oid /*relation_id*/, const std::string& /*schema*/, const std::string& /*name*/) {
+    return std::vector<AttributeInfo>{};
+  }
 };
 
 /// AttributeLookup over a plain SQL connection (which must outlive it).

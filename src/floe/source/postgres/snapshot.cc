@@ -211,6 +211,10 @@ arrow::Result<TableLayout> SnapshotReader::DescribeTable(PgConnection& conn,
   ARROW_ASSIGN_OR_RAISE(
       auto described,
       ::floe::postgres::DescribeTable(conn, t.schema, t.name, options_.publication));
+  if (described && !described->in_publication) {
+    return arrow::Status::KeyError(DisplayName(t), " is not in publication ",
+                                   options_.publication);
+  }
   if (described) {
     layout.row_filter = described->row_filter;
     for (const DescribedColumn& c : described->Replicated()) {

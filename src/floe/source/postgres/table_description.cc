@@ -85,6 +85,7 @@ arrow::Result<std::optional<TableDescription>> Describe(
   if (!publication.empty()) {
     ARROW_ASSIGN_OR_RAISE(auto published,
                           conn.Query(kPublished, {publication, std::to_string(d.oid)}));
+    d.in_publication = !published.empty();
     if (!published.empty()) {
       d.row_filter = published[0][1].value_or("");
       for (DescribedColumn& c : d.columns) {

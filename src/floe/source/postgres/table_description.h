@@ -55,6 +55,9 @@ struct TableDescription {
   /// WHERE (...)`), as PostgreSQL prints it (pg_publication_tables.rowfilter): SQL
   /// of the catalog's own making, to AND into a copy's WHERE. Empty when none.
   std::string row_filter;
+  /// False when described with a publication the table is not in (now): its rows
+  /// must not be copied, whatever its name was once published under.
+  bool in_publication = true;
 
   /// The columns a change of this table carries, in attnum order: pgoutput before
   /// PostgreSQL 18 never sends generated columns, nor a column outside the
@@ -78,7 +81,8 @@ struct TableDescription {
 
 /// Describes the relation `oid`; nullopt when it does not exist (any more). With a
 /// `publication`, the table's column list and row filter in it are read too
-/// (DescribedColumn::published, row_filter); a table not in it has neither.
+/// (DescribedColumn::published, row_filter, in_publication); a table not in it
+/// has neither.
 arrow::Result<std::optional<TableDescription>> DescribeTable(
     PgConnection& conn, Oid oid, const std::string& publication = "");
 /// Describes `schema`.`table` (names as they are, unquoted); nullopt when there is
