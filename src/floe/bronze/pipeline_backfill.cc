@@ -116,6 +116,13 @@ arrow::Status Pipeline::StartBackfill(BronzeTable* table,
 
 namespace {
 
+// The columns a chunk may read: none when the table is gone or out of the publication.
+std::vector<pg::DescribedColumn> ReadableColumns(
+    const std::optional<pg::TableDescription>& described) {
+  if (!described || !described->in_publication) return {};
+  return described->Replicated();
+}
+
 // How the catalog's replicated columns differ from `columns` (Bronze's view of the
 // table, from the stream): in order, the same names and types; empty when they do
 // not.
@@ -281,10 +288,7 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
     ARROW_ASSIGN_OR_RAISE(auto described,
                           pg::DescribeTable(sql, table->source.schema,
                                             table->source.table, config_.source.publication));
-    // Gone, or out of the publication: nothing of it is to be read.
-    moved = ColumnsDiffer(columns, described && described->in_publication
-                                       ? described->Replicated()
-                                       : std::vector<pg::DescribedColumn>{});
+    moved = ColumnsDiffer(columns, ReadableColumns(described));
     if (!moved.empty()) {
       ARROW_RETURN_NOT_OK(sql.Query("COMMIT").status());
       return std::make_pair(std::string(), std::vector<pg::PgRow>{});

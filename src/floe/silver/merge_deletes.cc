@@ -1,0 +1,449 @@
+// The Silver rows a merge deletes: the live rows of the folded keys, found with
+// as little reading as the layout allows (bucket pruning, min/max statistics, bloom
+// filters, key columns only), with the position deletes already applying to them
+// skipped.
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <arrow/api.h>
+#include <arrow/compute/api.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
+#include <parquet/exception.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+
+#include "floe/iceberg/expression.h"
+#include "floe/iceberg/partition_split.h"
+#include "floe/iceberg/scan.h"
+#include "floe/silver/merge_internal.h"
+#include "floe/silver/row_group_pruning.h"
+
+namespace floe::silver::merge_internal {
+namespace {
+
+namespace ice = floe::iceberg;
+namespace cp = arrow::compute;
+
+// Up to this many distinct values per key column, the Silver scan is planned with an
+// IN filter (bucket and min/max pruning by Iceberg's evaluators); above it, with the
+// range of the values plus our own bucket pruning, so planning stays linear.
+constexpr size_t kMaxInValues = 1000;
+
+// Position delete files, each read once per merge plan: a delete file of ours covers
+// a bucket, so it applies to every data file of that bucket, and reading it for each
+// of them would read a bucket's deletes once per data file (quadratic in the merges
+// since the last compaction).
+class PositionDeleteCache {
+ public:
+  arrow::Result<const std::map<std::string, std::vector<int64_t>>*> Get(
+      ice::FileIO& io, const ice::DataFile& d) {
+    auto it = files_.find(d.file_path);
+    if (it == files_.end()) {
+      ARROW_ASSIGN_OR_RAISE(auto refs, ice::ReadPositionDeletes(io, d));
+      it = files_.emplace(d.file_path, std::move(refs)).first;
+    }
+    return &it->second;
+  }
+
+ private:
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> files_;
+};
+
+// Positions deleted from `data_path` by the position delete files of `task`.
+arrow::Result<std::vector<int64_t>> DeletedPositions(ice::FileIO& io,
+                                                     const ice::FileScanTask& task,
+                                                     PositionDeleteCache& cache) {
+  std::vector<int64_t> out;
+  const std::string& data_path = task.data_file.file_path;
+  for (const ice::DataFile& d : task.delete_files) {
+    if (d.content != ice::DataFileContent::kPositionDeletes) continue;
+    if (d.referenced_data_file && *d.referenced_data_file != data_path) continue;
+    ARROW_ASSIGN_OR_RAISE(const auto* refs, cache.Get(io, d));
+    if (auto it = refs->find(data_path); it != refs->end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The increment's keys, to match the key column(s) of Silver rows against. A single
+// key column stored as 32- or 64-bit integers (int, long, date, time, timestamps) is
+// matched by value: a bitmap over the keys' range when that is at most 64 bits per key,
+// else a sorted vector. Any other key is matched by its EncodeKey bytes.
+class KeySet {
+ public:
+  static arrow::Result<KeySet> Make(const Changes& changes, const FoldResult& fold,
+                                    const std::vector<int>& key_columns) {
+    KeySet set;
+    set.fold_ = &fold;
+    if (key_columns.size() == 1) {
+      const arrow::Array& array = *changes.columns[key_columns[0]];
+      const int width = IntWidth(*array.type());
+      if (width != 0) {
+        set.type_ = array.type();
+        set.values_.reserve(fold.keys.size());
+        for (const FoldedKey& k : fold.keys) {
+          if (array.IsNull(k.key_row)) {
+            set.has_null_ = true;
+          } else {
+            set.values_.push_back(ValueAt(array, width, k.key_row));
+          }
+        }
+        std::sort(set.values_.begin(), set.values_.end());
+        set.values_.erase(std::unique(set.values_.begin(), set.values_.end()),
+                          set.values_.end());
+        if (!set.values_.empty()) {
+          const uint64_t span = static_cast<uint64_t>(set.values_.back()) -
+                                static_cast<uint64_t>(set.values_.front());
+          if (span / 64 <= set.values_.size()) {
+            set.bitmap_.assign(span / 64 + 1, 0);
+            for (int64_t v : set.values_) {
+              const uint64_t bit =
+                  static_cast<uint64_t>(v) - static_cast<uint64_t>(set.values_.front());
+              set.bitmap_[bit / 64] |= uint64_t{1} << (bit % 64);
+            }
+          }
+        }
+        return set;
+      }
+    }
+    set.EnsureEncoded();
+    return set;
+  }
+
+  // Appends to *out the positions first_row + i of the rows i of `columns` (one row
+  // group's key columns, in Silver's types) whose key is in the set; positions in
+  // `deleted` (ascending; `next` is where the last call stopped) are skipped.
+  arrow::Status Match(const std::vector<const arrow::Array*>& columns, int64_t rows,
+                      int64_t first_row, const std::string& path,
+                      const std::vector<int64_t>& deleted,
+                      std::vector<int64_t>::const_iterator* next,
+                      std::vector<RowPosition>* out) {
+    auto is_deleted = [&](int64_t pos) {
+      while (*next != deleted.end() && **next < pos) ++*next;
+      return *next != deleted.end() && **next == pos;
+    };
+    if (type_ != nullptr && columns.size() == 1 && columns[0]->type()->Equals(*type_)) {
+      const arrow::Array& array = *columns[0];
+      const int width = IntWidth(*type_);
+      for (int64_t i = 0; i < rows; ++i) {
+        const bool hit = array.IsNull(i) ? has_null_
+                                         : Contains(ValueAt(array, width, i));
+        if (hit && !is_deleted(first_row + i)) out->push_back({path, first_row + i});
+      }
+      return arrow::Status::OK();
+    }
+    EnsureEncoded();
+    for (int64_t i = 0; i < rows; ++i) {
+      ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(columns, i));
+      if (encoded_.contains(key) && !is_deleted(first_row + i)) {
+        out->push_back({path, first_row + i});
+      }
+    }
+    return arrow::Status::OK();
+  }
+
+ private:
+  // 32 or 64 for a type stored as int32 / int64 values, else 0.
+  static int IntWidth(const arrow::DataType& type) {
+    switch (type.id()) {
+      case arrow::Type::INT32:
+      case arrow::Type::DATE32:
+        return 32;
+      case arrow::Type::INT64:
+      case arrow::Type::TIME64:
+      case arrow::Type::TIMESTAMP:
+        return 64;
+      default:
+        return 0;
+    }
+  }
+  static int64_t ValueAt(const arrow::Array& array, int width, int64_t row) {
+    return width == 32 ? array.data()->GetValues<int32_t>(1)[row]
+                       : array.data()->GetValues<int64_t>(1)[row];
+  }
+  bool Contains(int64_t v) const {
+    if (values_.empty() || v < values_.front() || v > values_.back()) return false;
+    if (!bitmap_.empty()) {
+      const uint64_t bit = static_cast<uint64_t>(v) - static_cast<uint64_t>(values_.front());
+      return (bitmap_[bit / 64] >> (bit % 64)) & 1;
+    }
+    return std::binary_search(values_.begin(), values_.end(), v);
+  }
+  void EnsureEncoded() {
+    if (encoded_built_) return;
+    encoded_.reserve(fold_->keys.size());
+    for (const FoldedKey& k : fold_->keys) encoded_.insert(k.key);
+    encoded_built_ = true;
+  }
+
+  const FoldResult* fold_ = nullptr;
+  std::shared_ptr<arrow::DataType> type_;  // set: matched by value
+  std::vector<int64_t> values_;            // sorted, distinct
+  std::vector<uint64_t> bitmap_;           // bit v - values_.front(), when dense
+  bool has_null_ = false;
+  bool encoded_built_ = false;
+  std::unordered_set<std::string> encoded_;
+};
+
+// The live rows of one Silver data file whose key is in `keys`, as position deletes.
+// Row groups are chosen first by `probe` (the keys' min/max statistics, then bloom
+// filters; row_group_pruning.h), and only the key columns of the chosen ones are read
+// (by field id, cast to Silver's current types); the positions are the rows' ordinals
+// in the file, skipping rows already deleted.
+arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
+                               const std::vector<const ice::NestedField*>& key_fields,
+                               KeySet& keys, const KeyProbe& probe,
+                               PositionDeleteCache& deletes,
+                               std::vector<RowPosition>* out, MergeStats* stats) {
+  const std::string& path = task.data_file.file_path;
+  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
+  try {
+    ARROW_ASSIGN_OR_RAISE(auto reader,
+                          parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+    const std::shared_ptr<parquet::FileMetaData> md = reader->parquet_reader()->metadata();
+    const auto& fields = reader->manifest().schema_fields;
+    // Key column k's leaf index, and the leaves in file order with their key column.
+    std::vector<int> leaf_of(key_fields.size(), -1);
+    std::vector<int> leaves;
+    std::vector<size_t> order;
+    for (const auto& f : fields) {
+      std::optional<int32_t> id = ice::FieldIdOf(*f.field);
+      if (!id) continue;
+      for (size_t k = 0; k < key_fields.size(); ++k) {
+        if (key_fields[k]->id != *id) continue;
+        if (f.column_index < 0) {
+          return arrow::Status::Invalid("key column ", key_fields[k]->name, " of ", path,
+                                        " is not a primitive column");
+        }
+        leaves.push_back(f.column_index);
+        order.push_back(k);
+        leaf_of[k] = f.column_index;
+      }
+    }
+    if (order.size() != key_fields.size()) {
+      return arrow::Status::Invalid("Silver data file ", path,
+                                    " lacks a key column; was the key changed?");
+    }
+    const RowGroupChoice choice = probe.Choose(*reader->parquet_reader(), leaf_of);
+    stats->row_groups_read += static_cast<int32_t>(choice.read.size());
+    stats->row_groups_skipped_stats += choice.skipped_by_stats;
+    stats->row_groups_skipped_bloom += choice.skipped_by_bloom;
+    if (choice.read.empty()) return arrow::Status::OK();
+    ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task, deletes));
+    std::vector<int64_t> first_row(md->num_row_groups(), 0);
+    for (int rg = 1; rg < md->num_row_groups(); ++rg) {
+      first_row[rg] = first_row[rg - 1] + md->RowGroup(rg - 1)->num_rows();
+    }
+    std::vector<std::shared_ptr<arrow::DataType>> arrow_types(key_fields.size());
+    for (size_t k = 0; k < key_fields.size(); ++k) {
+      ARROW_ASSIGN_OR_RAISE(arrow_types[k], ice::ToArrowType(*key_fields[k]->type));
+    }
+    std::vector<int64_t>::const_iterator next_deleted = deleted.cbegin();
+    for (int rg : choice.read) {
+      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table,
+                            reader->ReadRowGroup(rg, leaves));
+      std::vector<std::shared_ptr<arrow::Array>> columns(key_fields.size());
+      for (size_t i = 0; i < order.size(); ++i) {
+        const size_t k = order[i];
+        auto chunked = table->column(static_cast<int>(i));
+        std::shared_ptr<arrow::Array> array;
+        if (chunked->num_chunks() == 1) {
+          array = chunked->chunk(0);
+        } else {
+          ARROW_ASSIGN_OR_RAISE(array, arrow::Concatenate(chunked->chunks()));
+        }
+        if (!array->type()->Equals(*arrow_types[k])) {
+          ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, arrow_types[k]));
+          array = cast.make_array();
+        }
+        columns[k] = array;
+      }
+      std::vector<const arrow::Array*> key_arrays;
+      for (const auto& c : columns) key_arrays.push_back(c.get());
+      ARROW_RETURN_NOT_OK(keys.Match(key_arrays, table->num_rows(), first_row[rg], path,
+                                     deleted, &next_deleted, out));
+    }
+  } catch (const parquet::ParquetException& e) {
+    return arrow::Status::IOError("reading ", path, ": ", e.what());
+  }
+  return arrow::Status::OK();
+}
+
+// A filter that every Silver row of the folded keys satisfies: per key column, IN of
+// its values (or their range when there are many).
+arrow::Result<ice::ExpressionPtr> KeyFilter(
+    const Changes& changes, const FoldResult& fold, const std::vector<int>& key_columns,
+    const std::vector<const ice::NestedField*>& fields,
+    std::vector<std::vector<ice::Literal>>* values) {
+  ice::ExpressionPtr filter = ice::AlwaysTrue();
+  values->assign(key_columns.size(), {});
+  for (size_t k = 0; k < key_columns.size(); ++k) {
+    const arrow::Array& array = *changes.columns[key_columns[k]];
+    const ice::Type& type = *fields[k]->type;
+    std::vector<ice::Literal>& lits = (*values)[k];
+    // The folded keys are distinct: so are the values of a single key column.
+    const bool distinct = key_columns.size() == 1;
+    std::unordered_set<std::string> seen;
+    if (!distinct) seen.reserve(fold.keys.size());
+    lits.reserve(fold.keys.size());
+    for (const FoldedKey& f : fold.keys) {
+      ARROW_ASSIGN_OR_RAISE(auto lit, ice::ArrowValueToLiteral(array, f.key_row, type));
+      if (!lit) continue;  // a null key value matches no Silver row by equality
+      if (!distinct) {
+        ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey({&array}, f.key_row));
+        if (!seen.insert(encoded).second) continue;
+      }
+      lits.push_back(std::move(*lit));
+    }
+    if (lits.empty()) return ice::AlwaysFalse();
+    if (lits.size() <= kMaxInValues) {
+      filter = ice::And(filter, ice::In(fields[k]->name, lits));
+    } else {
+      auto [lo, hi] = std::minmax_element(
+          lits.begin(), lits.end(), [&](const ice::Literal& a, const ice::Literal& b) {
+            return ice::CompareLiterals(type, a, b) < 0;
+          });
+      filter = ice::And(filter, ice::And(ice::GreaterThanOrEqual(fields[k]->name, *lo),
+                                         ice::LessThanOrEqual(fields[k]->name, *hi)));
+    }
+  }
+  return filter;
+}
+
+// The Silver rows of the folded keys (all row columns), for values that
+// cdc_unchanged keeps.
+arrow::Result<ExistingRows> ReadExistingRows(const ice::TableMetadata& silver,
+                                             ice::FileIO& io, const Changes& changes,
+                                             const std::vector<int>& key_columns,
+                                             const ice::ExpressionPtr& filter) {
+  ice::ScanOptions scan;
+  scan.filter = filter;
+  scan.columns = changes.names;
+  ARROW_ASSIGN_OR_RAISE(auto table, ice::ScanToArrow(silver, io, scan));
+  ARROW_ASSIGN_OR_RAISE(table, table->CombineChunks());
+  ExistingRows out;
+  for (int c = 0; c < table->num_columns(); ++c) {
+    auto chunked = table->column(c);
+    std::shared_ptr<arrow::Array> array;
+    if (chunked->num_chunks() == 0) {
+      ARROW_ASSIGN_OR_RAISE(array, arrow::MakeEmptyArray(chunked->type()));
+    } else {
+      array = chunked->chunk(0);
+    }
+    const auto& want = changes.columns[c]->type();
+    if (!array->type()->Equals(*want)) {
+      ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, want));
+      array = cast.make_array();
+    }
+    out.columns.push_back(array);
+  }
+  std::vector<const arrow::Array*> keys;
+  for (int k : key_columns) keys.push_back(out.columns[k].get());
+  for (int64_t i = 0; i < table->num_rows(); ++i) {
+    ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(keys, i));
+    out.row_of_key.emplace(std::move(key), i);
+  }
+  return out;
+}
+
+}  // namespace
+
+arrow::Result<SilverDeletes> FindSilverDeletes(const ice::Table& silver,
+                                               const ice::TableMetadata& planned,
+                                               ice::FileIO& io, const Changes& changes,
+                                               const FoldResult& fold,
+                                               const std::vector<int>& key_columns,
+                                               const std::vector<std::string>& key,
+                                               MergeStats* stats) {
+  SilverDeletes out;
+  std::vector<const ice::NestedField*> key_fields;
+  for (const auto& k : key) key_fields.push_back(silver.schema().FindField(k));
+  std::vector<std::vector<ice::Literal>> values;
+  ARROW_ASSIGN_OR_RAISE(auto filter,
+                        KeyFilter(changes, fold, key_columns, key_fields, &values));
+  ice::ScanOptions scan;
+  scan.filter = filter;
+  scan.columns = key;
+  ARROW_ASSIGN_OR_RAISE(ice::ScanPlan plan, ice::PlanScan(planned, io, scan));
+  // Bucket pruning of our own when the IN list was too long to plan with.
+  std::optional<std::set<int32_t>> buckets;
+  const ice::PartitionSpec& spec = silver.spec();
+  if (values[0].size() > kMaxInValues && spec.fields.size() == 1 &&
+      spec.fields[0].transform.kind() == ice::TransformKind::kBucket) {
+    buckets.emplace();
+    for (const auto& v : values[0]) {
+      ARROW_ASSIGN_OR_RAISE(auto b,
+                            spec.fields[0].transform.Apply(*key_fields[0]->type, v));
+      if (b && std::holds_alternative<int32_t>(*b))
+        buckets->insert(std::get<int32_t>(*b));
+    }
+  }
+  ARROW_ASSIGN_OR_RAISE(KeySet keys, KeySet::Make(changes, fold, key_columns));
+  std::vector<const arrow::Array*> probe_columns;
+  for (int c : key_columns) probe_columns.push_back(changes.columns[c].get());
+  std::vector<int64_t> probe_rows;
+  probe_rows.reserve(fold.keys.size());
+  for (const FoldedKey& k : fold.keys) probe_rows.push_back(k.key_row);
+  ARROW_ASSIGN_OR_RAISE(KeyProbe probe, KeyProbe::Make(probe_columns, probe_rows));
+  PositionDeleteCache deletes;
+  for (const ice::FileScanTask& task : plan.tasks) {
+    if (buckets && task.spec_id == spec.spec_id &&
+        task.data_file.partition.size() == 1 && task.data_file.partition[0] &&
+        std::holds_alternative<int32_t>(*task.data_file.partition[0]) &&
+        !buckets->contains(std::get<int32_t>(*task.data_file.partition[0]))) {
+      continue;
+    }
+    std::vector<RowPosition> found;
+    ARROW_RETURN_NOT_OK(
+        FindRowsToDelete(io, task, key_fields, keys, probe, deletes, &found, stats));
+    ++stats->files_scanned;
+    if (found.empty()) continue;
+    out.referenced.insert(task.data_file.file_path);
+    const std::string where =
+        std::to_string(task.spec_id) + "/" +
+        ice::PartitionPath(spec, silver.schema(), task.data_file.partition);
+    auto& entry = out.by_partition[where];
+    entry.first = task.data_file.partition;
+    for (auto& d : found) entry.second.push_back(std::move(d));
+  }
+  if (fold.needs_existing) {
+    ARROW_ASSIGN_OR_RAISE(out.existing,
+                          ReadExistingRows(planned, io, changes, key_columns, filter));
+  }
+  return out;
+}
+
+// Which of the keys at `rows` of `changes` `silver` holds (encoded as EncodeKey does).
+arrow::Result<std::unordered_set<std::string>> HeldKeys(
+    const ice::TableMetadata& silver, ice::FileIO& io, const ice::Schema& schema,
+    const Changes& changes, const std::vector<int>& key_columns,
+    const std::vector<std::string>& key, const std::vector<int64_t>& rows) {
+  FoldResult asked;
+  for (int64_t row : rows) {
+    FoldedKey k;
+    k.key_row = row;
+    asked.keys.push_back(std::move(k));
+  }
+  std::vector<const ice::NestedField*> key_fields;
+  for (const auto& name : key) key_fields.push_back(schema.FindField(name));
+  std::vector<std::vector<ice::Literal>> values;
+  ARROW_ASSIGN_OR_RAISE(auto filter,
+                        KeyFilter(changes, asked, key_columns, key_fields, &values));
+  ARROW_ASSIGN_OR_RAISE(ExistingRows found,
+                        ReadExistingRows(silver, io, changes, key_columns, filter));
+  std::unordered_set<std::string> out;
+  for (auto& [encoded, row] : found.row_of_key) out.insert(encoded);
+  return out;
+}
+
+}  // namespace floe::silver::merge_internal

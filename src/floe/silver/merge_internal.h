@@ -1,0 +1,130 @@
+// The pieces of one merge (merge.cc) that live in files of their own: Silver's schema
+// evolution (merge_schema.cc), finding the Silver rows a merge deletes
+// (merge_deletes.cc) and the copy-on-write rewrite (merge_cow.cc). Not part of the
+// module's interface.
+
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+#include "floe/iceberg/file_io.h"
+#include "floe/iceberg/manifest.h"
+#include "floe/iceberg/table.h"
+#include "floe/iceberg/table_metadata.h"
+#include "floe/silver/fold.h"
+#include "floe/silver/merge.h"
+#include "floe/silver/position_deletes.h"
+
+namespace floe::silver::merge_internal {
+
+/// Deletes `files` (written by a merge that does not commit them), errors ignored.
+void DeleteFiles(iceberg::FileIO& io, const std::vector<iceberg::DataFile>& files);
+
+// --- merge_schema.cc
+
+/// The names of Silver's merge key as its table property records them.
+std::vector<std::string> SilverKeyNames(const iceberg::TableMetadata& silver);
+
+/// The Bronze -> Silver field map as its table property records it (JSON object).
+std::string FieldMapJson(const std::map<int32_t, int32_t>& map);
+
+/// Evolves Silver's schema to what changed in Bronze's row columns (new columns
+/// added, renames followed by field id, allowed promotions) and records the field
+/// map; `changes` describes each step (empty when nothing changed).
+arrow::Status EvolveSilver(iceberg::Table* silver, const iceberg::TableMetadata& bronze,
+                           std::vector<std::string>* changes);
+
+// --- merge_deletes.cc
+
+/// The Silver rows a merge deletes, by partition ("<spec id>/<partition path>").
+using RowsByPartition =
+    std::map<std::string, std::pair<iceberg::PartitionTuple, std::vector<RowPosition>>>;
+
+struct SilverDeletes {
+  RowsByPartition by_partition;
+  /// The data files holding them.
+  std::set<std::string> referenced;
+  /// The Silver rows of the folded keys when the fold needs them
+  /// (FoldResult::needs_existing).
+  ExistingRows existing;
+};
+
+/// Finds the live rows of snapshot `planned` of `silver` whose key is one of the
+/// fold's (bucket and min/max pruning, then row groups by statistics and bloom
+/// filters); counts what it read in `stats`.
+arrow::Result<SilverDeletes> FindSilverDeletes(const iceberg::Table& silver,
+                                               const iceberg::TableMetadata& planned,
+                                               iceberg::FileIO& io, const Changes& changes,
+                                               const FoldResult& fold,
+                                               const std::vector<int>& key_columns,
+                                               const std::vector<std::string>& key,
+                                               MergeStats* stats);
+
+/// Which of the keys at `rows` of `changes` `silver` holds (encoded as EncodeKey does).
+arrow::Result<std::unordered_set<std::string>> HeldKeys(
+    const iceberg::TableMetadata& silver, iceberg::FileIO& io,
+    const iceberg::Schema& schema, const Changes& changes,
+    const std::vector<int>& key_columns, const std::vector<std::string>& key,
+    const std::vector<int64_t>& rows);
+
+// --- merge_cow.cc
+
+/// What a copy-on-write merge commits besides its new rows.
+struct CowRewrite {
+  /// Data files rewritten and position delete files made obsolete by the rewrite.
+  std::vector<iceberg::DataFile> remove;
+  /// The rewritten data files.
+  std::vector<iceberg::DataFile> add;
+};
+
+/// Plans and writes the rewrite of a copy-on-write merge from `deletes` on snapshot
+/// `snapshot_id` (see merge_cow.cc).
+arrow::Result<CowRewrite> RewriteForCopyOnWrite(iceberg::Table& silver,
+                                                std::optional<int64_t> snapshot_id,
+                                                const RowsByPartition& deletes,
+                                                MergeStats* stats);
+
+// --- merge_commit.cc
+
+/// The files one merge plan writes.
+struct MergeFiles {
+  /// The new rows.
+  std::vector<iceberg::DataFile> data;
+  /// Position delete files (merge-on-read).
+  std::vector<iceberg::DataFile> deletes;
+  /// The rewrite (copy-on-write).
+  CowRewrite cow;
+  /// Every file written, to delete when the plan does not commit.
+  std::vector<iceberg::DataFile> written;
+};
+
+/// Writes the plan's deletes: the rewrite of the data files holding them
+/// (copy-on-write) or a position delete file per partition (merge-on-read).
+arrow::Status WriteMergeDeletes(iceberg::Table& silver,
+                                std::optional<int64_t> planned_snapshot,
+                                const RowsByPartition& deletes, bool copy_on_write,
+                                MergeFiles* files, MergeStats* stats);
+
+/// The merge's work counters as snapshot-summary properties.
+void AddMergeCounters(const MergeStats& stats, iceberg::SummaryProperties* summary);
+
+/// Commits a plan in one attempt that lands only on `planned_snapshot`: after a
+/// truncate an overwrite of every live file, a copy-on-write overwrite, an append,
+/// or a row delta of the new rows and position deletes; an empty append when
+/// nothing changed still moves the watermark.
+arrow::Status CommitMerge(iceberg::Table& silver, std::optional<int64_t> planned_snapshot,
+                          bool truncated, bool silver_has_rows, const MergeFiles& files,
+                          const std::set<std::string>& referenced,
+                          const iceberg::SummaryProperties& summary);
+
+}  // namespace floe::silver::merge_internal
