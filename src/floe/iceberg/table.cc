@@ -2,12 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <chrono>
 #include <map>
 #include <optional>
-#include <random>
 #include <set>
-#include <thread>
 #include <utility>
 
 #include <arrow/util/byte_size.h>
