@@ -231,8 +231,8 @@ struct Backfill {
 class Pipeline;
 
 /// The catalog's columns of a streamed relation; for one the catalog no longer has
-/// (dropped before floe read its changes, or out of the publication), the columns
-/// and primary key Bronze recorded for it. Under REPLICA IDENTITY FULL the Relation
+/// (dropped before floe read its changes), the columns and primary key Bronze
+/// recorded for it. Under REPLICA IDENTITY FULL the Relation
 /// message flags every column, so without these its changes would carry no key, and
 /// a key-changing update would land as an update of the new key.
 class RecordedAttributeLookup : public pg::PgAttributeLookup {
