@@ -1405,15 +1405,18 @@ def bronze_events(run: FloeRun, tables: dict[str, Table]
             except Exception:
                 continue
             rows = table.scan(selected_fields=("cdc_op", "cdc_source_tx_id", "cdc_commit_lsn",
-                                               *fields)).to_arrow().to_pylist()
+                                               "cdc_source_lsn", *fields)).to_arrow().to_pylist()
             copies = set()
             for r in rows:
                 op = r["cdc_op"]
-                # A `t` row of no transaction starts a copy again; `r` rows of no
-                # transaction are a copy through an exported snapshot (a first one too:
-                # a table whose watermark backfill a kill cut short before it committed
-                # anything is copied that way at the next start).
-                if op in "tr" and r["cdc_source_tx_id"] is None:
+                # A `t` row of no transaction at its own cdc_commit_lsn starts a copy
+                # again (one before it marks a new relation under the name: not a
+                # copy); `r` rows of no transaction are a copy through an exported
+                # snapshot (a first one too: a table whose watermark backfill a kill cut
+                # short before it committed anything is copied that way at the next
+                # start).
+                if op in "tr" and r["cdc_source_tx_id"] is None and \
+                        (op == "r" or r["cdc_source_lsn"] == r["cdc_commit_lsn"]):
                     copies.add(r["cdc_commit_lsn"])
                 if op == "r" or r["cdc_source_tx_id"] is None:
                     continue  # copies: not changes

@@ -416,18 +416,28 @@ def compare_events(what: str, expected: list, got: list, show=lambda e: e) -> No
 def check_order(table: str, rows: list[dict]) -> None:
     """(cdc_commit_lsn, cdc_seq) is unique and non-null, and cdc_seq counts 0.. in
     each transaction of streamed rows. A copy of a table Bronze already held starts
-    with a `t` row of no transaction (cdc_seq 0 at the copy's position)."""
+    with a `t` row of no transaction (cdc_seq 0 at the copy's position); so does a
+    new relation under the table's name (cdc_seq one before its first change)."""
     pairs = [(r["cdc_commit_lsn"], r["cdc_seq"]) for r in rows]
     assert all(c is not None and s is not None for c, s in pairs), table
     dupes = [p for p, n in collections.Counter(pairs).items() if n > 1]
     assert not dupes, f"{table}: (cdc_commit_lsn, cdc_seq) not unique: {sorted(dupes)[:10]}"
+    pairs_set = set(pairs)
     for r in rows:
         assert r["cdc_op"] in ("c", "u", "d", "r", "t"), r
         assert r["cdc_ts"] is not None and r["cdc_processed_at"] is not None, r
         copy_marker = (r["cdc_op"] == "t" and r["cdc_seq"] == 0 and
                        r["cdc_source_tx_id"] is None and
                        r["cdc_source_lsn"] == r["cdc_commit_lsn"])
-        if r["cdc_op"] != "r" and not copy_marker:
+        # Where a name passed to another relation: of no transaction, right before
+        # the new relation's first change (and at its cdc_source_lsn).
+        relation_mark = (not copy_marker and r["cdc_op"] == "t" and
+                         r["cdc_source_tx_id"] is None and
+                         (r["cdc_commit_lsn"], r["cdc_seq"] + 1) in pairs_set)
+        if relation_mark:
+            assert r["cdc_source_lsn"] is not None and \
+                r["cdc_source_lsn"] < r["cdc_commit_lsn"], r
+        if r["cdc_op"] != "r" and not copy_marker and not relation_mark:
             assert r["cdc_source_lsn"] is not None and r["cdc_source_tx_id"] is not None, r
             assert r["cdc_source_lsn"] <= r["cdc_commit_lsn"], r
 

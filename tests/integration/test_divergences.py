@@ -6,14 +6,15 @@ verify."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from floerun import floe, lsn_int  # noqa: F401
-from oracle import check_silver
+from floerun import check_order, floe, fold, lsn_int  # noqa: F401
+from oracle import check_silver, source_rows
 from test_maintenance import local, maint
 from test_silver import silver, silver_ident
 from test_silver_tools import tool as silver_tool
@@ -467,6 +468,166 @@ def test_a_key_change_of_a_table_dropped_while_floe_was_stopped_is_a_delete_and_
     if identity == "FULL":
         assert "is no longer in the source's catalog" in run.log_text()
     assert "the key every change carries changed" not in run.log_text()
+
+
+def relation_marks(rows: list[dict]) -> list[tuple[int, int]]:
+    """The positions of Bronze's `t` rows of no transaction that are not a copy's
+    (whose cdc_source_lsn is its cdc_commit_lsn): floe's marks where a table's name
+    passed to another relation."""
+    return [(r["cdc_commit_lsn"], r["cdc_seq"]) for r in rows
+            if r["cdc_op"] == "t" and r["cdc_source_tx_id"] is None and
+            r["cdc_source_lsn"] != r["cdc_commit_lsn"]]
+
+
+@pytest.mark.parametrize("how", ["separate", "one transaction"])
+def test_a_table_created_again_written_and_dropped_while_floe_was_stopped(
+        floe, pg, duckdb_con, how):
+    """Break-it (session 15) B7: a table dropped, created again, written and dropped
+    again while floe was stopped. The second table's changes continued the first
+    one's Bronze changelog with no `t` row, so Silver held a blend of both (the first
+    table's rows no change of the second touched). floe now writes a `t` row where
+    the stream's relation of a name changes, right before the new relation's first
+    change: Silver holds the second table as it was when it was dropped. In one
+    transaction the old relation's last change and the new one's first are adjacent:
+    the change stream leaves one cdc_seq free between them for the `t` row."""
+    pg.execute("CREATE TABLE g2 (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO g2 SELECT g, 'first ' || g FROM generate_series(1, 5) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    recreate = ["UPDATE g2 SET v = 'first, changed' WHERE id = 1",
+                "DROP TABLE g2",
+                "CREATE TABLE g2 (id int PRIMARY KEY, v text)",
+                "INSERT INTO g2 VALUES (1, 'second 1'), (10, 'second 10')"]
+    if how == "one transaction":
+        pg.execute("BEGIN; " + "; ".join(recreate) + "; COMMIT")
+    else:
+        for statement in recreate:
+            pg.execute(statement)
+    pg.execute("UPDATE g2 SET v = 'second 10, changed' WHERE id = 10")
+    want = source_rows(pg, "public.g2")
+    pg.execute("DROP TABLE g2")
+    run.start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    rows = run.rows_pyiceberg("public.g2")
+    check_order("public.g2", rows)
+    assert len(relation_marks(rows)) == 1, rows
+    assert fold(rows, ["id"]).keys() == {(1,), (10,)}, rows
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.g2", ["id"], want=want)
+
+
+def test_a_relation_mark_is_written_again_when_floe_dies_before_its_commit(
+        floe, pg, duckdb_con):
+    """The `t` row where a name passes to another relation is written with that
+    relation's first change, and floe records the new relation (the Bronze table's
+    floe.source.relations) before they commit. floe SIGKILLed in between
+    (checkpoint.before-commit) replays the transaction at the next start: the `t` row
+    is written again with it, exactly once, and Silver is the second table."""
+    pg.execute("CREATE TABLE mk (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO mk SELECT g, 'first ' || g FROM generate_series(1, 5) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    pg.execute("DROP TABLE mk")
+    pg.execute("CREATE TABLE mk (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO mk VALUES (2, 'second 2'), (20, 'second 20')")
+    want = source_rows(pg, "public.mk")
+    pg.execute("DROP TABLE mk")
+
+    def recorded_not_committed() -> bool:
+        t = run.catalog().load_table(("bronze", SERVICE, "public", "mk"))
+        spans = json.loads(t.properties.get("floe.source.relations", "[]"))
+        return any(s[3] for s in spans) and not relation_marks(
+            t.scan().to_arrow().to_pylist())
+    for _ in range(6):
+        run.start(env={"FLOE_FAILPOINT": "checkpoint.before-commit@1"})
+        assert run.wait_exit(120) == -9, run.log_tail()
+        if recorded_not_committed():
+            break
+    else:
+        pytest.fail("floe never died between recording the new relation and committing")
+    run.start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    rows = run.rows_pyiceberg("public.mk")
+    check_order("public.mk", rows)
+    assert len(relation_marks(rows)) == 1, rows
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.mk", ["id"], want=want)
+
+
+def test_the_last_changes_of_a_table_created_again_while_floe_was_stopped_reach_bronze(
+        floe, pg, duckdb_con):
+    """Break-it (session 15) B3: a table changed, dropped and created again while floe
+    was stopped. floe copied the new table at start and moved the Bronze table's
+    position to the copy's, so the stream skipped every change below it: the old
+    table's last changes never reached Bronze (Silver was right, the changelog was
+    not). The copy again now leaves Bronze's position where the stream was, as a
+    copy after a column change does: the old table's changes land, then a `t` row
+    before the new table's first change, then the copy's `t` and `r` rows."""
+    pg.execute("CREATE TABLE lc (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO lc SELECT g, 'first ' || g FROM generate_series(1, 4) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    pg.execute("UPDATE lc SET v = 'last' WHERE id = 1")
+    pg.execute("DELETE FROM lc WHERE id = 2")
+    pg.execute("DROP TABLE lc")
+    pg.execute("CREATE TABLE lc (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO lc VALUES (1, 'new 1'), (7, 'new 7')")
+    run.start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    pg.execute("UPDATE lc SET v = 'new 7, changed' WHERE id = 7")
+    wait_flushed(run, pg)
+    run.stop()
+    rows = run.rows_pyiceberg("public.lc")
+    check_order("public.lc", rows)
+    changes = [(r["cdc_op"], r["id"], r["v"]) for r in rows
+               if r["cdc_source_tx_id"] is not None]
+    assert ("u", 1, "last") in changes and ("d", 2, None) in changes, changes
+    assert ("c", 7, "new 7") in changes and ("u", 7, "new 7, changed") in changes, changes
+    assert fold(rows, ["id"]).keys() == {(1,), (7,)}, rows
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.lc", ["id"])
+
+
+@pytest.mark.parametrize("stopped", [False, True])
+def test_a_table_created_again_under_snapshot_never_starts_from_nothing(
+        floe, pg, duckdb_con, stopped):
+    """Break-it (session 15) B4: with `snapshot: never` no copy follows a table
+    dropped and created again, so nothing ended the old table's rows: Silver kept
+    them beside the new table's. The `t` row where the name's relation changes ends
+    them, whether floe streamed through the change or started after it."""
+    run = floe(service=SERVICE, snapshot="never").start()
+    run.wait_streaming()
+    pg.execute("CREATE TABLE sn (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO sn SELECT g, 'old ' || g FROM generate_series(1, 5) g")
+    wait_flushed(run, pg)
+    if stopped:
+        run.stop()
+    pg.execute("DROP TABLE sn")
+    pg.execute("CREATE TABLE sn (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO sn VALUES (3, 'new 3'), (30, 'new 30')")
+    if stopped:
+        run.start()
+        run.wait_streaming()
+    wait_flushed(run, pg)
+    pg.execute("UPDATE sn SET v = 'new 30, changed' WHERE id = 30")
+    wait_flushed(run, pg)
+    run.stop()
+    rows = run.rows_pyiceberg("public.sn")
+    check_order("public.sn", rows)
+    assert len(relation_marks(rows)) == 1, rows
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.sn", ["id"])
 
 
 @pytest.mark.parametrize("how", ["recreated", "unpublished"])

@@ -85,6 +85,12 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     }
   }
   if (tx.commit_lsn <= table->appender->committed_lsn()) return arrow::Status::OK();
+  if (table->relations.empty() ||
+      table->relations.back().relation != changes.shape->relation_id ||
+      table->relations.back().from.first >= static_cast<int64_t>(tx.commit_lsn.value())) {
+    ARROW_RETURN_NOT_OK(MarkRelationChange(
+        table, tx, changes, older != nullptr ? *older : *table->conformer));
+  }
   CountEvents(table, *changes.batch);
   if (const int64_t n = changes.batch->num_rows(); n > 0) {
     // cdc_seq is the sixth CDC column.

@@ -364,6 +364,7 @@ arrow::Status Pipeline::CommitCopies(const std::vector<BronzeTable*>& tables, Ls
     }
     // After the commit: a crash before this line copies the table once more on the
     // next start (redundant, never wrong).
+    NoteCopiedRelation(table, point);
     ARROW_RETURN_NOT_OK(RecordIdentity(table, table->identity_at_copy));
     table->identity_at_copy.clear();
     table->recopy_reason.clear();
@@ -374,6 +375,21 @@ arrow::Status Pipeline::CommitCopies(const std::vector<BronzeTable*>& tables, Ls
                  recopied.contains(table) ? " (after a t row: a copy again)" : "");
   }
   return arrow::Status::OK();
+}
+
+void Pipeline::CopyAgain(BronzeTable* table, const std::string& identity) {
+  copied_.erase(table->source);
+  table->identity_at_copy = identity;
+  if (table->appender && table->appender->committed_lsn().value() > 0) {
+    // As RecopyIfMoved: the stream's changes up to the copy's point still land,
+    // the last ones of a table dropped since among them (floe may have been stopped,
+    // or behind), and the copy's `t` row at its point ends them in the latest state.
+    table->recopy_until = Lsn();
+    table->recopy_queued = true;
+  } else {
+    table->awaiting_copy = true;
+  }
+  to_copy_.push_back(table);
 }
 
 // Finds published tables Bronze has not copied yet and copies them (together with
@@ -401,10 +417,7 @@ arrow::Status Pipeline::Discover(bool at_start) {
             "one Bronze last read: copying it again (a `t` row in {} marks "
             "the gap)",
             SourceName(name), table->id.ToString());
-        copied_.erase(name);
-        table->awaiting_copy = true;
-        table->identity_at_copy = identity;
-        to_copy_.push_back(table);
+        CopyAgain(table, identity);
         continue;
       }
       if (copied_.contains(name)) {
@@ -412,10 +425,7 @@ arrow::Status Pipeline::Discover(bool at_start) {
         if (!again) continue;
         // Through the exported-snapshot copy, whose `t` row ends what the gap may
         // have left behind in the latest state (a watermark backfill has none).
-        copied_.erase(name);
-        table->awaiting_copy = true;
-        table->identity_at_copy = identity;
-        to_copy_.push_back(table);
+        CopyAgain(table, identity);
         continue;
       }
       table->identity_at_copy = identity;

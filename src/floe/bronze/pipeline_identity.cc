@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 
+#include <arrow/array.h>
 #include <nlohmann/json.hpp>
 
 #include "floe/common/parse.h"
@@ -99,7 +100,7 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
   if (!table->appender || !table->appender->has_snapshot()) return false;
   const auto& properties = table->appender->table().metadata().properties;
   if (auto until = properties.find(lake::kRecopyUntilProperty);
-      until != properties.end() && properties.contains(lake::kRecopyPendingProperty)) {
+      until != properties.end()) {
     // The copy again committed; the stream had not reached its point yet.
     if (auto lsn = ParseUint64(until->second)) table->recopy_until = Lsn(*lsn);
   }
@@ -198,14 +199,136 @@ arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& id
   const auto& properties = table->appender->table().metadata().properties;
   const bool pending = properties.contains(lake::kRecopyPendingProperty) &&
                        table->recopy_until.value() == 0;
-  if (identity.empty() && !pending) return arrow::Status::OK();
-  return table->appender->table().UpdateMetadata(
+  if (identity.empty() && !pending && !table->relations_changed) {
+    return arrow::Status::OK();
+  }
+  // Entries wholly below what the table holds say nothing of a change still to come.
+  auto& spans = table->relations;
+  const auto held = static_cast<int64_t>(table->appender->committed_lsn().value());
+  size_t keep = 0;
+  while (keep + 1 < spans.size() && spans[keep + 1].from.first <= held) ++keep;
+  spans.erase(spans.begin(), spans.begin() + static_cast<std::ptrdiff_t>(keep));
+  const std::string relations = RelationsJson(spans);
+  ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
       [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
         if (!identity.empty())
           b->SetProperties({{lake::kSourceIdentityProperty, identity}});
         if (pending) b->RemoveProperties({lake::kRecopyPendingProperty});
+        if (!spans.empty()) {
+          b->SetProperties({{lake::kSourceRelationsProperty, relations}});
+        }
         return arrow::Status::OK();
-      });
+      }));
+  table->relations_changed = false;
+  return arrow::Status::OK();
+}
+
+std::vector<RelationSpan> RelationsOf(const ice::TableMetadata& metadata) {
+  auto it = metadata.properties.find(lake::kSourceRelationsProperty);
+  if (it == metadata.properties.end()) return {};
+  const auto j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return {};
+  std::vector<RelationSpan> out;
+  for (const auto& e : j) {
+    if (!e.is_array() || e.size() != 4 || !e[0].is_number_unsigned() ||
+        !e[1].is_number_integer() || !e[2].is_number_integer() ||
+        !e[3].is_number_integer()) {
+      return {};
+    }
+    out.push_back(RelationSpan{e[0].get<pg::Oid>(),
+                               {e[1].get<int64_t>(), e[2].get<int32_t>()},
+                               e[3].get<int>() != 0});
+  }
+  if (!std::is_sorted(out.begin(), out.end(),
+                      [](const auto& a, const auto& b) { return a.from < b.from; })) {
+    return {};
+  }
+  return out;
+}
+
+std::string RelationsJson(const std::vector<RelationSpan>& spans) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const RelationSpan& s : spans) {
+    j.push_back({s.relation, s.from.first, s.from.second, s.marked ? 1 : 0});
+  }
+  return j.dump();
+}
+
+arrow::Status Pipeline::MarkRelationChange(BronzeTable* table,
+                                           const pg::TransactionInfo& tx,
+                                           const pg::TableChanges& changes,
+                                           const BatchConformer& conformer) {
+  const pg::Oid relation = changes.shape->relation_id;
+  const arrow::RecordBatch& batch = *changes.batch;
+  if (relation == 0 || batch.num_rows() == 0) return arrow::Status::OK();
+  auto& spans = table->relations;
+  if (spans.empty()) {
+    // A table written before floe recorded relations: from here on, this one's.
+    spans.push_back(RelationSpan{relation, {0, -1}, false});
+    table->relations_changed = true;
+    return RecordIdentity(table, "");
+  }
+  const ChangePosition first{static_cast<int64_t>(tx.commit_lsn.value()),
+                             FirstSeqOf(batch)};
+  const ChangePosition mark{first.first, first.second - 1};
+  auto next = std::partition_point(spans.begin(), spans.end(),
+                                   [&](const RelationSpan& s) { return s.from < first; });
+  if (next == spans.begin()) return arrow::Status::OK();  // before anything recorded
+  const RelationSpan& in = *std::prev(next);
+  if (in.relation == relation) {
+    // The `t` row of a transaction the stream replays (floe stopped before its
+    // commit) is written again with it; otherwise nothing changed.
+    if (!in.marked || in.from != mark) return arrow::Status::OK();
+  } else {
+    spdlog::warn(
+        "{}: the stream's changes at {} are of relation {}, not of relation {} whose "
+        "changes {} holds before them: the table was dropped (or renamed away) and "
+        "created again under its name. A `t` row before them ends the old table's "
+        "rows in the latest state",
+        SourceName(table->source), tx.commit_lsn.ToString(), relation, in.relation,
+        table->id.ToString());
+    spans.insert(next, RelationSpan{relation, mark, true});
+    table->relations_changed = true;
+    ARROW_RETURN_NOT_OK(RecordIdentity(table, ""));
+  }
+  ARROW_RETURN_NOT_OK(FlushBuffered(table));
+  std::vector<SourceColumn> columns = SourceColumnsOf(*changes.shape);
+  arrow::ArrayVector nulls;
+  for (const auto& c : columns) {
+    ARROW_ASSIGN_OR_RAISE(auto a, arrow::MakeArrayOfNull(c.mapping.type, 1));
+    nulls.push_back(std::move(a));
+  }
+  // Of no transaction (floe's mark, as a copy's `t` row is), at the first change's
+  // cdc_source_lsn (a copy's `t` row has its cdc_commit_lsn there).
+  const int source_lsn_column = batch.num_columns() - pg::kCdcColumnCount + 2;
+  const auto* source_lsn =
+      dynamic_cast<const arrow::Int64Array*>(batch.column(source_lsn_column).get());
+  SyntheticPosition at;
+  at.op = "t";
+  at.ts_us = pg::PgTimestampToUnixMicros(tx.commit_time);
+  at.source_lsn = source_lsn != nullptr && !source_lsn->IsNull(0)
+                      ? Lsn(static_cast<uint64_t>(source_lsn->Value(0)))
+                      : tx.commit_lsn;
+  at.commit_lsn = tx.commit_lsn;
+  at.first_seq = mark.second;
+  ARROW_ASSIGN_OR_RAISE(auto marker, WithCdcColumns(columns, std::move(nulls), 1, at));
+  ARROW_ASSIGN_OR_RAISE(auto conformed, conformer.Conform(*marker, NowUnixMicros()));
+  ARROW_RETURN_NOT_OK(table->appender->Write(*conformed));
+  metrics_->events.Inc({SourceName(table->source), "t"});
+  return arrow::Status::OK();
+}
+
+void Pipeline::NoteCopiedRelation(BronzeTable* table, Lsn point) {
+  if (table->bound_relation == 0) return;
+  const RelationSpan span{
+      table->bound_relation, {static_cast<int64_t>(point.value()), 0}, false};
+  auto& spans = table->relations;
+  auto next =
+      std::partition_point(spans.begin(), spans.end(),
+                           [&](const RelationSpan& s) { return s.from < span.from; });
+  if (next != spans.begin() && std::prev(next)->relation == span.relation) return;
+  spans.insert(next, span);
+  table->relations_changed = true;
 }
 
 void Pipeline::RecopyIfMoved(BronzeTable* table) {

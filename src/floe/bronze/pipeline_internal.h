@@ -62,6 +62,22 @@ using Clock = std::chrono::steady_clock;
 
 struct BronzeTable;
 
+/// From `from` on, a Bronze table's rows are of source relation `relation` (a
+/// pg_class oid): one entry per relation that held the table's name
+/// (lake::kSourceRelationsProperty). `marked`: a `t` row at `from` (written by
+/// Pipeline::MarkRelationChange) ends the previous relation's rows in the latest
+/// state; a copy's entry and the first one are not marked.
+struct RelationSpan {
+  pg::Oid relation = 0;
+  ChangePosition from{0, -1};
+  bool marked = false;
+  bool operator==(const RelationSpan&) const = default;
+};
+/// lake::kSourceRelationsProperty's value in `metadata` (empty: none, or unreadable),
+/// and the value of `spans`.
+std::vector<RelationSpan> RelationsOf(const ice::TableMetadata& metadata);
+std::string RelationsJson(const std::vector<RelationSpan>& spans);
+
 // pipeline.cc: an error retrying cannot fix (IsFatal).
 arrow::Status Fatal(std::string message);
 
@@ -77,6 +93,8 @@ arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
 arrow::Result<std::vector<pg::QualifiedName>> PublishedTables(
     pg::PgConnection& sql, const std::string& publication);
 arrow::Status FlushBuffered(BronzeTable* table);
+/// The cdc_seq of a change batch's first row (the sixth CDC column); 0 when empty.
+int32_t FirstSeqOf(const arrow::RecordBatch& batch);
 
 // pipeline_startup.cc
 void WarnIfUnprotected(pg::PgConnection& sql);
@@ -121,6 +139,11 @@ struct BronzeTable {
   /// lake::kColumnsRelationProperty). A shape of another relation (the table dropped
   /// and created again) is bound by name.
   pg::Oid bound_relation = 0;
+  /// Which relation the table's rows are of, from which position on, sorted by
+  /// position (lake::kSourceRelationsProperty; entries wholly below the commit LSN
+  /// dropped but the last). `relations_changed`: not recorded yet.
+  std::vector<RelationSpan> relations;
+  bool relations_changed = false;
   std::optional<BatchConformer> conformer;
   /// The change stream's shape `conformer` was made for (null: made from the
   /// catalog's columns, for a copy or a backfill).
@@ -380,7 +403,23 @@ class Pipeline : public pg::ChangeSink {
   // or removed from the publication and added back): compares `identity` with the
   // recorded one, recording it when none is.
   arrow::Result<bool> Rejoined(BronzeTable* table, const std::string& identity);
+  /// Records `identity` (when not empty) and the table's relations when changed.
   arrow::Status RecordIdentity(BronzeTable* table, const std::string& identity);
+  /// Queues a copy again of `table` (the source's table under its name is not the one
+  /// Bronze copied); `identity` is recorded once it commits.
+  void CopyAgain(BronzeTable* table, const std::string& identity);
+  /// Before `changes` (which Bronze does not hold yet) are written: when the
+  /// relation they are of is not the one the table's rows at their position are of
+  /// (the table was dropped, or renamed away, and created again under its name), a
+  /// `t` row right before them (cdc_seq one less; the change stream leaves that
+  /// position free) ends the old relation's rows in the latest state. Written again
+  /// when the stream replays the transaction after a crash before its commit.
+  arrow::Status MarkRelationChange(BronzeTable* table, const pg::TransactionInfo& tx,
+                                   const pg::TableChanges& changes,
+                                   const BatchConformer& conformer);
+  /// A copy of the table at `point` committed: from there on its rows are of the
+  /// relation it copied (table->bound_relation).
+  void NoteCopiedRelation(BronzeTable* table, Lsn point);
   /// `table` is no longer in the source under its name (`why` is recorded as its
   /// identity): nothing more is copied or backfilled of it, and a table published
   /// under the name later is copied after a `t` row (Discover).

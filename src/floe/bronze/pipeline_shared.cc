@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include <arrow/array.h>
+
 #include <nlohmann/json.hpp>
 
 #include "floe/source/postgres/table_description.h"
@@ -15,6 +17,13 @@ namespace floe::bronze {
 // lake::kColumnsPositionProperty's value: `[commit_lsn, seq]`.
 std::string PositionJson(ChangePosition at) {
   return nlohmann::json::array({at.first, at.second}).dump();
+}
+
+int32_t FirstSeqOf(const arrow::RecordBatch& batch) {
+  const int column = batch.num_columns() - pg::kCdcColumnCount + 5;
+  if (batch.num_rows() == 0 || column < 0) return 0;
+  const auto* seq = dynamic_cast<const arrow::Int32Array*>(batch.column(column).get());
+  return seq != nullptr ? seq->Value(0) : 0;
 }
 
 int64_t NowUnixMicros() {

@@ -50,14 +50,6 @@ pg::Oid ColumnsRelationOf(const ice::TableMetadata& metadata) {
   return ParseInteger<uint32_t>(identity.substr(0, identity.find(','))).value_or(0);
 }
 
-// The cdc_seq of a change batch's first row (the sixth CDC column); 0 when empty.
-int32_t FirstSeqOf(const arrow::RecordBatch& batch) {
-  const int column = batch.num_columns() - pg::kCdcColumnCount + 5;
-  if (batch.num_rows() == 0 || column < 0) return 0;
-  const auto* seq = dynamic_cast<const arrow::Int32Array*>(batch.column(column).get());
-  return seq != nullptr ? seq->Value(0) : 0;
-}
-
 // The source columns `after` binds to another field than `before` did ("code (field
 // 2 -> 5)"), joined; empty when none moved.
 std::string MovedColumns(const ColumnMap& before, const ColumnMap& after) {
@@ -270,6 +262,7 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
     }
     entry->bound_relation = ColumnsRelationOf(existing->metadata());
     entry->bound_at = ColumnsPositionOf(existing->metadata());
+    entry->relations = RelationsOf(existing->metadata());
     entry->appender = std::make_unique<TableAppender>(std::move(existing));
     ARROW_RETURN_NOT_OK(RecordDeclaredKey(entry.get()));
   }
@@ -343,6 +336,8 @@ arrow::Status Pipeline::CreateBronzeTable(BronzeTable* table,
       {lake::kDeclaredKeyProperty, DeclaredKeyJson(table->source)}};
   if (relation_id != 0) {
     props[lake::kColumnsRelationProperty] = std::to_string(relation_id);
+    props[lake::kSourceRelationsProperty] =
+        RelationsJson({{relation_id, {0, -1}, false}});
   }
   auto created = ice::Table::Create(
       catalog_, io_, table->id, layout.schema, spec, ice::SortOrder::Unsorted(),
@@ -357,6 +352,7 @@ arrow::Status Pipeline::CreateBronzeTable(BronzeTable* table,
     }
     table->bound_relation = ColumnsRelationOf(t->metadata());
     table->bound_at = ColumnsPositionOf(t->metadata());
+    table->relations = RelationsOf(t->metadata());
   } else {
     ARROW_ASSIGN_OR_RAISE(t, std::move(created));
     // Create assigns fresh field ids; bind to the ids it chose.

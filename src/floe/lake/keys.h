@@ -65,6 +65,14 @@ inline constexpr char kDeclaredKeyProperty[] = "floe.source.declared-key";
 /// created again under its name) is bound by name, as a new table is: its attnums
 /// say nothing of the old relation's columns.
 inline constexpr char kColumnsRelationProperty[] = "floe.source.columns-relation";
+/// Which source relation (pg_class oid) the table's rows are of, from which change
+/// position on (JSON: `[[oid, commit_lsn, seq, marked], ...]`, sorted by position;
+/// entries before the commit LSN dropped but the last). A change of another relation
+/// than its position's (the table dropped, or renamed away, and created again under
+/// its name) is written after a `t` row at `[commit_lsn, seq - 1]`, recorded as a
+/// marked entry (1) so that the row is written again if the stream replays the
+/// transaction before it committed. A copy's entry starts at its point, unmarked.
+inline constexpr char kSourceRelationsProperty[] = "floe.source.relations";
 /// The change position `[commit_lsn, seq]` (JSON) from which the bindings of
 /// kSourceColumnsProperty describe the table: the first change of the shape they were
 /// planned for, or a copy's point. Changes before it that the stream delivers later

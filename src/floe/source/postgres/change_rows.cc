@@ -228,8 +228,28 @@ arrow::Result<ChangeStream::Segment*> ChangeStream::SegmentFor(Transaction* tx,
   return &tx->segments.back();
 }
 
+bool ChangeStream::SameName(Oid a, Oid b) const {
+  auto x = tables_.find(a);
+  auto y = tables_.find(b);
+  if (x == tables_.end() || y == tables_.end() || !x->second || !y->second) return false;
+  const RelationInfo& p = x->second->shape->relation;
+  const RelationInfo& q = y->second->shape->relation;
+  return p.relation_name == q.relation_name && p.namespace_name == q.namespace_name;
+}
+
 arrow::Status ChangeStream::AppendRow(Transaction* tx, Oid relation_id, char op,
                                       Lsn wal_start, TupleData tuple) {
+  if (relation_id != tx->last_relation) {
+    // A table dropped (or renamed away) and created again under its name in this
+    // transaction, its next row right after the old relation's: one cdc_seq is left
+    // out between them, the position of the `t` row the sink writes where the
+    // name's relation changes (so that it sorts after the old rows and before the
+    // new ones, and no two rows of the table share a position).
+    if (tx->last_relation != 0 && SameName(tx->last_relation, relation_id)) {
+      ++tx->next_seq;
+    }
+    tx->last_relation = relation_id;
+  }
   const int32_t seq = tx->next_seq++;
   if (tx->skip) {
     // Still checked, so that a replayed stream fails the same way it did first.

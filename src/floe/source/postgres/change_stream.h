@@ -356,6 +356,8 @@ class ChangeStream {
   arrow::Status ApplyRelation(Transaction* tx, const RelationMessage& message);
   arrow::Status AppendRow(Transaction* tx, Oid relation_id, char op, Lsn wal_start,
                           TupleData tuple);
+  // Whether two relations' latest Relation messages give them one name.
+  bool SameName(Oid a, Oid b) const;
   arrow::Result<Segment*> SegmentFor(Transaction* tx, TableState* state, Oid relation_id);
   // Finishes the table's open builder into one batch and hands each transaction its
   // rows: deferred ones keep them for delivery, the open one emits them now.

@@ -83,6 +83,8 @@ struct ChangeStream::Transaction {
   bool deliver_now = false;
   bool begun = false;
   int32_t next_seq = 0;
+  /// The relation of the transaction's last row (0: none yet).
+  Oid last_relation = 0;
   /// Rows in open builders, in the order the transaction first touched each table.
   std::vector<Segment> segments;
   std::vector<std::variant<TableChanges, CapturedMessage>> pending;

@@ -359,6 +359,51 @@ TEST(ChangeStream, KeyChangingUpdateIsDeleteOfOldKeyThenInsertWithConsecutiveSeq
   EXPECT_EQ(h.sink.rows[1].at("cdc_source_lsn"), h.sink.rows[2].at("cdc_source_lsn"));
 }
 
+TEST(ChangeStream, ANameCreatedAgainInATransactionLeavesOneSeqFreeBeforeItsFirstRow) {
+  // items dropped and created again under its name (a new relation) between two rows
+  // of one transaction: the sink writes a `t` row at the seq left free between the old
+  // relation's last row and the new one's first. Another table's rows in between, or
+  // another name, leave no gap.
+  Harness h;
+  h.source.Add(0x100, Begin(0x900, 5));
+  h.source.Add(0x110, Relation(16384, "items", kItems));
+  h.source.Add(0x111, Relation(16400, "other", kItems));
+  h.source.Add(0x120, Insert(16384, {"1", "old", "1"}));
+  h.source.Add(0x121, Insert(16400, {"1", "other", "1"}));
+  h.source.Add(0x130, Relation(16390, "items", kItems));
+  h.source.Add(0x140, Insert(16390, {"1", "new", "1"}));
+  h.source.Add(0x141, Insert(16400, {"2", "other", "1"}));
+  h.source.Add(0x150, Relation(16395, "items", kItems));
+  h.source.Add(0x160, Insert(16395, {"1", "newer", "1"}));
+  h.source.Add(0x161, Insert(16395, {"2", "newer", "1"}));
+  h.source.Add(0x900, Commit(0x900, 0x950));
+  h.Drain();
+  std::map<std::string, std::string> seq_of;
+  for (const Row& row : h.sink.rows) {
+    seq_of[row.at("name") + row.at("id")] = row.at("cdc_seq");
+  }
+  EXPECT_EQ(seq_of, (std::map<std::string, std::string>{{"old1", "0"},
+                                                        {"other1", "1"},
+                                                        {"new1", "2"},
+                                                        {"other2", "3"},
+                                                        {"newer1", "4"},
+                                                        {"newer2", "5"}}));
+
+  Harness adjacent;
+  adjacent.source.Add(0x100, Begin(0x900, 6));
+  adjacent.source.Add(0x110, Relation(16384, "items", kItems));
+  adjacent.source.Add(0x120, Insert(16384, {"1", "old", "1"}));
+  adjacent.source.Add(0x130, Relation(16390, "items", kItems));
+  adjacent.source.Add(0x140, Insert(16390, {"1", "new", "1"}));
+  adjacent.source.Add(0x150, Insert(16390, {"2", "new", "1"}));
+  adjacent.source.Add(0x900, Commit(0x900, 0x950));
+  adjacent.Drain();
+  ASSERT_EQ(adjacent.sink.rows.size(), 3u);
+  EXPECT_EQ(adjacent.sink.rows[0].at("cdc_seq"), "0");
+  EXPECT_EQ(adjacent.sink.rows[1].at("cdc_seq"), "2");  // 1 is the `t` row's
+  EXPECT_EQ(adjacent.sink.rows[2].at("cdc_seq"), "3");
+}
+
 TEST(ChangeStream, UpdateWithOldKeyThatDidNotChangeIsOneUpdate) {
   // REPLICA IDENTITY FULL sends the whole old row: without a known primary key,
   // changed values are not a key change.
