@@ -355,6 +355,7 @@ arrow::Status Pipeline::CreateBronzeTable(BronzeTable* table,
     table->relations = RelationsOf(t->metadata());
   } else {
     ARROW_ASSIGN_OR_RAISE(t, std::move(created));
+    table->relations = RelationsOf(t->metadata());
     // Create assigns fresh field ids; bind to the ids it chose.
     ARROW_ASSIGN_OR_RAISE(table->bindings, BindByName(t->schema(), layout.columns));
     if (!(table->bindings == layout.columns)) {

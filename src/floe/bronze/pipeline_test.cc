@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "floe/bronze/pipeline_internal.h"
+#include "floe/iceberg/table_metadata.h"
+#include "floe/lake/keys.h"
+
 namespace floe::bronze {
 namespace {
 
@@ -19,6 +23,24 @@ TEST(CopySlotName, StaysWithinPostgresNameLengthAndDistinct) {
   EXPECT_LE(b.size(), 63u);
   EXPECT_NE(a, b);
   for (char c : a) EXPECT_TRUE(std::islower(c) || std::isdigit(c) || c == '_') << a;
+}
+
+TEST(RelationSpans, RoundTripAndAnUnreadableRecordIsNone) {
+  const std::vector<RelationSpan> spans = {{16384, {0, -1}, false},
+                                           {16390, {0x2000, 3}, true},
+                                           {16395, {0x3000, 0}, false}};
+  iceberg::TableMetadata metadata;
+  metadata.properties[lake::kSourceRelationsProperty] = RelationsJson(spans);
+  EXPECT_EQ(RelationsOf(metadata), spans);
+  // None recorded, or a record floe cannot read (hand-edited, another version's):
+  // no entry, so that the next change's relation is taken as the table's (never a
+  // `t` row from a misread record).
+  EXPECT_TRUE(RelationsOf(iceberg::TableMetadata{}).empty());
+  for (const char* bad : {"", "{}", "[[1, 2, 3]]", "[[-1, 0, 0, 0]]", "[[\"1\", 0, 0, 0]]",
+                          "[[2, 10, 0, 0], [1, 5, 0, 0]]"}) {
+    metadata.properties[lake::kSourceRelationsProperty] = bad;
+    EXPECT_TRUE(RelationsOf(metadata).empty()) << bad;
+  }
 }
 
 }  // namespace
