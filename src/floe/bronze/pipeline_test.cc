@@ -26,9 +26,8 @@ TEST(CopySlotName, StaysWithinPostgresNameLengthAndDistinct) {
 }
 
 TEST(RelationSpans, RoundTripAndAnUnreadableRecordIsNone) {
-  const std::vector<RelationSpan> spans = {{16384, {0, -1}, false},
-                                           {16390, {0x2000, 3}, true},
-                                           {16395, {0x3000, 0}, false}};
+  const std::vector<RelationSpan> spans = {
+      {16384, {0, -1}, false}, {16390, {0x2000, 3}, true}, {16395, {0x3000, 0}, false}};
   iceberg::TableMetadata metadata;
   metadata.properties[lake::kSourceRelationsProperty] = RelationsJson(spans);
   EXPECT_EQ(RelationsOf(metadata), spans);
@@ -36,8 +35,8 @@ TEST(RelationSpans, RoundTripAndAnUnreadableRecordIsNone) {
   // no entry, so that the next change's relation is taken as the table's (never a
   // `t` row from a misread record).
   EXPECT_TRUE(RelationsOf(iceberg::TableMetadata{}).empty());
-  for (const char* bad : {"", "{}", "[[1, 2, 3]]", "[[-1, 0, 0, 0]]", "[[\"1\", 0, 0, 0]]",
-                          "[[2, 10, 0, 0], [1, 5, 0, 0]]"}) {
+  for (const char* bad : {"", "{}", "[[1, 2, 3]]", "[[-1, 0, 0, 0]]",
+                          "[[\"1\", 0, 0, 0]]", "[[2, 10, 0, 0], [1, 5, 0, 0]]"}) {
     metadata.properties[lake::kSourceRelationsProperty] = bad;
     EXPECT_TRUE(RelationsOf(metadata).empty()) << bad;
   }
