@@ -437,19 +437,19 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
 arrow::Result<std::vector<pg::AttributeInfo>> RecordedAttributeLookup::LookupGone(
     pg::Oid relation_id, const std::string& schema, const std::string& name) {
   ARROW_RETURN_NOT_OK(pipeline_->TableFor({schema, name}).status());
-  return pipeline_->RecordedAttributes(relation_id);
+  return pipeline_->RecordedAttributes(relation_id, {schema, name});
 }
 
-std::vector<pg::AttributeInfo> Pipeline::RecordedAttributes(pg::Oid relation_id) const {
+std::vector<pg::AttributeInfo> Pipeline::RecordedAttributes(
+    pg::Oid relation_id, const pg::QualifiedName& named) const {
   std::vector<pg::AttributeInfo> out;
   if (relation_id == 0) return out;
-  for (const auto& [name, table] : tables_) {
-    if (!table->appender || table->bound_relation != relation_id) continue;
+  auto attributes = [&](const BronzeTable& table, bool by_name) {
     const std::vector<std::string> key = lake::NamesProperty(
-        table->appender->table().metadata(), lake::kPrimaryKeyProperty);
-    for (const ColumnBinding& b : table->bindings.columns) {
+        table.appender->table().metadata(), lake::kPrimaryKeyProperty);
+    for (const ColumnBinding& b : table.bindings.columns) {
       pg::AttributeInfo a;
-      a.attnum = b.attnum;
+      a.attnum = by_name ? 0 : b.attnum;  // 0: unknown, the columns go by name
       a.name = b.name;
       a.type_oid = b.type_oid;
       a.type_modifier = b.type_modifier;
@@ -458,12 +458,34 @@ std::vector<pg::AttributeInfo> Pipeline::RecordedAttributes(pg::Oid relation_id)
     }
     std::sort(out.begin(), out.end(),
               [](const auto& x, const auto& y) { return x.attnum < y.attnum; });
+    return key;
+  };
+  for (const auto& [name, table] : tables_) {
+    if (!table->appender || table->bound_relation != relation_id) continue;
+    const std::vector<std::string> key = attributes(*table, false);
     spdlog::info(
         "{}: relation {} is no longer in the source's catalog: its changes "
         "are read with the columns and key Bronze recorded for it ({})",
         SourceName(table->source), relation_id, nlohmann::json(key).dump());
     return out;
   }
+  // A relation Bronze never bound (a table created again under the name, written
+  // and dropped while floe was stopped or behind): nothing says which of its columns
+  // were its key but the name's. Under REPLICA IDENTITY FULL the stream flags every
+  // column, and without a key a key-changing update would land as a lone `u` and the
+  // table lose its Silver key: the key Bronze recorded for the name is taken, by name.
+  auto it = tables_.find(named);
+  if (it == tables_.end() || !it->second->appender) return out;
+  const std::vector<std::string> key = attributes(*it->second, true);
+  if (key.empty()) {
+    out.clear();
+    return out;
+  }
+  spdlog::warn(
+      "{}: relation {} is no longer in the source's catalog, and Bronze never read "
+      "it: its changes are read with the key Bronze recorded for the table of its "
+      "name ({}), by column name",
+      SourceName(named), relation_id, nlohmann::json(key).dump());
   return out;
 }
 

@@ -353,9 +353,11 @@ class Pipeline : public pg::ChangeSink {
   /// one than the table's changes were written with copies it again.
   arrow::Status RecordDeclaredKey(BronzeTable* table);
   /// The columns and primary key Bronze recorded for relation `relation_id` (the
-  /// bindings and lake::kPrimaryKeyProperty of a table bound to it); empty when no
-  /// held table is. RecordedAttributeLookup's fallback.
-  std::vector<pg::AttributeInfo> RecordedAttributes(pg::Oid relation_id) const;
+  /// bindings and lake::kPrimaryKeyProperty of a table bound to it); when no held
+  /// table is, those of the table `named` with attnums unknown (the key by name);
+  /// empty when that has no key either. RecordedAttributeLookup's fallback.
+  std::vector<pg::AttributeInfo> RecordedAttributes(pg::Oid relation_id,
+                                                   const pg::QualifiedName& named) const;
   /// Binds the catalog's columns of the table (SetShape) unless a shape is bound.
   arrow::Status BindFromCatalogIfUnbound(BronzeTable* table);
   /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
