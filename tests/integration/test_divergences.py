@@ -681,6 +681,43 @@ def test_a_table_not_in_the_publication_is_never_copied(floe, pg, how):
     assert ("u", 1) in [(r["cdc_op"], r["id"]) for r in rows], rows
 
 
+def test_silver_waits_for_the_copy_of_a_table_renamed_back(floe, pg, duckdb_con):
+    """Break-it (session 16) F2: in one transaction a table is renamed away, another
+    table created under its name, written and dropped, and the first renamed back and
+    changed. The stream shows it back under its name, but it was copied again only at
+    the next discovery (up to 10 s later): floe stopped in between left Bronze without
+    its changes under the other name, and `floe silver` merged that (2 rows of 10). Now
+    the stream's rename back copies it at once, and until that copy commits Silver
+    waits (floe.source.recopy-pending), here across a SIGKILL as the copy starts."""
+    pg.execute("CREATE TABLE rb (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO rb SELECT g, 'v' || g FROM generate_series(1, 10) g")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    wait_flushed(run, pg)
+    run.stop()
+    silver(run)
+    run.start(env={"FLOE_FAILPOINT": "copy.before-snapshot@1"})
+    run.wait_streaming()
+    pg.execute("BEGIN; UPDATE rb SET v = 'changed' WHERE id = 1; "
+               "ALTER TABLE rb RENAME TO rb_away; "
+               "CREATE TABLE rb (id int PRIMARY KEY, v text); "
+               "INSERT INTO rb VALUES (50, 'other'); "
+               "UPDATE rb_away SET v = 'away' WHERE id = 2; "
+               "DROP TABLE rb; ALTER TABLE rb_away RENAME TO rb; "
+               "UPDATE rb SET v = 'back' WHERE id = 3; COMMIT")
+    assert run.wait_exit(120) == -9, run.log_tail()
+    assert "public.rb is back under its name" in run.log_text()
+    out = silver(run)
+    assert "waiting for floe run to copy public.rb again" in out, out
+    run.start()
+    run.wait_streaming()
+    wait_copied(run, "rb")
+    wait_flushed(run, pg)
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.rb", ["id"])
+
+
 def test_changes_made_under_another_name_and_renamed_back_are_copied_again(
         floe, pg, duckdb_con):
     """Break-it B1: a table renamed away, changed under its other name and renamed
@@ -714,6 +751,7 @@ def test_changes_made_under_another_name_and_renamed_back_are_copied_again(
     run.wait_streaming()
     for t in ("one_tx", "stopped", "running"):
         run.wait_until(lambda t=t: f"public.{t} is not the table Bronze copied"
+                       in run.log_text() or f"public.{t} is back under its name"
                        in run.log_text(), timeout=60,
                        what=f"floe to copy public.{t} again")
         run.wait_until(lambda t=t: any(r["cdc_op"] == "t" for r in

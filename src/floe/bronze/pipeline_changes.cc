@@ -57,6 +57,8 @@ arrow::Status Pipeline::OnRelationChange(const pg::RelationChange& change) {
     if (!copied && !table->awaiting_copy && !table->stream_relation_gone) {
       ARROW_RETURN_NOT_OK(CopyFirstSeen(table, change.shape->relation_id));
     }
+    ARROW_RETURN_NOT_OK(
+        CopyIfRenamedBack(table, change.shape->relation_id, change.commit_lsn));
   }
   return MarkRenamedAway(table, change.shape->relation_id, change.commit_lsn);
 }

@@ -106,9 +106,11 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
   }
   if (auto pending = properties.find(lake::kRecopyPendingProperty);
       pending != properties.end() && table->recopy_until.value() == 0) {
-    spdlog::warn("{}: the copy after moving column(s) {} did not commit yet: copying it",
+    spdlog::warn("{}: its copy again ({}) did not commit yet: copying it",
                  SourceName(table->source), pending->second);
-    // As RecopyIfMoved: the table's changes keep reaching Bronze until the copy.
+    // As RecopyIfMoved: the table's changes keep reaching Bronze until the copy,
+    // which records the identity it read.
+    table->identity_at_copy = identity;
     if (!table->recopy_queued) {
       table->recopy_queued = true;
       to_copy_.push_back(table);
@@ -194,6 +196,41 @@ arrow::Status Pipeline::MarkRenamedAway(const BronzeTable* table, pg::Oid relati
   return arrow::Status::OK();
 }
 
+arrow::Status Pipeline::CopyIfRenamedBack(BronzeTable* table, pg::Oid relation_id,
+                                          Lsn commit_lsn) {
+  if (relation_id == 0 || !table->appender || table->awaiting_copy ||
+      table->recopy_queued || Replaying(table, commit_lsn)) {
+    return arrow::Status::OK();
+  }
+  const auto& properties = table->appender->table().metadata().properties;
+  // MarkRenamedAway's mark: IdentityOfGone(relation_id, "renamed <other name>").
+  const std::string renamed = "relation " + std::to_string(relation_id) + " (renamed ";
+  auto recorded = properties.find(lake::kSourceIdentityProperty);
+  if (recorded == properties.end() || !recorded->second.starts_with(renamed)) {
+    return arrow::Status::OK();
+  }
+  ARROW_ASSIGN_OR_RAISE(auto identities,
+                        SourceIdentities(*sql_, config_.source.publication));
+  auto now = identities.find(table->source);
+  // Renamed away again since, or dropped: Discover sees to it.
+  if (now == identities.end() || !IdentityIsOf(now->second, relation_id)) {
+    return arrow::Status::OK();
+  }
+  spdlog::warn(
+      "{} is back under its name: copying it again (its changes under the other name "
+      "are not in {}); floe silver waits for that copy",
+      SourceName(table->source), table->id.ToString());
+  const std::string reason = "renamed away and back";
+  ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+      [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+        b->SetProperties({{lake::kRecopyPendingProperty, reason}});
+        b->RemoveProperties({lake::kRecopyUntilProperty});
+        return arrow::Status::OK();
+      }));
+  CopyAgain(table, now->second);
+  return arrow::Status::OK();
+}
+
 arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& identity) {
   if (!table->appender) return arrow::Status::OK();
   const auto& properties = table->appender->table().metadata().properties;
@@ -202,6 +239,16 @@ arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& id
   if (identity.empty() && !pending && !table->relations_changed) {
     return arrow::Status::OK();
   }
+  return UpdateIdentity(table, identity, pending);
+}
+
+arrow::Status Pipeline::RecordRelations(BronzeTable* table) {
+  if (!table->appender || !table->relations_changed) return arrow::Status::OK();
+  return UpdateIdentity(table, "", false);
+}
+
+arrow::Status Pipeline::UpdateIdentity(BronzeTable* table, const std::string& identity,
+                                       bool copied_again) {
   // Entries wholly below what the table holds say nothing of a change still to come.
   auto& spans = table->relations;
   const auto held = static_cast<int64_t>(table->appender->committed_lsn().value());
@@ -213,7 +260,7 @@ arrow::Status Pipeline::RecordIdentity(BronzeTable* table, const std::string& id
       [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
         if (!identity.empty())
           b->SetProperties({{lake::kSourceIdentityProperty, identity}});
-        if (pending) b->RemoveProperties({lake::kRecopyPendingProperty});
+        if (copied_again) b->RemoveProperties({lake::kRecopyPendingProperty});
         if (!spans.empty()) {
           b->SetProperties({{lake::kSourceRelationsProperty, relations}});
         }
@@ -266,7 +313,7 @@ arrow::Status Pipeline::MarkRelationChange(BronzeTable* table,
     // A table written before floe recorded relations: from here on, this one's.
     spans.push_back(RelationSpan{relation, {0, -1}, false});
     table->relations_changed = true;
-    return RecordIdentity(table, "");
+    return RecordRelations(table);
   }
   const ChangePosition first{static_cast<int64_t>(tx.commit_lsn.value()),
                              FirstSeqOf(batch)};
@@ -289,7 +336,7 @@ arrow::Status Pipeline::MarkRelationChange(BronzeTable* table,
         table->id.ToString());
     spans.insert(next, RelationSpan{relation, mark, true});
     table->relations_changed = true;
-    ARROW_RETURN_NOT_OK(RecordIdentity(table, ""));
+    ARROW_RETURN_NOT_OK(RecordRelations(table));
   }
   ARROW_RETURN_NOT_OK(FlushBuffered(table));
   std::vector<SourceColumn> columns = SourceColumnsOf(*changes.shape);

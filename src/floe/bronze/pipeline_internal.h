@@ -357,7 +357,7 @@ class Pipeline : public pg::ChangeSink {
   /// table is, those of the table `named` with attnums unknown (the key by name);
   /// empty when that has no key either. RecordedAttributeLookup's fallback.
   std::vector<pg::AttributeInfo> RecordedAttributes(pg::Oid relation_id,
-                                                   const pg::QualifiedName& named) const;
+                                                    const pg::QualifiedName& named) const;
   /// Binds the catalog's columns of the table (SetShape) unless a shape is bound.
   arrow::Status BindFromCatalogIfUnbound(BronzeTable* table);
   /// Binds `columns` (evolving the Bronze table to them) for changes from `at` on.
@@ -405,8 +405,19 @@ class Pipeline : public pg::ChangeSink {
   // or removed from the publication and added back): compares `identity` with the
   // recorded one, recording it when none is.
   arrow::Result<bool> Rejoined(BronzeTable* table, const std::string& identity);
-  /// Records `identity` (when not empty) and the table's relations when changed.
+  /// Records `identity` (when not empty) and the table's relations when changed;
+  /// after a copy again (none pending any more), drops lake::kRecopyPendingProperty.
   arrow::Status RecordIdentity(BronzeTable* table, const std::string& identity);
+  /// Records the table's relations when changed (nothing else).
+  arrow::Status RecordRelations(BronzeTable* table);
+  arrow::Status UpdateIdentity(BronzeTable* table, const std::string& identity,
+                               bool copied_again);
+  /// The stream names relation `relation_id` as `table` at `commit_lsn` again after
+  /// MarkRenamedAway marked it renamed away: its changes under the other name are
+  /// not in this table. Copied again at once, and Silver waits for that copy
+  /// (lake::kRecopyPendingProperty, which a restart before the copy finds).
+  arrow::Status CopyIfRenamedBack(BronzeTable* table, pg::Oid relation_id,
+                                  Lsn commit_lsn);
   /// Queues a copy again of `table` (the source's table under its name is not the one
   /// Bronze copied); `identity` is recorded once it commits.
   void CopyAgain(BronzeTable* table, const std::string& identity);
