@@ -18,9 +18,11 @@ arrow::Status Fatal(std::string message) {
   return floe::KindedError(floe::ErrorKind::kFatalConfig, std::move(message));
 }
 
-arrow::Status Pipeline::RunOnce(bool* streamed) {
-  *streamed = false;
+// Forgets what the last connection's run held in memory: the next one starts from
+// what Bronze holds.
+void Pipeline::ResetRun() {
   backfills_.clear();
+  backfill_source_.reset();
   backfill_sql_.reset();
   table_of_shape_.clear();
   tables_.clear();
@@ -34,12 +36,16 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   streaming_ = nullptr;
   stream_ = nullptr;
   last_commit_lsn_ = last_end_lsn_ = position_ = Lsn();
+}
 
+// Connects, takes the service lock, checks the publication and the slot, and
+// copies (or starts backfilling) what needs it before streaming.
+arrow::Status Pipeline::StartUp() {
   const std::string& conninfo = config_.source.conninfo;
   ARROW_ASSIGN_OR_RAISE(sql_, pg::PgConnection::Connect(conninfo));
-  ARROW_RETURN_NOT_OK(LockService(*sql_));
+  source_ = pg::MakeSourceSession(sql_.get());
+  ARROW_RETURN_NOT_OK(LockService(*source_));
   types_ = std::make_unique<pg::PgTypeResolver>(sql_.get());
-  RecordedAttributeLookup attributes(sql_.get(), config_.source.publication, this);
   ARROW_ASSIGN_OR_RAISE(repl_, pg::ReplicationConnection::Connect(conninfo));
   ARROW_ASSIGN_OR_RAISE(pg::SystemIdentity who, repl_->IdentifySystem());
 
@@ -51,14 +57,14 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
   for (const auto& t : config_.source.publication_tables) {
     pub.tables.push_back({t.schema, t.table});
   }
-  auto ensured_pub = pg::EnsurePublication(*sql_, pub);
+  auto ensured_pub = source_->EnsurePublication(pub);
   if (!ensured_pub.ok()) {
     return Fatal(ensured_pub.status().message());
   }
   if (ensured_pub->created) spdlog::info("created publication {}", pub.name);
 
   ARROW_RETURN_NOT_OK(CheckSlot(*repl_, who));
-  WarnIfUnprotected(*sql_);
+  WarnIfUnprotected(*source_);
   // Requested backfills of tables Bronze holds (the others are copied below).
   std::set<pg::QualifiedName> held;
   if (!backfills_requested_) {
@@ -73,6 +79,60 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
     resnapshot_ = false;
     spdlog::info("every published table was copied again; --resnapshot is done");
   }
+  return arrow::Status::OK();
+}
+
+pg::ChangeStream::Options Pipeline::StreamOptions() const {
+  pg::ChangeStream::Options options;
+  // A long replay of a spilled transaction answers the server as often as a busy
+  // checkpoint does.
+  options.replay_keepalive_interval =
+      std::min(options.replay_keepalive_interval, repl_->keepalive_interval());
+  // A merge key declared for Silver: an update changing it is a key change too.
+  for (const auto& [name, key] : config_.silver.keys) {
+    options.extra_key_columns[{name.schema, name.table}] = key;
+  }
+  return options;
+}
+
+// Between two Polls no transaction is half delivered: a safe point for copies,
+// backfill chunks, checkpoints, metrics and heartbeats, each when it is due.
+arrow::Status Pipeline::AtSafePoint(bool got, SafePointClock* clock) {
+  const auto now = Clock::now();
+  if (got) clock->last_activity = now;
+  int64_t pending_bytes = 0;
+  for (const auto& [name, table] : tables_) {
+    if (table->appender) pending_bytes += table->appender->pending_bytes();
+    pending_bytes += table->buffered.bytes();
+  }
+  if (!to_copy_.empty() || now - clock->last_discovery >= options_.discovery_interval) {
+    clock->last_discovery = now;
+    if (!to_copy_.empty()) ARROW_RETURN_NOT_OK(Checkpoint(false));
+    ARROW_RETURN_NOT_OK(Discover(/*at_start=*/false));
+  }
+  ARROW_RETURN_NOT_OK(IssueChunks());
+  if (now - clock->last_checkpoint >= config_.checkpoint.interval ||
+      pending_bytes >= config_.checkpoint.max_bytes) {
+    ARROW_RETURN_NOT_OK(Checkpoint(false));
+    clock->last_checkpoint = Clock::now();
+  }
+  if (now - clock->last_sample >= std::chrono::seconds(5)) {
+    clock->last_sample = now;
+    SampleSource();
+  }
+  if (now - clock->last_activity >= options_.heartbeat_interval &&
+      now - clock->last_heartbeat >= options_.heartbeat_interval) {
+    clock->last_heartbeat = now;
+    ARROW_RETURN_NOT_OK(source_->EmitMessage(std::string(lake::kHeartbeatPrefix), ""));
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status Pipeline::RunOnce(bool* streamed) {
+  *streamed = false;
+  ResetRun();
+  ARROW_RETURN_NOT_OK(StartUp());
+  RecordedAttributeLookup attributes(sql_.get(), config_.source.publication, this);
 
   pg::StartReplicationOptions start;
   start.publication_names = {config_.source.publication};
@@ -80,18 +140,9 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
                         repl_->StartReplication(config_.source.slot, Lsn(), start));
   streaming_ = repl_.get();
   pg::ReplicationMessageSource source(repl_.get());
-  pg::ChangeStream::Options stream_options;
-  // A long replay of a spilled transaction answers the server as often as a busy
-  // checkpoint does.
-  stream_options.replay_keepalive_interval =
-      std::min(stream_options.replay_keepalive_interval, repl_->keepalive_interval());
-  // A merge key declared for Silver: an update changing it is a key change too.
-  for (const auto& [name, key] : config_.silver.keys) {
-    stream_options.extra_key_columns[{name.schema, name.table}] = key;
-  }
   ARROW_ASSIGN_OR_RAISE(
       auto stream, pg::ChangeStream::Make(&source, decoder, &attributes, types_.get(),
-                                          this, stream_options));
+                                          this, StreamOptions()));
   stream_ = stream.get();
   struct ForgetStream {
     Pipeline* p;
@@ -109,12 +160,8 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
       p->metrics_->streaming.Set({}, 0);
     }
   } not_streaming{this};
-  auto last_sample = Clock::now() - std::chrono::hours(1);
 
-  auto last_checkpoint = Clock::now();
-  auto last_discovery = Clock::now();
-  auto last_activity = Clock::now();
-  auto last_heartbeat = Clock::now();
+  SafePointClock clock;
   while (true) {
     if (stop_requested()) {
       ARROW_RETURN_NOT_OK(Checkpoint(/*final=*/true));
@@ -123,36 +170,7 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
       return arrow::Status::OK();
     }
     ARROW_ASSIGN_OR_RAISE(bool got, stream->Poll(std::chrono::milliseconds(100)));
-    const auto now = Clock::now();
-    if (got) last_activity = now;
-    // Between two Polls no transaction is half delivered: a safe point.
-    int64_t pending_bytes = 0;
-    for (const auto& [name, table] : tables_) {
-      if (table->appender) pending_bytes += table->appender->pending_bytes();
-      pending_bytes += table->buffered.bytes();
-    }
-    if (!to_copy_.empty() || now - last_discovery >= options_.discovery_interval) {
-      last_discovery = now;
-      if (!to_copy_.empty()) ARROW_RETURN_NOT_OK(Checkpoint(false));
-      ARROW_RETURN_NOT_OK(Discover(/*at_start=*/false));
-    }
-    ARROW_RETURN_NOT_OK(IssueChunks());
-    if (now - last_checkpoint >= config_.checkpoint.interval ||
-        pending_bytes >= config_.checkpoint.max_bytes) {
-      ARROW_RETURN_NOT_OK(Checkpoint(false));
-      last_checkpoint = Clock::now();
-    }
-    if (now - last_sample >= std::chrono::seconds(5)) {
-      last_sample = now;
-      SampleSource();
-    }
-    if (now - last_activity >= options_.heartbeat_interval &&
-        now - last_heartbeat >= options_.heartbeat_interval) {
-      last_heartbeat = now;
-      auto st = sql_->Query("SELECT pg_logical_emit_message(true, $1, ''::text)::text",
-                            {std::string(lake::kHeartbeatPrefix)});
-      if (!st.ok()) return st.status();
-    }
+    ARROW_RETURN_NOT_OK(AtSafePoint(got, &clock));
   }
 }
 

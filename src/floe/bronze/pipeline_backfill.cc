@@ -42,7 +42,7 @@ arrow::Status Pipeline::CopyLater(BronzeTable* table) {
   // changes made meanwhile were never in the stream). Recorded later, the membership
   // after the re-add would be taken for the one copied.
   ARROW_ASSIGN_OR_RAISE(auto identities,
-                        SourceIdentities(*sql_, config_.source.publication));
+                        source_->PublishedIdentities(config_.source.publication));
   if (auto it = identities.find(table->source); it != identities.end()) {
     ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
         [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
@@ -61,7 +61,7 @@ arrow::Status Pipeline::CopyLater(BronzeTable* table) {
 arrow::Status Pipeline::BackfillOnRequest(const std::set<pg::QualifiedName>& held) {
   if (options_.backfill_tables.empty()) return arrow::Status::OK();
   ARROW_ASSIGN_OR_RAISE(auto published,
-                        PublishedTables(*sql_, config_.source.publication));
+                        source_->PublishedTables(config_.source.publication));
   for (const auto& t : options_.backfill_tables) {
     const pg::QualifiedName name{t.schema, t.table};
     if (std::find(published.begin(), published.end(), name) == published.end()) {
@@ -182,154 +182,96 @@ arrow::Status Pipeline::IssueChunks() {
   return arrow::Status::OK();
 }
 
+// The query of `backfill`'s next chunk: `columns` by name in key order, within the
+// publication's row filter, after the last chunk's key, and the keys to select again.
+arrow::Result<pg::KeyChunkQuery> Pipeline::ChunkQuery(
+    Backfill* backfill, const std::vector<SourceColumn>& columns) {
+  BronzeTable* table = backfill->table;
+  const std::string table_name = SourceName(table->source);
+  pg::KeyChunkQuery query;
+  query.table = table->source;
+  for (const SourceColumn& column : columns) query.columns.push_back(column.name);
+  query.key_columns = backfill->key_columns;
+  query.publication = config_.source.publication;
+  if (!backfill->row_filter) {
+    ARROW_ASSIGN_OR_RAISE(auto described,
+                          source_->Describe(table->source, config_.source.publication));
+    backfill->row_filter = described ? described->row_filter : "";
+  }
+  query.row_filter = *backfill->row_filter;
+  const auto& after = backfill->progress.after;
+  if (!after.empty() && after.size() != backfill->key_columns.size()) {
+    return arrow::Status::Invalid(table_name, ": the backfill's last key has ",
+                                  after.size(), " value(s) for ",
+                                  backfill->key_columns.size(), " key column(s)");
+  }
+  query.after = after;
+  query.limit = config_.source.backfill_chunk_rows;
+  // Keys whose earlier chunk row lost to a partial update: selected again.
+  const auto& retry = backfill->progress.retry;
+  const size_t retried = std::min(retry.size(), kMaxRetryKeys);
+  for (size_t i = 0; i < retried; ++i) {
+    if (retry[i].size() != backfill->key_columns.size()) {
+      return arrow::Status::Invalid(table_name, ": a retried key has ", retry[i].size(),
+                                    " value(s) for ", backfill->key_columns.size(),
+                                    " key column(s)");
+    }
+    query.keys_again.push_back(retry[i]);
+  }
+  return query;
+}
+
+// A chunk that could not be read as Bronze knows the table: a column renamed,
+// dropped or changed (`moved`, or the server's 42703) before the stream delivered
+// that, so the table is copied again from the catalog's columns instead, which ends
+// this backfill (CopyTables); or the table is gone (42P01). Otherwise the error.
+arrow::Status Pipeline::ChunkNotRead(Backfill* backfill, const arrow::Status& status,
+                                     const std::string& moved) {
+  BronzeTable* table = backfill->table;
+  if (status.ok() || pg::GetSqlState(status) == "42703") {
+    if (table->recopy_reason.empty()) {
+      table->recopy_reason =
+          status.ok() ? "during its backfill, before the stream delivered it: " + moved
+                      : "a column the backfill selects was renamed or dropped "
+                        "before the stream delivered the change";
+    }
+    RecopyIfMoved(table);
+    return arrow::Status::OK();
+  }
+  if (pg::GetSqlState(status) == "42P01") return BackfilledTableGone(backfill);
+  return status;
+}
+
 // Low watermark, the chunk in a fresh snapshot, high watermark (watermark_backfill.h).
 arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   Failpoint("backfill.before-chunk");  // the previous chunk finished, no watermark yet
   if (!backfill_sql_) {
     ARROW_ASSIGN_OR_RAISE(backfill_sql_,
                           pg::PgConnection::Connect(config_.source.conninfo));
+    backfill_source_ = pg::MakeSourceSession(backfill_sql_.get());
   }
-  pg::PgConnection& sql = *backfill_sql_;
+  pg::SourceSession& source = *backfill_source_;
   BronzeTable* table = backfill->table;
   const std::string table_name = SourceName(table->source);
   std::vector<SourceColumn> columns = table->columns;
-
-  std::string select = "SELECT ";
-  for (size_t c = 0; c < columns.size(); ++c) {
-    ARROW_ASSIGN_OR_RAISE(std::string q, sql.QuoteIdentifier(columns[c].name));
-    select += (c == 0 ? "" : ", ") + q;
-  }
-  ARROW_ASSIGN_OR_RAISE(std::string schema_q, sql.QuoteIdentifier(table->source.schema));
-  ARROW_ASSIGN_OR_RAISE(std::string table_q, sql.QuoteIdentifier(table->source.table));
-  select += " FROM " + schema_q + "." + table_q;
-  if (!backfill->row_filter) {
-    ARROW_ASSIGN_OR_RAISE(auto described,
-                          pg::DescribeTable(*sql_, table->source.schema,
-                                            table->source.table, config_.source.publication));
-    backfill->row_filter = described ? described->row_filter : "";
-  }
-  // The publication's row filter, as the catalog prints it; the key conditions are
-  // ANDed on below.
-  const std::string filter =
-      backfill->row_filter->empty() ? "" : "(" + *backfill->row_filter + ")";
-  if (!filter.empty()) select += " WHERE " + filter;
-  const std::string select_from = select;
-  const std::string where_or_and = filter.empty() ? " WHERE " : " AND ";
-  std::string key_list;
-  for (size_t k = 0; k < backfill->key_columns.size(); ++k) {
-    ARROW_ASSIGN_OR_RAISE(std::string q, sql.QuoteIdentifier(backfill->key_columns[k]));
-    key_list += (k == 0 ? "" : ", ") + q;
-  }
-  std::vector<std::optional<std::string>> params;
-  const auto& after = backfill->progress.after;
-  if (!after.empty()) {
-    if (after.size() != backfill->key_columns.size()) {
-      return arrow::Status::Invalid(table_name, ": the backfill's last key has ",
-                                    after.size(), " value(s) for ",
-                                    backfill->key_columns.size(), " key column(s)");
-    }
-    std::string placeholders;
-    for (size_t k = 0; k < after.size(); ++k) {
-      placeholders += (k == 0 ? "$" : ", $") + std::to_string(k + 1);
-      params.push_back(after[k]);
-    }
-    select += where_or_and + "(" + key_list + ") > (" + placeholders + ")";
-  }
-  const int64_t limit = config_.source.backfill_chunk_rows;
-  select += " ORDER BY " + key_list + " LIMIT " + std::to_string(limit);
-  // Keys whose earlier chunk row lost to a partial update: selected again.
-  const auto& retry = backfill->progress.retry;
-  const size_t retried = std::min(retry.size(), kMaxRetryKeys);
-  std::string reselect;
-  std::vector<std::optional<std::string>> reselect_params;
-  if (retried > 0) {
-    reselect = select_from + where_or_and + "(" + key_list + ") IN (";
-    for (size_t i = 0; i < retried; ++i) {
-      if (retry[i].size() != backfill->key_columns.size()) {
-        return arrow::Status::Invalid(table_name, ": a retried key has ", retry[i].size(),
-                                      " value(s) for ", backfill->key_columns.size(),
-                                      " key column(s)");
-      }
-      reselect += i == 0 ? "(" : ", (";
-      for (size_t k = 0; k < retry[i].size(); ++k) {
-        reselect_params.push_back(retry[i][k]);
-        reselect += (k == 0 ? "$" : ", $") + std::to_string(reselect_params.size());
-      }
-      reselect += ")";
-    }
-    reselect += ")";
-  }
+  ARROW_ASSIGN_OR_RAISE(pg::KeyChunkQuery query, ChunkQuery(backfill, columns));
 
   Watermark mark{table_name, chunk_nonce_ + "." + std::to_string(++chunk_counter_),
                  Watermark::Kind::kLow};
-  const std::string emit =
-      "SELECT pg_logical_emit_message(true, $1::text, $2::text)::text";
-  ARROW_RETURN_NOT_OK(
-      sql.Query(emit, {std::string(lake::kWatermarkPrefix), mark.ToContent()}).status());
-  // One snapshot for the xids it cannot see and for the rows.
-  ARROW_RETURN_NOT_OK(
-      sql.Query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
-  size_t range_rows = 0;
-  // The catalog's columns differ from Bronze's (checked under the chunk's snapshot).
-  std::string moved;
-  auto chunk = [&]() -> arrow::Result<std::pair<std::string, std::vector<pg::PgRow>>> {
-    // The lock before the snapshot: no column is renamed, retyped, added or dropped
-    // while the chunk is read, so the catalog the snapshot shows is the one its
-    // column names resolve in.
-    ARROW_RETURN_NOT_OK(
-        sql.Query("LOCK TABLE " + schema_q + "." + table_q + " IN ACCESS SHARE MODE")
-            .status());
-    ARROW_ASSIGN_OR_RAISE(auto snap, sql.Query("SELECT pg_current_snapshot()::text"));
-    Failpoint("backfill.after-snapshot");  // the chunk's snapshot taken, no row read
-    // Selected by name, a chunk reads the columns Bronze knows under those names. A
-    // rename, a swap of names or a type change the stream has not delivered yet (it
-    // may not until the table's next change) would put values under the wrong
-    // field or type.
-    ARROW_ASSIGN_OR_RAISE(auto described,
-                          pg::DescribeTable(sql, table->source.schema,
-                                            table->source.table, config_.source.publication));
-    moved = ColumnsDiffer(columns, ReadableColumns(described));
-    if (!moved.empty()) {
-      ARROW_RETURN_NOT_OK(sql.Query("COMMIT").status());
-      return std::make_pair(std::string(), std::vector<pg::PgRow>{});
-    }
-    ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(select, params));
-    range_rows = rows.size();
-    if (!reselect.empty()) {
-      ARROW_ASSIGN_OR_RAISE(auto again, sql.Query(reselect, reselect_params));
-      for (auto& row : again) rows.push_back(std::move(row));
-    }
-    ARROW_RETURN_NOT_OK(sql.Query("COMMIT").status());
-    return std::make_pair(snap.at(0).at(0).value_or(""), std::move(rows));
-  }();
-  if (!chunk.ok()) {
-    (void)sql.Query("ROLLBACK");
-    if (pg::GetSqlState(chunk.status()) == "42703") {
-      // A column the chunk selects under the name Bronze knows was renamed or
-      // dropped since, and the stream has not delivered that yet (it may not until
-      // the table's next change): the table is copied again instead, from the
-      // catalog's columns, which ends this backfill (CopyTables).
-      if (table->recopy_reason.empty()) {
-        table->recopy_reason =
-            "a column the backfill selects was renamed or dropped "
-            "before the stream delivered the change";
-      }
-      RecopyIfMoved(table);
-      return arrow::Status::OK();
-    }
-    if (pg::GetSqlState(chunk.status()) == "42P01") return BackfilledTableGone(backfill);
-    return chunk.status();
+  const std::string prefix(lake::kWatermarkPrefix);
+  ARROW_RETURN_NOT_OK(source.EmitMessage(prefix, mark.ToContent()));
+  // Selected by name, a chunk reads the columns Bronze knows under those names. A
+  // rename, a swap of names or a type change the stream has not delivered yet (it
+  // may not until the table's next change) would put values under the wrong field
+  // or type: checked under the chunk's snapshot.
+  auto chunk = source.ReadKeyChunk(
+      query, [&](const std::optional<pg::TableDescription>& described) {
+        return ColumnsDiffer(columns, ReadableColumns(described));
+      });
+  if (!chunk.ok() || !chunk->refused.empty()) {
+    return ChunkNotRead(backfill, chunk.status(), chunk.ok() ? chunk->refused : "");
   }
-  if (!moved.empty()) {
-    // The table is copied again from the catalog's columns instead, which ends this
-    // backfill (CopyTables).
-    if (table->recopy_reason.empty()) {
-      table->recopy_reason = "during its backfill, before the stream delivered it: " + moved;
-    }
-    RecopyIfMoved(table);
-    return arrow::Status::OK();
-  }
-  ARROW_ASSIGN_OR_RAISE(SnapshotXids snapshot, SnapshotXids::Parse(chunk->first));
+  ARROW_ASSIGN_OR_RAISE(SnapshotXids snapshot, SnapshotXids::Parse(chunk->snapshot));
   for (pg::TransactionId xid : backfill->recent_xids) {
     if (snapshot.Invisible(xid)) {
       // Delivered, yet not visible to the snapshot (its commit was still being
@@ -340,7 +282,8 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
     }
   }
   backfill->recent_xids.clear();
-  std::vector<pg::PgRow> rows = std::move(chunk->second);
+  const size_t range_rows = chunk->range_rows;
+  std::vector<pg::PgRow> rows = std::move(chunk->rows);
   ARROW_ASSIGN_OR_RAISE(auto keys, ChunkRowKeys(columns, rows, backfill->key_columns));
   // A key selected again that the range selected too (a key later in the order), or
   // twice: one row.
@@ -359,18 +302,16 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
     rows.resize(kept);
     keys.resize(kept);
   }
-  backfill->chunk_last = static_cast<int64_t>(range_rows) < limit;
+  backfill->chunk_last = static_cast<int64_t>(range_rows) < query.limit;
   backfill->chunk_range_rows = range_rows;
-  backfill->chunk_retried = retried;
+  backfill->chunk_retried = query.keys_again.size();
   backfill->chunk_rows = std::move(rows);
   backfill->chunk_columns = std::move(columns);
   backfill->window.emplace(table_name, mark.chunk, std::move(snapshot), std::move(keys));
   // The chunk read and its transaction ended, its high watermark not yet emitted.
   Failpoint("backfill.before-high-watermark");
   mark.kind = Watermark::Kind::kHigh;
-  ARROW_RETURN_NOT_OK(
-      sql.Query(emit, {std::string(lake::kWatermarkPrefix), mark.ToContent()}).status());
-  return arrow::Status::OK();
+  return source.EmitMessage(prefix, mark.ToContent());
 }
 
 arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionInfo& tx,

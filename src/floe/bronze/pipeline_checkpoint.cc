@@ -53,13 +53,9 @@ std::future<arrow::Status> Pipeline::CommitAsync(TableAppender* appender, std::s
   });
 }
 
-// Commits everything delivered so far, then confirms it to the server.
-arrow::Status Pipeline::Checkpoint(bool final) {
-  // Writing and committing may take longer than the server's wal_sender_timeout (a
-  // slow object store or catalog): the keeper answers for floe meanwhile, until the
-  // position to confirm is known.
-  std::optional<pg::StatusKeeper> keeper(std::in_place, streaming_);
-  // The side tables first: they only ever hold rows of delivered transactions.
+// The messages and quarantine records of delivered transactions, written to their
+// tables (each keeps those after what it committed).
+arrow::Status Pipeline::WriteSideTables() {
   if (!pending_messages_.empty()) {
     ARROW_ASSIGN_OR_RAISE(
         TableAppender * m,
@@ -89,20 +85,16 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     ARROW_RETURN_NOT_OK(WriteQuarantine(source, issues, ts));
   }
   pending_quarantine_.clear();
+  return arrow::Status::OK();
+}
 
-  for (auto& [name, table] : tables_) ARROW_RETURN_NOT_OK(FlushBuffered(table.get()));
-  Failpoint("checkpoint.before-commit");  // data files written, nothing committed
-  // Every touched table commits in parallel (the catalog serialises only its own
-  // calls); the checkpoint holds only once all of them did. A table being
-  // backfilled records its progress in the same commit as the rows it covers (and
-  // commits when only the progress moved).
-  std::vector<TableAppender*> dirty;
-  std::map<TableAppender*, ice::SummaryProperties> progress;
-  // Where the stream is (the position a checkpoint confirms).
-  const Lsn passed = StreamPassed();
-  // Tables whose copy again the stream has passed: committed even without rows, at
-  // least at the copy's point.
-  std::map<TableAppender*, Lsn> reached;
+// Which tables a checkpoint commits, and what each commit carries besides its rows.
+// A table being backfilled records its progress in the same commit as the rows it
+// covers (and commits when only the progress moved); a table whose copy again the
+// stream has passed (`passed`) commits even without rows, at least at the copy's
+// point, so that its commit LSN reaches the point and Silver may merge.
+arrow::Result<Pipeline::CheckpointPlan> Pipeline::PlanCheckpoint(Lsn passed) {
+  CheckpointPlan plan;
   for (auto& [name, table] : tables_) {
     if (!table->appender) continue;
     auto backfill = backfills_.find(name);
@@ -111,7 +103,7 @@ arrow::Status Pipeline::Checkpoint(bool final) {
       Backfill& b = *backfill->second;
       std::string json = b.progress.ToJson();
       moved = json != b.committed;
-      ice::SummaryProperties& summary = progress[table->appender.get()];
+      ice::SummaryProperties& summary = plan.summaries[table->appender.get()];
       summary[lake::kBackfillSummaryKey] = b.progress.SummaryJson();
       if (b.progress.has_keys()) {
         if (json != b.keys_written) {
@@ -124,28 +116,35 @@ arrow::Status Pipeline::Checkpoint(bool final) {
         summary[lake::kBackfillKeysSummaryKey] = b.keys_file;
       }
     }
-    // A copy again whose point the stream has now passed: the table commits (even
-    // without rows), so that its commit LSN reaches the point, and Silver may merge.
     const bool copy_reached =
         table->recopy_until.value() != 0 && passed >= table->recopy_until;
-    if (copy_reached) reached[table->appender.get()] = table->recopy_until;
+    if (copy_reached) plan.reached[table->appender.get()] = table->recopy_until;
     if (moved || copy_reached || table->appender->pending_rows() > 0) {
-      dirty.push_back(table->appender.get());
+      plan.dirty.push_back(table->appender.get());
     }
   }
-  if (messages_ && messages_->pending_rows() > 0) dirty.push_back(messages_.get());
-  if (quarantine_ && quarantine_->pending_rows() > 0) dirty.push_back(quarantine_.get());
-  const auto started = Clock::now();
+  if (messages_ && messages_->pending_rows() > 0) plan.dirty.push_back(messages_.get());
+  if (quarantine_ && quarantine_->pending_rows() > 0) {
+    plan.dirty.push_back(quarantine_.get());
+  }
+  for (TableAppender* appender : plan.dirty) plan.rows += appender->pending_rows();
+  return plan;
+}
+
+// Every table of `plan` commits in parallel (the catalog serialises only its own
+// calls); the checkpoint holds only once all of them did.
+std::vector<std::future<arrow::Status>> Pipeline::StartCommits(
+    const CheckpointPlan& plan) {
   std::vector<std::future<arrow::Status>> commits;
-  int64_t rows = 0;
-  for (TableAppender* appender : dirty) {
-    rows += appender->pending_rows();
+  for (TableAppender* appender : plan.dirty) {
     Lsn lsn = appender == messages_.get() ? position_ : last_commit_lsn_;
-    const auto copy = reached.find(appender);
-    if (copy != reached.end()) lsn = std::max(lsn, copy->second);
+    const auto copy = plan.reached.find(appender);
+    if (copy != plan.reached.end()) lsn = std::max(lsn, copy->second);
     ice::SummaryProperties summary;
-    if (auto it = progress.find(appender); it != progress.end()) summary = it->second;
-    const bool force = !summary.empty() || copy != reached.end();
+    if (auto it = plan.summaries.find(appender); it != plan.summaries.end()) {
+      summary = it->second;
+    }
+    const bool force = !summary.empty() || copy != plan.reached.end();
     commits.push_back(
         CommitAsync(appender, TableLabel(appender), [appender, lsn, summary, force] {
           arrow::Status st = appender->Commit(lsn, summary, force);
@@ -154,61 +153,80 @@ arrow::Status Pipeline::Checkpoint(bool final) {
           return st;
         }));
   }
-  // The commits' bookkeeping, once every one of them succeeded.
-  auto after_commits = [&]() -> arrow::Status {
-    for (auto& [name, table] : tables_) {
-      if (table->recopy_until.value() == 0 || !table->appender ||
-          table->appender->committed_lsn() < table->recopy_until) {
-        continue;
-      }
-      table->recopy_until = Lsn();
-      ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
-          [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
-            b->RemoveProperties(
-                {lake::kRecopyPendingProperty, lake::kRecopyUntilProperty});
-            return arrow::Status::OK();
-          }));
-      spdlog::info("{}: Bronze now holds every change up to its copy again at {}",
-                   SourceName(name), Lsn(table->appender->committed_lsn()).ToString());
+  return commits;
+}
+
+// The commits' bookkeeping, once every one of them succeeded: copies again the
+// tables now hold every change up to, backfill progress made durable (a finished
+// backfill ends), and the checkpoint's log line.
+arrow::Status Pipeline::AfterCommits(const CheckpointPlan& plan,
+                                     Clock::time_point started) {
+  for (auto& [name, table] : tables_) {
+    if (table->recopy_until.value() == 0 || !table->appender ||
+        table->appender->committed_lsn() < table->recopy_until) {
+      continue;
     }
-    // Requested backfills are durable once their first progress record committed.
-    backfills_requested_ = true;
-    for (auto it = backfills_.begin(); it != backfills_.end();) {
-      Backfill& backfill = *it->second;
-      backfill.committed = backfill.progress.ToJson();
-      const std::string keys =
-          backfill.progress.has_keys() ? backfill.keys_file : std::string();
-      if (!backfill.keys_committed_file.empty() && backfill.keys_committed_file != keys) {
-        // Superseded: no later run reads it (a failed delete leaves an orphan).
-        const arrow::Status deleted =
-            backfill.table->appender->table().io().Delete(backfill.keys_committed_file);
-        if (!deleted.ok()) {
-          spdlog::debug("{}: {}", backfill.keys_committed_file, deleted.ToString());
-        }
-      }
-      backfill.keys_committed_file = keys;
-      if (backfill.progress.done) {
-        spdlog::info("backfilled {}: {} row(s) in {} chunk(s), {} s",
-                     SourceName(it->first), backfill.progress.rows,
-                     backfill.progress.chunks,
-                     std::chrono::duration_cast<std::chrono::seconds>(Clock::now() -
-                                                                      backfill.started)
-                         .count());
-        copied_.insert(it->first);
-        it = backfills_.erase(it);
-      } else {
-        ++it;
+    table->recopy_until = Lsn();
+    ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->RemoveProperties({lake::kRecopyPendingProperty, lake::kRecopyUntilProperty});
+          return arrow::Status::OK();
+        }));
+    spdlog::info("{}: Bronze now holds every change up to its copy again at {}",
+                 SourceName(name), Lsn(table->appender->committed_lsn()).ToString());
+  }
+  // Requested backfills are durable once their first progress record committed.
+  backfills_requested_ = true;
+  for (auto it = backfills_.begin(); it != backfills_.end();) {
+    Backfill& backfill = *it->second;
+    backfill.committed = backfill.progress.ToJson();
+    const std::string keys =
+        backfill.progress.has_keys() ? backfill.keys_file : std::string();
+    if (!backfill.keys_committed_file.empty() && backfill.keys_committed_file != keys) {
+      // Superseded: no later run reads it (a failed delete leaves an orphan).
+      const arrow::Status deleted =
+          backfill.table->appender->table().io().Delete(backfill.keys_committed_file);
+      if (!deleted.ok()) {
+        spdlog::debug("{}: {}", backfill.keys_committed_file, deleted.ToString());
       }
     }
-    if (!dirty.empty()) {
-      spdlog::info(
-          "checkpoint: {} table(s), {} row(s) committed up to commit LSN {} in {} ms",
-          dirty.size(), rows, last_commit_lsn_.ToString(),
-          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started)
-              .count());
+    backfill.keys_committed_file = keys;
+    if (backfill.progress.done) {
+      spdlog::info("backfilled {}: {} row(s) in {} chunk(s), {} s", SourceName(it->first),
+                   backfill.progress.rows, backfill.progress.chunks,
+                   std::chrono::duration_cast<std::chrono::seconds>(Clock::now() -
+                                                                    backfill.started)
+                       .count());
+      copied_.insert(it->first);
+      it = backfills_.erase(it);
+    } else {
+      ++it;
     }
-    return arrow::Status::OK();
-  };
+  }
+  if (!plan.dirty.empty()) {
+    spdlog::info(
+        "checkpoint: {} table(s), {} row(s) committed up to commit LSN {} in {} ms",
+        plan.dirty.size(), plan.rows, last_commit_lsn_.ToString(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started)
+            .count());
+  }
+  return arrow::Status::OK();
+}
+
+// Commits everything delivered so far, then confirms it to the server.
+arrow::Status Pipeline::Checkpoint(bool final) {
+  // Writing and committing may take longer than the server's wal_sender_timeout (a
+  // slow object store or catalog): the keeper answers for floe meanwhile, until the
+  // position to confirm is known.
+  std::optional<pg::StatusKeeper> keeper(std::in_place, streaming_);
+  // The side tables first: they only ever hold rows of delivered transactions.
+  ARROW_RETURN_NOT_OK(WriteSideTables());
+  for (auto& [name, table] : tables_) ARROW_RETURN_NOT_OK(FlushBuffered(table.get()));
+  Failpoint("checkpoint.before-commit");  // data files written, nothing committed
+  // Where the stream is (the position a checkpoint confirms).
+  ARROW_ASSIGN_OR_RAISE(const CheckpointPlan plan, PlanCheckpoint(StreamPassed()));
+  const auto started = Clock::now();
+  std::vector<std::future<arrow::Status>> commits = StartCommits(plan);
   // Everything delivered is durable: confirm it (checkpointer.h). Not while the
   // initial copy runs without a stream.
   auto position = [&] { return streaming_ == nullptr ? confirmed_ : StreamPassed(); };
@@ -223,8 +241,10 @@ arrow::Status Pipeline::Checkpoint(bool final) {
     confirmed_ = confirm;
     return final ? streaming_->SendStandbyStatus() : arrow::Status::OK();
   };
-  ARROW_ASSIGN_OR_RAISE(confirmed_, FinishCheckpoint(std::move(commits), after_commits,
-                                                     position, confirmed_, sink));
+  ARROW_ASSIGN_OR_RAISE(
+      confirmed_, FinishCheckpoint(
+                      std::move(commits), [&] { return AfterCommits(plan, started); },
+                      position, confirmed_, sink));
   // Confirmed while the stream holds a transaction it read but did not deliver: a
   // crash now must not lose it.
   if (streaming_ != nullptr && stream_ != nullptr && !stream_->holds_nothing()) {

@@ -80,7 +80,7 @@ arrow::Result<std::vector<BronzeTable*>> Pipeline::PrepareCopies(
   std::vector<BronzeTable*> tables;
   for (BronzeTable* table : requested) {
     pg::Oid relation_id = 0;
-    auto read = SourceColumnsFromCatalog(*sql_, *types_, table->source,
+    auto read = SourceColumnsFromCatalog(*source_, *types_, table->source,
                                          config_.source.publication, &relation_id);
     if (read.status().IsKeyError()) {
       // Renamed or dropped since it was listed (or first seen in the stream): there
@@ -397,7 +397,7 @@ void Pipeline::CopyAgain(BronzeTable* table, const std::string& identity) {
 arrow::Status Pipeline::Discover(bool at_start) {
   if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
     ARROW_ASSIGN_OR_RAISE(auto identities,
-                          SourceIdentities(*sql_, config_.source.publication));
+                          source_->PublishedIdentities(config_.source.publication));
     for (const auto& [name, identity] : identities) {
       ARROW_ASSIGN_OR_RAISE(BronzeTable * table, TableFor(name));
       if (!table->unnamed.empty() || table->awaiting_copy || table->recopy_queued)

@@ -21,63 +21,6 @@
 
 namespace floe::bronze {
 
-// Per published table, what identifies the relation and its membership in the
-// publication: its pg_class oid (new when dropped and re-created) and the oids of
-// the pg_publication_rel rows of it or an ancestor and of the
-// pg_publication_namespace row of its schema (new when it was removed from the
-// publication and added back; constant under FOR ALL TABLES). Changes made while a
-// table was out of the publication are not in the WAL stream floe reads, so a
-// changed identity means Bronze may miss changes: the table is copied again. For a
-// partitioned table published through its root, also its leaf partitions' oids:
-// rows of a partition attached or detached move without a change in the stream.
-arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
-    pg::PgConnection& sql, const std::string& publication) {
-  ARROW_ASSIGN_OR_RAISE(
-      auto rows,
-      sql.Query(
-          "SELECT pt.schemaname::text, pt.tablename::text, 'relation ' || c.oid || "
-          // IdentityIsOf reads the relation back from this prefix.
-          "', publication ' || coalesce((SELECT string_agg(pr.oid::text, ',' ORDER BY "
-          "pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = p.oid AND "
-          "(pr.prrelid = c.oid OR pr.prrelid IN (SELECT relid FROM "
-          // Rows only for a partition or a partitioned table, itself included.
-          "pg_partition_ancestors(c.oid)))), '') || "
-          "'/' || coalesce((SELECT string_agg(pn.oid::text, ',' ORDER BY pn.oid) FROM "
-          "pg_catalog.pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND "
-          "pn.pnnspid = c.relnamespace), '') || "
-          // A partitioned table published through its root: ATTACH and DETACH
-          // PARTITION move rows in or out of it without a change in the WAL stream.
-          // Each partition with the xmin of its pg_inherits row: detaching a
-          // partition, changing it and attaching it again leaves the same set of
-          // partitions, but a new pg_inherits row.
-          "CASE WHEN c.relkind = 'p' THEN ', partitions ' || coalesce((SELECT "
-          // and its relfilenode: PostgreSQL sends nothing when a partition is
-          // truncated on its own under publish_via_partition_root.
-          "string_agg(i.inhrelid::text || ':' || i.xmin::text || ':' || "
-          "coalesce(pg_catalog.pg_relation_filenode(i.inhrelid)::text, ''), ',' ORDER BY "
-          "i.inhrelid) FROM pg_catalog.pg_inherits i WHERE i.inhrelid IN (SELECT "
-          "relid FROM pg_partition_tree(c.oid) WHERE relid <> c.oid)), '') ELSE '' END "
-          "FROM pg_catalog.pg_publication p "
-          "JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname "
-          "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
-          "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = "
-          "pt.tablename WHERE p.pubname = $1",
-          {publication}));
-  std::map<pg::QualifiedName, std::string> out;
-  for (const auto& row : rows) out[{*row[0], *row[1]}] = row[2].value_or("");
-  return out;
-}
-bool IdentityIsOf(const std::string& identity, pg::Oid oid) {
-  const std::string prefix = "relation " + std::to_string(oid) + ",";
-  return identity.compare(0, prefix.size(), prefix) == 0;
-}
-
-std::string IdentityOfGone(pg::Oid oid, const std::string& why) {
-  // Not SourceIdentities' form ("relation <oid>, publication ..."): never equal to
-  // the identity of a table published now, and IdentityIsOf never takes it.
-  return "relation " + std::to_string(oid) + " (" + why + ")";
-}
-
 arrow::Status Pipeline::MarkGone(BronzeTable* table, const std::string& why) {
   table->stream_relation_gone = true;
   return RecordIdentity(table, why);
@@ -85,15 +28,10 @@ arrow::Status Pipeline::MarkGone(BronzeTable* table, const std::string& why) {
 
 arrow::Result<std::string> Pipeline::RelFilenodeOf(const pg::QualifiedName& table,
                                                    std::string* xmin) {
-  ARROW_ASSIGN_OR_RAISE(
-      auto rows,
-      sql_->Query("SELECT pg_catalog.pg_relation_filenode(c.oid)::text, c.xmin::text "
-                  "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = "
-                  "c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
-                  {table.schema, table.table}));
-  if (rows.empty() || rows[0].size() < 2 || !rows[0][0]) return std::string();
-  if (xmin != nullptr) *xmin = rows[0][1].value_or("");
-  return *rows[0][0];
+  ARROW_ASSIGN_OR_RAISE(pg::TableFile file, source_->FileOf(table));
+  if (file.filenode.empty()) return std::string();
+  if (xmin != nullptr) *xmin = file.xmin;
+  return file.filenode;
 }
 
 arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& identity) {
@@ -137,7 +75,7 @@ arrow::Result<bool> Pipeline::Rejoined(BronzeTable* table, const std::string& id
 
 arrow::Status Pipeline::CopyFirstSeen(BronzeTable* table, pg::Oid relation_id) {
   ARROW_ASSIGN_OR_RAISE(auto identities,
-                        SourceIdentities(*sql_, config_.source.publication));
+                        source_->PublishedIdentities(config_.source.publication));
   auto now = identities.find(table->source);
   if (relation_id == 0 ||
       (now != identities.end() && IdentityIsOf(now->second, relation_id))) {
@@ -210,7 +148,7 @@ arrow::Status Pipeline::CopyIfRenamedBack(BronzeTable* table, pg::Oid relation_i
     return arrow::Status::OK();
   }
   ARROW_ASSIGN_OR_RAISE(auto identities,
-                        SourceIdentities(*sql_, config_.source.publication));
+                        source_->PublishedIdentities(config_.source.publication));
   auto now = identities.find(table->source);
   // Renamed away again since, or dropped: Discover sees to it.
   if (now == identities.end() || !IdentityIsOf(now->second, relation_id)) {
@@ -412,9 +350,8 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
                                            table->appender->table().metadata()));
   if (progress && !progress->done) {
     // A backfill the last run did not finish: carry on after its last chunk.
-    ARROW_ASSIGN_OR_RAISE(auto described, pg::DescribeTable(*sql_, table->source.schema,
-                                                            table->source.table,
-                                                            config_.source.publication));
+    ARROW_ASSIGN_OR_RAISE(auto described,
+                          source_->Describe(table->source, config_.source.publication));
     if (!described) {
       spdlog::warn(
           "{}: its unfinished backfill cannot go on: the table is no longer in "
@@ -429,7 +366,7 @@ arrow::Result<bool> Pipeline::IsCopied(BronzeTable* table) {
     // and the changes since may hold what the source no longer has, so the table is
     // copied again after a `t` row instead (Discover).
     ARROW_ASSIGN_OR_RAISE(auto identities,
-                          SourceIdentities(*sql_, config_.source.publication));
+                          source_->PublishedIdentities(config_.source.publication));
     const auto& properties = table->appender->table().metadata().properties;
     auto recorded = properties.find(lake::kSourceIdentityProperty);
     auto now = identities.find(table->source);

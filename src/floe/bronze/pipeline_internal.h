@@ -52,6 +52,7 @@
 #include "floe/source/postgres/relation_cache.h"
 #include "floe/source/postgres/replication_connection.h"
 #include "floe/source/postgres/snapshot.h"
+#include "floe/source/postgres/source_session.h"
 #include "floe/source/postgres/type_mapping.h"
 
 namespace floe::bronze {
@@ -88,26 +89,19 @@ std::string SourceName(const pg::QualifiedName& name);
 std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape);
 /// `relation_id`, when given: set to the table's pg_class oid.
 arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
-    pg::PgConnection& sql, pg::TypeResolver& types, const pg::QualifiedName& table,
+    pg::SourceSession& source, pg::TypeResolver& types, const pg::QualifiedName& table,
     const std::string& publication, pg::Oid* relation_id = nullptr);
-arrow::Result<std::vector<pg::QualifiedName>> PublishedTables(
-    pg::PgConnection& sql, const std::string& publication);
 arrow::Status FlushBuffered(BronzeTable* table);
 /// The cdc_seq of a change batch's first row (the sixth CDC column); 0 when empty.
 int32_t FirstSeqOf(const arrow::RecordBatch& batch);
 
 // pipeline_startup.cc
-void WarnIfUnprotected(pg::PgConnection& sql);
+void WarnIfUnprotected(pg::SourceSession& source);
 
-// pipeline_identity.cc: per published table, its relation and publication membership
-// (lake::kSourceIdentityProperty's value); a change of it means a copy again.
-arrow::Result<std::map<pg::QualifiedName, std::string>> SourceIdentities(
-    pg::PgConnection& sql, const std::string& publication);
-// Whether a SourceIdentities value is of relation `oid`.
-bool IdentityIsOf(const std::string& identity, pg::Oid oid);
-// The identity recorded for relation `oid`, which is no longer published under the
-// name (`why`: "gone", "renamed <name>"); no SourceIdentities value equals it.
-std::string IdentityOfGone(pg::Oid oid, const std::string& why);
+// A published table's identity (lake::kSourceIdentityProperty's value) is
+// pg::SourceSession::PublishedIdentities'; a change of it means a copy again.
+using pg::IdentityIsOf;
+using pg::IdentityOfGone;
 
 // ---------------------------------------------------------------------------
 // Metrics (docs/operations.md lists them)
@@ -339,10 +333,23 @@ class Pipeline : public pg::ChangeSink {
   void set_deadline(std::optional<Clock::time_point> deadline) { deadline_ = deadline; }
 
  private:
+  /// RunOnce's steps (pipeline.cc).
+  void ResetRun();
+  arrow::Status StartUp();
+  pg::ChangeStream::Options StreamOptions() const;
+  /// When each of AtSafePoint's periodic steps last ran.
+  struct SafePointClock {
+    Clock::time_point last_checkpoint = Clock::now();
+    Clock::time_point last_discovery = Clock::now();
+    Clock::time_point last_activity = Clock::now();
+    Clock::time_point last_heartbeat = Clock::now();
+    Clock::time_point last_sample = Clock::now() - std::chrono::hours(1);
+  };
+  arrow::Status AtSafePoint(bool got, SafePointClock* clock);
   ice::Namespace ServiceNamespace() const {
     return {config_.naming.bronze_namespace, config_.service};
   }
-  arrow::Status LockService(pg::PgConnection& sql);
+  arrow::Status LockService(pg::SourceSession& source);
   void WarnIfAnInsertLacksValues(BronzeTable* table, const arrow::RecordBatch& batch,
                                  const int32_t* op_offsets, const uint8_t* op_chars);
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
@@ -493,6 +500,12 @@ class Pipeline : public pg::ChangeSink {
                               BackfillProgress progress, std::string committed);
   arrow::Status IssueChunks();
   arrow::Status IssueChunk(Backfill* backfill);
+  /// IssueChunk's steps: the next chunk's query of `columns`, and what a chunk that
+  /// could not be read means (`moved`: the catalog's columns differ; else `status`).
+  arrow::Result<pg::KeyChunkQuery> ChunkQuery(Backfill* backfill,
+                                              const std::vector<SourceColumn>& columns);
+  arrow::Status ChunkNotRead(Backfill* backfill, const arrow::Status& status,
+                             const std::string& moved);
   void RetryPartialRows(Backfill* backfill, const pg::TableChanges& changes,
                         const std::vector<std::string>& keys);
   arrow::Status TrackBackfill(Backfill* backfill, const pg::TransactionInfo& tx,
@@ -500,6 +513,19 @@ class Pipeline : public pg::ChangeSink {
   arrow::Status OnWatermark(const pg::CapturedMessage& message);
   arrow::Status FinishChunk(Backfill* backfill, const pg::CapturedMessage& high);
   arrow::Status Checkpoint(bool final);
+  /// Checkpoint's steps (pipeline_checkpoint.cc). What it commits: the tables with
+  /// something to commit (`dirty`, with `rows` rows), each backfilled table's
+  /// progress record, and each copy again's point the stream has passed.
+  struct CheckpointPlan {
+    std::vector<TableAppender*> dirty;
+    int64_t rows = 0;
+    std::map<TableAppender*, ice::SummaryProperties> summaries;
+    std::map<TableAppender*, Lsn> reached;
+  };
+  arrow::Status WriteSideTables();
+  arrow::Result<CheckpointPlan> PlanCheckpoint(Lsn passed);
+  std::vector<std::future<arrow::Status>> StartCommits(const CheckpointPlan& plan);
+  arrow::Status AfterCommits(const CheckpointPlan& plan, Clock::time_point started);
   arrow::Status WriteQuarantine(const pg::QualifiedName& source,
                                 const std::vector<pg::QuarantineCandidate>& issues,
                                 int64_t cdc_ts_us);
@@ -519,8 +545,9 @@ class Pipeline : public pg::ChangeSink {
   std::atomic<int64_t> last_commit_time_us_{0};
   bool crash_checked_ = false;
 
-  // Per connection (reset by RunOnce).
+  // Per connection (reset by RunOnce). `source_` asks `sql_` every question.
   std::unique_ptr<pg::PgConnection> sql_;
+  std::unique_ptr<pg::SourceSession> source_;
   std::unique_ptr<pg::PgTypeResolver> types_;
   std::unique_ptr<pg::ReplicationConnection> repl_;
   pg::ReplicationConnection* streaming_ = nullptr;
@@ -560,6 +587,7 @@ class Pipeline : public pg::ChangeSink {
   /// Watermark backfills in progress, and their own SQL session.
   std::map<pg::QualifiedName, std::unique_ptr<Backfill>> backfills_;
   std::unique_ptr<pg::PgConnection> backfill_sql_;
+  std::unique_ptr<pg::SourceSession> backfill_source_;
   /// Makes chunk ids unique across runs and reconnects.
   const std::string chunk_nonce_ =
       std::to_string(::getpid()) + "." + std::to_string(NowUnixMicros());

@@ -98,20 +98,15 @@ arrow::Result<std::unique_ptr<PipelineMetrics>> PipelineMetrics::Make() {
 
 // Lag in bytes and the slot's WAL retention, from the source.
 void Pipeline::SampleSource() {
-  auto rows = sql_->Query(
-      "SELECT (pg_current_wal_lsn() - $1::pg_lsn)::bigint::text, "
-      "(pg_current_wal_lsn() - restart_lsn)::bigint::text, wal_status "
-      "FROM pg_replication_slots WHERE slot_name = $2",
-      {confirmed_.ToString(), config_.source.slot});
-  if (!rows.ok() || rows->empty()) return;
-  const auto& row = (*rows)[0];
-  if (auto lag = row[0] ? ParseInt64(*row[0]) : std::nullopt) {
+  auto sample = source_->SampleSlot(config_.source.slot, confirmed_);
+  if (!sample.ok() || !sample->found) return;
+  if (auto lag = sample->lag_bytes) {
     metrics_->lag_bytes.Set({}, static_cast<double>(std::max<int64_t>(0, *lag)));
   }
-  if (auto retained = row[1] ? ParseInt64(*row[1]) : std::nullopt) {
+  if (auto retained = sample->retained_bytes) {
     metrics_->retained_wal.Set({}, static_cast<double>(*retained));
   }
-  const std::string status = row[2].value_or("");
+  const std::string status = sample->wal_status;
   for (const char* s : {"reserved", "extended", "unreserved", "lost"}) {
     metrics_->wal_status.Set({s}, status == s ? 1 : 0);
   }

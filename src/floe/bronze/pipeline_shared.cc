@@ -63,10 +63,9 @@ std::vector<SourceColumn> SourceColumnsOf(const pg::TableShape& shape) {
 // it for every path: in attnum order, the order pgoutput sends them in, and without
 // generated columns, which pgoutput does not send either.
 arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
-    pg::PgConnection& sql, pg::TypeResolver& types, const pg::QualifiedName& table,
+    pg::SourceSession& source, pg::TypeResolver& types, const pg::QualifiedName& table,
     const std::string& publication, pg::Oid* relation_id) {
-  ARROW_ASSIGN_OR_RAISE(auto described,
-                        pg::DescribeTable(sql, table.schema, table.table, publication));
+  ARROW_ASSIGN_OR_RAISE(auto described, source.Describe(table, publication));
   if (!described || described->Replicated().empty()) {
     return arrow::Status::KeyError("table ", SourceName(table),
                                    " has no columns or does not exist");
@@ -96,17 +95,6 @@ arrow::Result<std::vector<SourceColumn>> SourceColumnsFromCatalog(
     col.mapping = pg::MapType(type);
     out.push_back(std::move(col));
   }
-  return out;
-}
-
-arrow::Result<std::vector<pg::QualifiedName>> PublishedTables(
-    pg::PgConnection& sql, const std::string& publication) {
-  ARROW_ASSIGN_OR_RAISE(
-      auto rows, sql.Query("SELECT schemaname::text, tablename::text FROM "
-                           "pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2",
-                           {publication}));
-  std::vector<pg::QualifiedName> out;
-  for (const auto& row : rows) out.push_back({*row[0], *row[1]});
   return out;
 }
 

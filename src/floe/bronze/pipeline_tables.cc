@@ -247,7 +247,7 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
     return entry.get();
   }
   // Never a silent null: say once why a generated column is not replicated.
-  if (auto described = pg::DescribeTable(*sql_, source.schema, source.table);
+  if (auto described = source_->Describe(source, "");
       described.ok() && *described && !(*described)->GeneratedColumns().empty()) {
     spdlog::warn(
         "{}: generated column(s) {} are not replicated: pgoutput does not send "
@@ -318,7 +318,7 @@ arrow::Status Pipeline::BindFromCatalogIfUnbound(BronzeTable* table) {
   if (table->conformer) return arrow::Status::OK();
   pg::Oid relation_id = 0;
   ARROW_ASSIGN_OR_RAISE(
-      auto columns, SourceColumnsFromCatalog(*sql_, *types_, table->source,
+      auto columns, SourceColumnsFromCatalog(*source_, *types_, table->source,
                                              config_.source.publication, &relation_id));
   return SetShape(table, std::move(columns), {0, -1}, relation_id);
 }
@@ -613,9 +613,8 @@ arrow::Result<std::vector<std::string>> Pipeline::KeyColumnsOf(
   // The columns every change (deletes included) carries, in index order (the
   // backfill chunks by them); none for a partitioned parent or under REPLICA
   // IDENTITY NOTHING, which are copied through an exported snapshot.
-  ARROW_ASSIGN_OR_RAISE(
-      auto described,
-      pg::DescribeTable(*sql_, table.schema, table.table, config_.source.publication));
+  ARROW_ASSIGN_OR_RAISE(auto described,
+                        source_->Describe(table, config_.source.publication));
   if (!described || described->relkind != 'r' || described->replica_identity == 'n') {
     return std::vector<std::string>{};
   }

@@ -1,0 +1,184 @@
+#include "floe/bronze/slot_check.h"
+
+#include <optional>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "floe/common/error.h"
+#include "floe/common/parse.h"
+#include "floe/lake/keys.h"
+
+namespace floe::bronze {
+namespace {
+
+namespace pg = floe::postgres;
+
+arrow::Status Refuse(std::string message) {
+  return floe::KindedError(floe::ErrorKind::kFatalConfig, std::move(message));
+}
+
+const char kResnapshotHint[] =
+    "To copy every table again and carry on (Bronze keeps its history; the changes "
+    "in between are not recoverable from this slot), run: floe run --resnapshot "
+    "<config>";
+
+// What Bronze recorded of the source, read from the namespace's properties.
+struct Recorded {
+  std::optional<uint64_t> confirmed;
+  /// The recorded slot is this pipeline's.
+  bool same_slot = false;
+};
+
+// The rules that need no slot: the same cluster, the same slot, a history that
+// reaches what Bronze holds.
+arrow::Status CheckRecorded(const SlotCheckInput& in, const Recorded& recorded) {
+  const auto& state = in.state;
+  const std::string& ns = in.namespace_name;
+  auto sys = state.find(lake::kStateSystemId);
+  if (sys != state.end() && sys->second != in.who.system_id && !in.resnapshot) {
+    return Refuse("the source is a different database cluster (system identifier " +
+                  in.who.system_id + ") than the one " + ns + " was fed from (" +
+                  sys->second +
+                  "): refusing to mix them. Point source.conninfo at the original "
+                  "server, or use another service name. " +
+                  kResnapshotHint);
+  }
+  if (recorded.confirmed && state.contains(lake::kStateSlot) && !recorded.same_slot &&
+      !in.resnapshot) {
+    const std::string& old_slot = state.at(lake::kStateSlot);
+    return Refuse(
+        ns + " was fed from replication slot \"" + old_slot + "\" up to LSN " +
+        Lsn(*recorded.confirmed).ToString() + ", but this pipeline names slot \"" +
+        in.slot +
+        "\": two slots feeding one Bronze would write changes twice, and a new "
+        "slot starts after changes the old one still holds. Set source.slot "
+        "back to \"" +
+        old_slot +
+        "\", or give this pipeline its own `service:` "
+        "name. To move this service to the new slot, run floe run --resnapshot "
+        "<config> (it copies every table again), then drop the old slot: SELECT "
+        "pg_drop_replication_slot('" +
+        old_slot + "')");
+  }
+  // The server's history must reach what Bronze already holds. A WAL end before it
+  // means the database was restored from a backup, or failed over to a server that
+  // had not received those changes: its slot went backwards, and from here on the
+  // source reuses LSNs that Bronze holds for changes it no longer has. Re-copying
+  // into this Bronze would not help (the copies would sort before those changes).
+  if (recorded.confirmed && *recorded.confirmed > in.who.xlogpos.value()) {
+    return Refuse(
+        "the source's WAL ends at " + in.who.xlogpos.ToString() + ", before LSN " +
+        Lsn(*recorded.confirmed).ToString() + " up to which " + ns +
+        " already holds its changes: the database was restored from a backup or "
+        "failed over to a server that had not received them, so its history went "
+        "backwards and no longer matches Bronze. floe cannot continue this Bronze (the "
+        "source will reuse LSNs it already holds). Start a new one: give the pipeline "
+        "file a new `service:` name (or drop the tables of " +
+        ns +
+        " and its Silver tables) and run floe run again, which copies every table; "
+        "see \"The source went backwards\" in docs/running.md");
+  }
+  return arrow::Status::OK();
+}
+
+// --resnapshot over an existing slot: one that lost WAL is dropped (it cannot stream
+// any more); of one that can, what its changes become is said.
+arrow::Status ResnapshotOverSlot(pg::SourceSession& source, const std::string& slot,
+                                 std::optional<pg::SlotState>* slot_state) {
+  if ((*slot_state)->wal_status == "lost") {
+    // --resnapshot is the recovery from a lost slot: it cannot stream any more, so
+    // it is dropped and created again, and every table is copied afresh.
+    spdlog::warn(
+        "replication slot {} lost WAL it needed; dropping it and creating it "
+        "again for --resnapshot",
+        slot);
+    ARROW_RETURN_NOT_OK(source.DropSlot(slot));
+    slot_state->reset();
+    return arrow::Status::OK();
+  }
+  // The slot can still stream what it holds, but a copy of every table replaces
+  // it: those changes reach Bronze only as the copies' latest state.
+  const Lsn since = (*slot_state)->confirmed_flush_lsn;
+  auto behind = source.WalBytesSince(since);
+  if (behind.ok() && behind->value_or(0) > 0) {
+    spdlog::warn(
+        "--resnapshot: replication slot {} can still stream the changes made "
+        "since {} ({} bytes of WAL), but they reach Bronze only as the copies' "
+        "rows (each table's latest state), not as change rows. To copy tables "
+        "again and keep every change, stop now and run floe run "
+        "--backfill-table schema.table instead (docs/running.md, Recovery)",
+        slot, since.ToString(), **behind);
+  }
+  return arrow::Status::OK();
+}
+
+// The rules on the slot as it is: lost WAL, or moved past what floe confirmed.
+arrow::Status CheckExistingSlot(const SlotCheckInput& in, const Recorded& recorded,
+                                const pg::SlotState& slot_state) {
+  if (slot_state.wal_status == "lost") {
+    return Refuse("replication slot \"" + in.slot +
+                  "\" lost WAL it still needed (wal_status = lost; "
+                  "max_slot_wal_keep_size was exceeded): changes are missing and "
+                  "the slot cannot stream any more. " +
+                  kResnapshotHint + " (it drops the lost slot and creates it again)");
+  }
+  if (recorded.confirmed && recorded.same_slot && !in.resnapshot &&
+      slot_state.confirmed_flush_lsn.value() > *recorded.confirmed) {
+    return Refuse("replication slot \"" + in.slot + "\" is at LSN " +
+                  slot_state.confirmed_flush_lsn.ToString() +
+                  ", past what floe confirmed (" + Lsn(*recorded.confirmed).ToString() +
+                  "): it was recreated or advanced by someone else, and changes in "
+                  "between are not in Bronze. " +
+                  kResnapshotHint);
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Result<SlotCheckResult> CheckSlot(pg::SourceSession& source,
+                                         pg::ReplicationConnection* repl,
+                                         const SlotCheckInput& in) {
+  Recorded recorded;
+  if (auto it = in.state.find(lake::kStateConfirmed); it != in.state.end()) {
+    recorded.confirmed = ParseUint64(it->second);
+  }
+  recorded.same_slot =
+      in.state.contains(lake::kStateSlot) && in.state.at(lake::kStateSlot) == in.slot;
+  ARROW_RETURN_NOT_OK(CheckRecorded(in, recorded));
+  ARROW_ASSIGN_OR_RAISE(auto slot_state, source.ReadSlot(in.slot));
+  if (slot_state && in.resnapshot) {
+    ARROW_RETURN_NOT_OK(ResnapshotOverSlot(source, in.slot, &slot_state));
+  }
+  if (!slot_state) {
+    if (recorded.confirmed && recorded.same_slot && !in.resnapshot) {
+      return Refuse("replication slot \"" + in.slot + "\" does not exist, but " +
+                    in.namespace_name + " was fed from it up to LSN " +
+                    Lsn(*recorded.confirmed).ToString() +
+                    ": the changes made since then are gone. " + kResnapshotHint);
+    }
+    pg::CreateSlotOptions create;
+    ARROW_ASSIGN_OR_RAISE(auto ensured, source.EnsureSlot(repl, in.slot, create));
+    spdlog::info("created replication slot {} at {}", in.slot,
+                 ensured.created ? ensured.created->consistent_point.ToString()
+                                 : ensured.state.confirmed_flush_lsn.ToString());
+    recorded.confirmed.reset();
+    slot_state = ensured.state;
+  } else {
+    ARROW_RETURN_NOT_OK(CheckExistingSlot(in, recorded, *slot_state));
+  }
+  SlotCheckResult out;
+  out.updates = {{lake::kStateSlot, in.slot},
+                 {lake::kStateSystemId, in.who.system_id},
+                 {lake::kStateCleanStop, "false"}};
+  if (recorded.confirmed && recorded.same_slot && !in.resnapshot) {
+    out.confirmed = Lsn(*recorded.confirmed);
+  } else {
+    out.confirmed = slot_state->confirmed_flush_lsn;
+    out.updates[lake::kStateConfirmed] = std::to_string(out.confirmed.value());
+  }
+  return out;
+}
+
+}  // namespace floe::bronze

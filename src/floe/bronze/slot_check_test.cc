@@ -1,0 +1,236 @@
+#include "floe/bronze/slot_check.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "floe/common/error.h"
+#include "floe/common/test_util.h"
+#include "floe/lake/keys.h"
+
+namespace floe::bronze {
+namespace {
+
+namespace pg = floe::postgres;
+
+// A source with one slot (or none) that journals what it is asked to change; every
+// other question fails the test.
+class FakeSource : public pg::SourceSession {
+ public:
+  std::optional<pg::SlotState> slot;
+  /// Where a slot this source creates starts.
+  Lsn create_at{0x5000};
+  int64_t wal_since = 0;
+  std::vector<std::string> journal;
+
+  arrow::Result<std::optional<pg::SlotState>> ReadSlot(const std::string& name) override {
+    journal.push_back("read " + name);
+    return slot;
+  }
+  arrow::Status DropSlot(const std::string& name) override {
+    journal.push_back("drop " + name);
+    slot.reset();
+    return arrow::Status::OK();
+  }
+  arrow::Result<pg::EnsuredSlot> EnsureSlot(pg::ReplicationConnection*,
+                                            const std::string& name,
+                                            const pg::CreateSlotOptions&) override {
+    pg::EnsuredSlot out;
+    if (!slot) {
+      journal.push_back("create " + name);
+      slot = pg::SlotState{.slot_name = name, .confirmed_flush_lsn = create_at};
+      out.created = pg::CreatedSlot{.slot_name = name, .consistent_point = create_at};
+    }
+    out.state = *slot;
+    return out;
+  }
+  arrow::Result<std::optional<int64_t>> WalBytesSince(Lsn) override { return wal_since; }
+
+  arrow::Result<bool> TryLock(const std::string&) override { return Unexpected(); }
+  arrow::Result<std::string> LockHolder(const std::string&) override {
+    return Unexpected();
+  }
+  arrow::Result<pg::ProtectionSettings> ReadProtectionSettings() override {
+    return Unexpected();
+  }
+  arrow::Result<pg::SlotSample> SampleSlot(const std::string&, Lsn) override {
+    return Unexpected();
+  }
+  arrow::Result<pg::EnsuredPublication> EnsurePublication(
+      const pg::PublicationOptions&) override {
+    return Unexpected();
+  }
+  arrow::Result<std::vector<pg::QualifiedName>> PublishedTables(
+      const std::string&) override {
+    return Unexpected();
+  }
+  arrow::Result<std::map<pg::QualifiedName, std::string>> PublishedIdentities(
+      const std::string&) override {
+    return Unexpected();
+  }
+  arrow::Result<std::optional<pg::TableDescription>> Describe(
+      const pg::QualifiedName&, const std::string&) override {
+    return Unexpected();
+  }
+  arrow::Result<pg::TableFile> FileOf(const pg::QualifiedName&) override {
+    return Unexpected();
+  }
+  arrow::Status EmitMessage(const std::string&, const std::string&) override {
+    return Unexpected();
+  }
+  arrow::Result<pg::KeyChunk> ReadKeyChunk(const pg::KeyChunkQuery&,
+                                           const pg::ChunkCheck&) override {
+    return Unexpected();
+  }
+
+ private:
+  arrow::Status Unexpected() {
+    ADD_FAILURE() << "the slot check asked the source something it should not";
+    return arrow::Status::Invalid("unexpected");
+  }
+};
+
+pg::SlotState Slot(uint64_t confirmed, std::string wal_status = "reserved") {
+  return pg::SlotState{.slot_name = "floe_svc",
+                       .plugin = "pgoutput",
+                       .slot_type = "logical",
+                       .confirmed_flush_lsn = Lsn(confirmed),
+                       .wal_status = std::move(wal_status)};
+}
+
+// A service Bronze fed from slot floe_svc of cluster 7001 up to `confirmed`, on a
+// server whose WAL reaches 0x9000.
+SlotCheckInput Fed(uint64_t confirmed) {
+  SlotCheckInput in;
+  in.slot = "floe_svc";
+  in.namespace_name = "bronze.svc";
+  in.who = pg::SystemIdentity{.system_id = "7001", .timeline = 1, .xlogpos = Lsn(0x9000)};
+  in.state = {{std::string(lake::kStateSlot), "floe_svc"},
+              {std::string(lake::kStateSystemId), "7001"},
+              {std::string(lake::kStateConfirmed), std::to_string(confirmed)}};
+  return in;
+}
+
+// The refusal's message contains `needle`, and it is an error no retry fixes.
+void ExpectRefused(const arrow::Result<SlotCheckResult>& result,
+                   const std::string& needle) {
+  ASSERT_FALSE(result.ok()) << "expected a refusal containing: " << needle;
+  EXPECT_EQ(floe::ErrorKindOf(result.status()), floe::ErrorKind::kFatalConfig);
+  EXPECT_FALSE(floe::IsRetryable(result.status()));
+  EXPECT_NE(result.status().message().find(needle), std::string::npos)
+      << result.status().message();
+}
+
+TEST(SlotCheck, ANewServiceCreatesTheSlotAndStartsWhereItDoes) {
+  FakeSource source;
+  SlotCheckInput in = Fed(0);
+  in.state.clear();
+  ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, in));
+  EXPECT_EQ(checked.confirmed, Lsn(0x5000));
+  EXPECT_EQ(source.journal,
+            (std::vector<std::string>{"read floe_svc", "create floe_svc"}));
+  EXPECT_EQ(checked.updates.at(std::string(lake::kStateConfirmed)),
+            std::to_string(0x5000));
+  EXPECT_EQ(checked.updates.at(std::string(lake::kStateSlot)), "floe_svc");
+  EXPECT_EQ(checked.updates.at(std::string(lake::kStateSystemId)), "7001");
+  EXPECT_EQ(checked.updates.at(std::string(lake::kStateCleanStop)), "false");
+}
+
+TEST(SlotCheck, ARestartStartsAtWhatFloeRecordedNotAtTheSlot) {
+  // The slot may lag what floe recorded (the confirm after the record was lost):
+  // the changes in between are in Bronze, and the stream replays them; starting at
+  // the slot's position would be right too, but what floe holds is the record.
+  FakeSource source;
+  source.slot = Slot(0x3000);
+  ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, Fed(0x4000)));
+  EXPECT_EQ(checked.confirmed, Lsn(0x4000));
+  EXPECT_FALSE(checked.updates.contains(std::string(lake::kStateConfirmed)));
+  EXPECT_EQ(source.journal, std::vector<std::string>{"read floe_svc"});
+}
+
+TEST(SlotCheck, AnotherClusterIsRefusedUnlessEveryTableIsCopiedAgain) {
+  FakeSource source;
+  source.slot = Slot(0x4000);
+  SlotCheckInput in = Fed(0x4000);
+  in.who.system_id = "8002";
+  ExpectRefused(CheckSlot(source, nullptr, in), "different database cluster");
+  EXPECT_TRUE(source.journal.empty());
+  in.resnapshot = true;
+  ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, in));
+  EXPECT_EQ(checked.updates.at(std::string(lake::kStateSystemId)), "8002");
+}
+
+TEST(SlotCheck, AnotherSlotNameIsRefusedWithTheOldOneToDrop) {
+  FakeSource source;
+  source.slot = Slot(0x4000);
+  SlotCheckInput in = Fed(0x4000);
+  in.slot = "floe_other";
+  ExpectRefused(CheckSlot(source, nullptr, in), "pg_drop_replication_slot('floe_svc')");
+}
+
+TEST(SlotCheck, ASourceWhoseHistoryEndsBeforeBronzeIsRefusedEvenWithResnapshot) {
+  // Restored from a backup, or failed over to a server that had not received what
+  // Bronze holds: it will reuse LSNs Bronze holds for other changes.
+  FakeSource source;
+  source.slot = Slot(0x8000);
+  SlotCheckInput in = Fed(0xA000);
+  ExpectRefused(CheckSlot(source, nullptr, in), "history went backwards");
+  in.resnapshot = true;
+  ExpectRefused(CheckSlot(source, nullptr, in), "The source went backwards");
+  EXPECT_TRUE(source.journal.empty());
+}
+
+TEST(SlotCheck, AMissingSlotBronzeWasFedFromIsRefusedAndResnapshotCreatesIt) {
+  FakeSource source;
+  SlotCheckInput in = Fed(0x4000);
+  ExpectRefused(CheckSlot(source, nullptr, in), "floe run --resnapshot");
+  EXPECT_EQ(source.journal, std::vector<std::string>{"read floe_svc"});
+  in.resnapshot = true;
+  ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, in));
+  EXPECT_EQ(checked.confirmed, Lsn(0x5000));
+  EXPECT_EQ(checked.updates.at(std::string(lake::kStateConfirmed)),
+            std::to_string(0x5000));
+}
+
+TEST(SlotCheck, ASlotThatLostWalIsRefusedAndResnapshotDropsAndCreatesIt) {
+  FakeSource source;
+  source.slot = Slot(0x4000, "lost");
+  SlotCheckInput in = Fed(0x4000);
+  ExpectRefused(CheckSlot(source, nullptr, in), "wal_status = lost");
+  EXPECT_EQ(source.journal, std::vector<std::string>{"read floe_svc"});
+  source.journal.clear();
+  in.resnapshot = true;
+  ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, in));
+  EXPECT_EQ(source.journal, (std::vector<std::string>{"read floe_svc", "drop floe_svc",
+                                                      "create floe_svc"}));
+  EXPECT_EQ(checked.confirmed, Lsn(0x5000));
+}
+
+TEST(SlotCheck, ASlotPastWhatFloeConfirmedIsRefused) {
+  // Someone advanced or re-created it: the changes in between are in no table.
+  FakeSource source;
+  source.slot = Slot(0x4001);
+  ExpectRefused(CheckSlot(source, nullptr, Fed(0x4000)), "past what floe confirmed");
+  // At what floe confirmed: fine.
+  source.slot = Slot(0x4000);
+  ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, Fed(0x4000)));
+  EXPECT_EQ(checked.confirmed, Lsn(0x4000));
+}
+
+TEST(SlotCheck, ResnapshotOverALiveSlotStartsAtTheSlotWithoutDroppingIt) {
+  FakeSource source;
+  source.slot = Slot(0x3000);
+  source.wal_since = 4096;
+  SlotCheckInput in = Fed(0x4000);
+  in.resnapshot = true;
+  ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, in));
+  EXPECT_EQ(checked.confirmed, Lsn(0x3000));
+  EXPECT_EQ(source.journal, std::vector<std::string>{"read floe_svc"});
+  EXPECT_EQ(checked.updates.at(std::string(lake::kStateConfirmed)),
+            std::to_string(0x3000));
+}
+
+}  // namespace
+}  // namespace floe::bronze
