@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "floe/bronze/pipeline_internal.h"
+#include "floe/bronze/sink.h"
 #include "floe/common/error.h"
 #include "floe/lake/catalog.h"
 #include "floe/lake/keys.h"
@@ -140,9 +141,13 @@ arrow::Status Pipeline::RunOnce(bool* streamed) {
                         repl_->StartReplication(config_.source.slot, Lsn(), start));
   streaming_ = repl_.get();
   pg::ReplicationMessageSource source(repl_.get());
+  // Bronze first, then each further sink (sink.h).
+  SinkChain chain(this, options_.sinks);
+  pg::ChangeSink* sink =
+      options_.sinks.empty() ? static_cast<pg::ChangeSink*>(this) : &chain;
   ARROW_ASSIGN_OR_RAISE(
       auto stream, pg::ChangeStream::Make(&source, decoder, &attributes, types_.get(),
-                                          this, StreamOptions()));
+                                          sink, StreamOptions()));
   stream_ = stream.get();
   struct ForgetStream {
     Pipeline* p;

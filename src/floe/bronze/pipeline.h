@@ -37,6 +37,7 @@
 
 namespace floe::bronze {
 
+class Sink;
 
 struct RunOptions {
   /// Stop (gracefully: a last checkpoint) after this long; unset: run until stopped.
@@ -67,6 +68,10 @@ struct RunOptions {
   /// Where /metrics, /healthz and /readyz are served ("host:port"; empty: not
   /// served). See docs/operations.md for the metrics.
   std::string metrics_listen;
+  /// Destinations of the change path beside Bronze (sink.h; none by default): each
+  /// is handed every transaction after Bronze, and every checkpoint waits for its
+  /// commits before the position is confirmed. Not owned.
+  std::vector<Sink*> sinks;
 };
 
 /// Whether an error from RunPipeline is one that retrying cannot fix (a missing or

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "floe/bronze/sink.h"
 #include "floe/bronze/system_tables.h"
 #include "floe/common/failpoint.h"
 #include "floe/iceberg/table.h"
@@ -132,10 +133,14 @@ arrow::Result<Pipeline::CheckpointPlan> Pipeline::PlanCheckpoint(Lsn passed) {
 }
 
 // Every table of `plan` commits in parallel (the catalog serialises only its own
-// calls); the checkpoint holds only once all of them did.
+// calls), and so does every further sink (sink.h); the checkpoint holds only once all
+// of them did.
 std::vector<std::future<arrow::Status>> Pipeline::StartCommits(
     const CheckpointPlan& plan) {
   std::vector<std::future<arrow::Status>> commits;
+  for (Sink* sink : options_.sinks) {
+    for (auto& commit : sink->StartCommits()) commits.push_back(std::move(commit));
+  }
   for (TableAppender* appender : plan.dirty) {
     Lsn lsn = appender == messages_.get() ? position_ : last_commit_lsn_;
     const auto copy = plan.reached.find(appender);
