@@ -11,23 +11,11 @@
 
 #include "floe/iceberg/manifest.h"
 #include "floe/iceberg/partition_spec.h"
+#include "floe/iceberg/position_delete.h"
 #include "floe/iceberg/schema.h"
 #include "floe/iceberg/table.h"
 
 namespace floe::iceberg {
-
-/// Reserved field ids of the position delete schema (spec "Position Delete Files").
-inline constexpr int32_t kDeleteFilePathFieldId = 2147483546;
-inline constexpr int32_t kDeletePosFieldId = 2147483545;
-
-/// One deleted row: the data file's location as the manifest holds it, and the
-/// row's 0-based position in that file.
-struct PositionDelete {
-  std::string file_path;
-  int64_t pos = 0;
-
-  friend auto operator<=>(const PositionDelete&, const PositionDelete&) = default;
-};
 
 /// `file_path` (string, required, id 2147483546) then `pos` (long, required, id
 /// 2147483545).

@@ -22,16 +22,12 @@
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/manifest.h"
+#include "floe/iceberg/position_delete.h"
 #include "floe/iceberg/schema.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
 
 namespace floe::iceberg {
-
-/// Field ids of the columns of a position delete file (spec "Position Delete
-/// Files").
-inline constexpr int32_t kDeleteFilePathFieldId = 2147483546;
-inline constexpr int32_t kDeletePosFieldId = 2147483545;
 
 struct ScanOptions {
   /// The snapshot to read; the table's current snapshot when unset. A time-travel

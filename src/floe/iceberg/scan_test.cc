@@ -1,5 +1,6 @@
 #include "floe/iceberg/scan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -10,7 +11,9 @@
 
 #include "floe/iceberg/conversions.h"
 #include "floe/iceberg/expression.h"
+#include "floe/iceberg/key_scan.h"
 #include "floe/iceberg/parquet_writer.h"
+#include "floe/iceberg/position_delete_writer.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
 
@@ -509,6 +512,100 @@ TEST_F(ReadTaskTest, DeletePositionsCountAcrossRowGroups) {
   auto filtered =
       Read(task, schema, And(GreaterThanOrEqual("id", 160), LessThan("id", 200)));
   EXPECT_EQ(Longs(*filtered, 0), (std::vector<int64_t>{160, 180, 190}));
+}
+
+TEST_F(ReadTaskTest, KeyPositionsReadOnlyTheRowGroupsThatMayHoldAKeyAndSkipDeletedRows) {
+  Schema schema =
+      ValueOrDie(Schema::Make(0, {NestedField::Required(1, "id", Type::Long()),
+                                  NestedField::Optional(2, "name", Type::String())}));
+  std::vector<std::optional<int64_t>> ids;
+  std::vector<std::optional<std::string>> names;
+  for (int64_t i = 0; i < 100; ++i) {
+    ids.push_back(i * 10);
+    names.push_back("n" + std::to_string(i));
+  }
+  const std::string data = Write("data.parquet", schema,
+                                 {Array<arrow::Int64Builder, int64_t>(ids),
+                                  Array<arrow::StringBuilder, std::string>(names)},
+                                 16);
+  Schema pos_schema = ValueOrDie(PositionDeleteSchema());
+  const std::string pos =
+      Write("pos.parquet", pos_schema,
+            {Array<arrow::StringBuilder, std::string>({data, data, data}),
+             Array<arrow::Int64Builder, int64_t>({0, 17, 50})});
+  FileScanTask task;
+  task.data_file.file_path = data;
+  DataFile pos_file;
+  pos_file.content = DataFileContent::kPositionDeletes;
+  pos_file.file_path = pos;
+  task.delete_files = {pos_file};
+
+  // Keys at positions 0 (deleted), 17 (deleted), 18, 50 (deleted) and 99, and one
+  // no row holds.
+  const std::vector<int64_t> wanted = {0, 170, 180, 500, 990, 12345};
+  auto keys = Array<arrow::Int64Builder, int64_t>(
+      std::vector<std::optional<int64_t>>(wanted.begin(), wanted.end()));
+  std::vector<int64_t> rows(wanted.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  KeyProbe probe = ValueOrDie(KeyProbe::Make({keys.get()}, rows));
+  int64_t rows_matched = 0;
+  KeyMatch match = [&](const std::vector<const arrow::Array*>& columns, int64_t n,
+                       std::vector<int64_t>* hits) {
+    EXPECT_EQ(columns.size(), 1u);  // the key column only
+    const auto& id = static_cast<const arrow::Int64Array&>(*columns[0]);
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::find(wanted.begin(), wanted.end(), id.Value(i)) != wanted.end()) {
+        hits->push_back(i);
+      }
+    }
+    rows_matched += n;
+    return arrow::Status::OK();
+  };
+  const NestedField* key = schema.FindField("id");
+  PositionDeleteCache deletes;
+  KeyScanStats stats;
+  std::vector<PositionDelete> found;
+  ASSERT_TRUE(
+      FindKeyPositions(*io_, task, {key}, probe, match, deletes, &found, &stats).ok());
+  EXPECT_EQ(found, (std::vector<PositionDelete>{{data, 18}, {data, 99}}));
+  // Row groups of 16 rows: 0, 1, 3 and 6 may hold a key; 2, 4 and 5 are skipped by
+  // their statistics, and only the rows of the others are matched.
+  EXPECT_EQ(stats.row_groups_read, 4);
+  EXPECT_EQ(stats.row_groups_skipped_stats, 3);
+  EXPECT_EQ(rows_matched, 16 * 3 + 4);
+
+  // A data file without the key column is an error, not an empty answer.
+  const NestedField other = NestedField::Required(7, "other", Type::Long());
+  EXPECT_TRUE(
+      FindKeyPositions(*io_, task, {&other}, probe, match, deletes, &found, &stats)
+          .IsInvalid());
+}
+
+TEST(KeyScan, BucketsOfTheKeysPruneOnlyTheirOwnSpecsBucketFiles) {
+  const Schema schema = EventSchema();
+  const PartitionSpec spec = SpecOf(schema, "id", Transform::Bucket(16));
+  const int32_t b42 = ValueOrDie(BucketValue(*Type::Long(), Literal(int64_t{42}), 16));
+  const int32_t b7 = ValueOrDie(BucketValue(*Type::Long(), Literal(int64_t{7}), 16));
+  auto buckets = ValueOrDie(BucketsOf(spec, *schema.FindField("id"),
+                                      {Literal(int64_t{42}), Literal(int64_t{7})}));
+  ASSERT_TRUE(buckets.has_value());
+  EXPECT_EQ(*buckets, (std::set<int32_t>{b42, b7}));
+  FileScanTask task;
+  task.spec_id = spec.spec_id;
+  task.data_file.partition = {Literal(b42)};
+  EXPECT_TRUE(InBuckets(task, spec, *buckets));
+  int32_t other = 0;
+  while (other == b42 || other == b7) ++other;
+  task.data_file.partition = {Literal(other)};
+  EXPECT_FALSE(InBuckets(task, spec, *buckets));
+  // A file of another spec is never pruned by this one's buckets.
+  task.spec_id = spec.spec_id + 1;
+  EXPECT_TRUE(InBuckets(task, spec, *buckets));
+  // Bucketed by another column than the key: no bucket pruning.
+  const PartitionSpec by_n = SpecOf(schema, "n", Transform::Bucket(16));
+  EXPECT_FALSE(
+      ValueOrDie(BucketsOf(by_n, *schema.FindField("id"), {Literal(int64_t{42})}))
+          .has_value());
 }
 
 TEST_F(ReadTaskTest, TablesArePlannedPrunedAndReadBySnapshot) {

@@ -17,12 +17,12 @@
 
 #include "floe/iceberg/literal.h"
 #include "floe/iceberg/partition_split.h"
+#include "floe/iceberg/position_delete_writer.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/transform.h"
 #include "floe/silver/merge.h"
-#include "floe/silver/position_deletes.h"
 
 namespace floe::maintenance {
 namespace {
@@ -123,7 +123,7 @@ class MaintenanceTest : public ::testing::Test {
         auto ids = std::static_pointer_cast<arrow::Int64Array>(b->GetColumnByName("id"));
         for (int64_t i = 0; i < ids->length(); ++i, ++pos) {
           if (ids->Value(i) != id) continue;
-          auto deletes = ValueOrDie(silver::WriteRowPositions(
+          auto deletes = ValueOrDie(ice::WritePositionDeleteFile(
               table, f.entry.data_file.partition, {{f.entry.data_file.file_path, pos}}));
           ice::RowDeltaRequest request;
           request.add_delete_files = {deletes};

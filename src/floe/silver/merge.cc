@@ -12,11 +12,6 @@
 #include <arrow/array/concatenate.h>
 #include <arrow/compute/api.h>
 #include <arrow/compute/initialize.h>
-#include <parquet/arrow/reader.h>
-#include <parquet/arrow/schema.h>
-#include <parquet/exception.h>
-#include <parquet/file_reader.h>
-#include <parquet/metadata.h>
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
@@ -32,8 +27,6 @@
 #include "floe/silver/counting_file_io.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/merge_internal.h"
-#include "floe/silver/position_deletes.h"
-#include "floe/silver/row_group_pruning.h"
 
 namespace floe::silver {
 

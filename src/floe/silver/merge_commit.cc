@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "floe/iceberg/position_delete_writer.h"
 #include "floe/lake/keys.h"
 #include "floe/silver/merge_internal.h"
-#include "floe/silver/position_deletes.h"
 
 namespace floe::silver::merge_internal {
 
@@ -25,8 +25,8 @@ arrow::Status WriteMergeDeletes(ice::Table& silver, std::optional<int64_t> plann
   }
   for (const auto& [where, entry] : deletes) {
     stats->position_deletes += static_cast<int64_t>(entry.second.size());
-    ARROW_ASSIGN_OR_RAISE(ice::DataFile file,
-                          WriteRowPositions(silver, entry.first, entry.second));
+    ARROW_ASSIGN_OR_RAISE(ice::DataFile file, ice::WritePositionDeleteFile(
+                                                  silver, entry.first, entry.second));
     files->written.push_back(file);
     files->deletes.push_back(std::move(file));
   }

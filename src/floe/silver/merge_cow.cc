@@ -61,13 +61,14 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> ReadWithout(
 // delete file refers to a live row the merge did not rewrite.
 arrow::Result<CowRewrite> RewriteForCopyOnWrite(
     ice::Table& silver, std::optional<int64_t> snapshot_id,
-    const std::map<std::string, std::pair<ice::PartitionTuple,
-                                          std::vector<RowPosition>>>& deletes,
+    const std::map<std::string,
+                   std::pair<ice::PartitionTuple, std::vector<ice::PositionDelete>>>&
+        deletes,
     MergeStats* stats) {
   CowRewrite out;
   std::map<std::string, std::vector<int64_t>> drop;
   for (const auto& [where, entry] : deletes) {
-    for (const RowPosition& r : entry.second) drop[r.file_path].push_back(r.pos);
+    for (const ice::PositionDelete& r : entry.second) drop[r.file_path].push_back(r.pos);
   }
   if (drop.empty()) return out;
   ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles(snapshot_id));

@@ -1,7 +1,7 @@
-// The Silver rows a merge deletes: the live rows of the folded keys, found with
-// as little reading as the layout allows (bucket pruning, min/max statistics, bloom
-// filters, key columns only), with the position deletes already applying to them
-// skipped.
+// The Silver rows a merge deletes: the live rows of the folded keys, found by
+// iceberg's key scan (key_scan.h) with as little reading as the layout allows
+// (bucket pruning, min/max statistics, bloom filters, key columns only), with the
+// position deletes already applying to them skipped.
 
 #include <algorithm>
 #include <map>
@@ -14,17 +14,12 @@
 
 #include <arrow/api.h>
 #include <arrow/compute/api.h>
-#include <parquet/arrow/reader.h>
-#include <parquet/arrow/schema.h>
-#include <parquet/exception.h>
-#include <parquet/file_reader.h>
-#include <parquet/metadata.h>
 
 #include "floe/iceberg/expression.h"
+#include "floe/iceberg/key_scan.h"
 #include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/silver/merge_internal.h"
-#include "floe/silver/row_group_pruning.h"
 
 namespace floe::silver::merge_internal {
 namespace {
@@ -36,44 +31,6 @@ namespace cp = arrow::compute;
 // IN filter (bucket and min/max pruning by Iceberg's evaluators); above it, with the
 // range of the values plus our own bucket pruning, so planning stays linear.
 constexpr size_t kMaxInValues = 1000;
-
-// Position delete files, each read once per merge plan: a delete file of ours covers
-// a bucket, so it applies to every data file of that bucket, and reading it for each
-// of them would read a bucket's deletes once per data file (quadratic in the merges
-// since the last compaction).
-class PositionDeleteCache {
- public:
-  arrow::Result<const std::map<std::string, std::vector<int64_t>>*> Get(
-      ice::FileIO& io, const ice::DataFile& d) {
-    auto it = files_.find(d.file_path);
-    if (it == files_.end()) {
-      ARROW_ASSIGN_OR_RAISE(auto refs, ice::ReadPositionDeletes(io, d));
-      it = files_.emplace(d.file_path, std::move(refs)).first;
-    }
-    return &it->second;
-  }
-
- private:
-  std::map<std::string, std::map<std::string, std::vector<int64_t>>> files_;
-};
-
-// Positions deleted from `data_path` by the position delete files of `task`.
-arrow::Result<std::vector<int64_t>> DeletedPositions(ice::FileIO& io,
-                                                     const ice::FileScanTask& task,
-                                                     PositionDeleteCache& cache) {
-  std::vector<int64_t> out;
-  const std::string& data_path = task.data_file.file_path;
-  for (const ice::DataFile& d : task.delete_files) {
-    if (d.content != ice::DataFileContent::kPositionDeletes) continue;
-    if (d.referenced_data_file && *d.referenced_data_file != data_path) continue;
-    ARROW_ASSIGN_OR_RAISE(const auto* refs, cache.Get(io, d));
-    if (auto it = refs->find(data_path); it != refs->end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 // The increment's keys, to match the key column(s) of Silver rows against. A single
 // key column stored as 32- or 64-bit integers (int, long, date, time, timestamps) is
@@ -120,34 +77,24 @@ class KeySet {
     return set;
   }
 
-  // Appends to *out the positions first_row + i of the rows i of `columns` (one row
-  // group's key columns, in Silver's types) whose key is in the set; positions in
-  // `deleted` (ascending; `next` is where the last call stopped) are skipped.
+  // The rows i of `columns` (one row group's key columns, in Silver's types) whose
+  // key is in the set (iceberg::KeyMatch).
   arrow::Status Match(const std::vector<const arrow::Array*>& columns, int64_t rows,
-                      int64_t first_row, const std::string& path,
-                      const std::vector<int64_t>& deleted,
-                      std::vector<int64_t>::const_iterator* next,
-                      std::vector<RowPosition>* out) {
-    auto is_deleted = [&](int64_t pos) {
-      while (*next != deleted.end() && **next < pos) ++*next;
-      return *next != deleted.end() && **next == pos;
-    };
+                      std::vector<int64_t>* hits) {
     if (type_ != nullptr && columns.size() == 1 && columns[0]->type()->Equals(*type_)) {
       const arrow::Array& array = *columns[0];
       const int width = IntWidth(*type_);
       for (int64_t i = 0; i < rows; ++i) {
         const bool hit = array.IsNull(i) ? has_null_
                                          : Contains(ValueAt(array, width, i));
-        if (hit && !is_deleted(first_row + i)) out->push_back({path, first_row + i});
+        if (hit) hits->push_back(i);
       }
       return arrow::Status::OK();
     }
     EnsureEncoded();
     for (int64_t i = 0; i < rows; ++i) {
       ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(columns, i));
-      if (encoded_.contains(key) && !is_deleted(first_row + i)) {
-        out->push_back({path, first_row + i});
-      }
+      if (encoded_.contains(key)) hits->push_back(i);
     }
     return arrow::Status::OK();
   }
@@ -194,90 +141,6 @@ class KeySet {
   bool encoded_built_ = false;
   std::unordered_set<std::string> encoded_;
 };
-
-// The live rows of one Silver data file whose key is in `keys`, as position deletes.
-// Row groups are chosen first by `probe` (the keys' min/max statistics, then bloom
-// filters; row_group_pruning.h), and only the key columns of the chosen ones are read
-// (by field id, cast to Silver's current types); the positions are the rows' ordinals
-// in the file, skipping rows already deleted.
-arrow::Status FindRowsToDelete(ice::FileIO& io, const ice::FileScanTask& task,
-                               const std::vector<const ice::NestedField*>& key_fields,
-                               KeySet& keys, const KeyProbe& probe,
-                               PositionDeleteCache& deletes,
-                               std::vector<RowPosition>* out, MergeStats* stats) {
-  const std::string& path = task.data_file.file_path;
-  ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
-  try {
-    ARROW_ASSIGN_OR_RAISE(auto reader,
-                          parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
-    const std::shared_ptr<parquet::FileMetaData> md = reader->parquet_reader()->metadata();
-    const auto& fields = reader->manifest().schema_fields;
-    // Key column k's leaf index, and the leaves in file order with their key column.
-    std::vector<int> leaf_of(key_fields.size(), -1);
-    std::vector<int> leaves;
-    std::vector<size_t> order;
-    for (const auto& f : fields) {
-      std::optional<int32_t> id = ice::FieldIdOf(*f.field);
-      if (!id) continue;
-      for (size_t k = 0; k < key_fields.size(); ++k) {
-        if (key_fields[k]->id != *id) continue;
-        if (f.column_index < 0) {
-          return arrow::Status::Invalid("key column ", key_fields[k]->name, " of ", path,
-                                        " is not a primitive column");
-        }
-        leaves.push_back(f.column_index);
-        order.push_back(k);
-        leaf_of[k] = f.column_index;
-      }
-    }
-    if (order.size() != key_fields.size()) {
-      return arrow::Status::Invalid("Silver data file ", path,
-                                    " lacks a key column; was the key changed?");
-    }
-    const RowGroupChoice choice = probe.Choose(*reader->parquet_reader(), leaf_of);
-    stats->row_groups_read += static_cast<int32_t>(choice.read.size());
-    stats->row_groups_skipped_stats += choice.skipped_by_stats;
-    stats->row_groups_skipped_bloom += choice.skipped_by_bloom;
-    if (choice.read.empty()) return arrow::Status::OK();
-    ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> deleted, DeletedPositions(io, task, deletes));
-    std::vector<int64_t> first_row(md->num_row_groups(), 0);
-    for (int rg = 1; rg < md->num_row_groups(); ++rg) {
-      first_row[rg] = first_row[rg - 1] + md->RowGroup(rg - 1)->num_rows();
-    }
-    std::vector<std::shared_ptr<arrow::DataType>> arrow_types(key_fields.size());
-    for (size_t k = 0; k < key_fields.size(); ++k) {
-      ARROW_ASSIGN_OR_RAISE(arrow_types[k], ice::ToArrowType(*key_fields[k]->type));
-    }
-    std::vector<int64_t>::const_iterator next_deleted = deleted.cbegin();
-    for (int rg : choice.read) {
-      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> table,
-                            reader->ReadRowGroup(rg, leaves));
-      std::vector<std::shared_ptr<arrow::Array>> columns(key_fields.size());
-      for (size_t i = 0; i < order.size(); ++i) {
-        const size_t k = order[i];
-        auto chunked = table->column(static_cast<int>(i));
-        std::shared_ptr<arrow::Array> array;
-        if (chunked->num_chunks() == 1) {
-          array = chunked->chunk(0);
-        } else {
-          ARROW_ASSIGN_OR_RAISE(array, arrow::Concatenate(chunked->chunks()));
-        }
-        if (!array->type()->Equals(*arrow_types[k])) {
-          ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, arrow_types[k]));
-          array = cast.make_array();
-        }
-        columns[k] = array;
-      }
-      std::vector<const arrow::Array*> key_arrays;
-      for (const auto& c : columns) key_arrays.push_back(c.get());
-      ARROW_RETURN_NOT_OK(keys.Match(key_arrays, table->num_rows(), first_row[rg], path,
-                                     deleted, &next_deleted, out));
-    }
-  } catch (const parquet::ParquetException& e) {
-    return arrow::Status::IOError("reading ", path, ": ", e.what());
-  }
-  return arrow::Status::OK();
-}
 
 // A filter that every Silver row of the folded keys satisfies: per key column, IN of
 // its values (or their range when there are many).
@@ -378,15 +241,8 @@ arrow::Result<SilverDeletes> FindSilverDeletes(const ice::Table& silver,
   // Bucket pruning of our own when the IN list was too long to plan with.
   std::optional<std::set<int32_t>> buckets;
   const ice::PartitionSpec& spec = silver.spec();
-  if (values[0].size() > kMaxInValues && spec.fields.size() == 1 &&
-      spec.fields[0].transform.kind() == ice::TransformKind::kBucket) {
-    buckets.emplace();
-    for (const auto& v : values[0]) {
-      ARROW_ASSIGN_OR_RAISE(auto b,
-                            spec.fields[0].transform.Apply(*key_fields[0]->type, v));
-      if (b && std::holds_alternative<int32_t>(*b))
-        buckets->insert(std::get<int32_t>(*b));
-    }
+  if (values[0].size() > kMaxInValues) {
+    ARROW_ASSIGN_OR_RAISE(buckets, ice::BucketsOf(spec, *key_fields[0], values[0]));
   }
   ARROW_ASSIGN_OR_RAISE(KeySet keys, KeySet::Make(changes, fold, key_columns));
   std::vector<const arrow::Array*> probe_columns;
@@ -394,18 +250,19 @@ arrow::Result<SilverDeletes> FindSilverDeletes(const ice::Table& silver,
   std::vector<int64_t> probe_rows;
   probe_rows.reserve(fold.keys.size());
   for (const FoldedKey& k : fold.keys) probe_rows.push_back(k.key_row);
-  ARROW_ASSIGN_OR_RAISE(KeyProbe probe, KeyProbe::Make(probe_columns, probe_rows));
-  PositionDeleteCache deletes;
+  ARROW_ASSIGN_OR_RAISE(ice::KeyProbe probe,
+                        ice::KeyProbe::Make(probe_columns, probe_rows));
+  const ice::KeyMatch match = [&keys](const std::vector<const arrow::Array*>& columns,
+                                      int64_t rows, std::vector<int64_t>* hits) {
+    return keys.Match(columns, rows, hits);
+  };
+  ice::PositionDeleteCache deletes;
+  ice::KeyScanStats scan_stats;
   for (const ice::FileScanTask& task : plan.tasks) {
-    if (buckets && task.spec_id == spec.spec_id &&
-        task.data_file.partition.size() == 1 && task.data_file.partition[0] &&
-        std::holds_alternative<int32_t>(*task.data_file.partition[0]) &&
-        !buckets->contains(std::get<int32_t>(*task.data_file.partition[0]))) {
-      continue;
-    }
-    std::vector<RowPosition> found;
-    ARROW_RETURN_NOT_OK(
-        FindRowsToDelete(io, task, key_fields, keys, probe, deletes, &found, stats));
+    if (buckets && !ice::InBuckets(task, spec, *buckets)) continue;
+    std::vector<ice::PositionDelete> found;
+    ARROW_RETURN_NOT_OK(ice::FindKeyPositions(io, task, key_fields, probe, match, deletes,
+                                              &found, &scan_stats));
     ++stats->files_scanned;
     if (found.empty()) continue;
     out.referenced.insert(task.data_file.file_path);
@@ -416,6 +273,9 @@ arrow::Result<SilverDeletes> FindSilverDeletes(const ice::Table& silver,
     entry.first = task.data_file.partition;
     for (auto& d : found) entry.second.push_back(std::move(d));
   }
+  stats->row_groups_read += scan_stats.row_groups_read;
+  stats->row_groups_skipped_stats += scan_stats.row_groups_skipped_stats;
+  stats->row_groups_skipped_bloom += scan_stats.row_groups_skipped_bloom;
   if (fold.needs_existing) {
     ARROW_ASSIGN_OR_RAISE(out.existing,
                           ReadExistingRows(planned, io, changes, key_columns, filter));

@@ -19,11 +19,11 @@
 
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/manifest.h"
+#include "floe/iceberg/position_delete.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/merge.h"
-#include "floe/silver/position_deletes.h"
 
 namespace floe::silver::merge_internal {
 
@@ -48,7 +48,8 @@ arrow::Status EvolveSilver(iceberg::Table* silver, const iceberg::TableMetadata&
 
 /// The Silver rows a merge deletes, by partition ("<spec id>/<partition path>").
 using RowsByPartition =
-    std::map<std::string, std::pair<iceberg::PartitionTuple, std::vector<RowPosition>>>;
+    std::map<std::string,
+             std::pair<iceberg::PartitionTuple, std::vector<iceberg::PositionDelete>>>;
 
 struct SilverDeletes {
   RowsByPartition by_partition;

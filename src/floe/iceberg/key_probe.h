@@ -1,7 +1,7 @@
-// Which row groups of a Silver data file may hold one of a merge's keys: per row
-// group, the key columns' min/max statistics first, then their Parquet bloom
-// filters, so that a merge reads the key column(s) of only those row groups
-// (docs/silver.md, "Finding the rows to delete").
+// Which row groups of a data file may hold one of a set of keys: per row group, the
+// key columns' min/max statistics first, then their Parquet bloom filters, so that a
+// key scan (key_scan.h) reads the key column(s) of only those row groups (Silver's
+// merge: docs/silver.md, "Finding the rows to delete").
 //
 // Values are compared and hashed in Parquet's physical representation (INT32 for
 // int and date, INT64 for long, time and timestamp in microseconds, BYTE_ARRAY for
@@ -20,7 +20,7 @@
 #include <arrow/result.h>
 #include <parquet/file_reader.h>
 
-namespace floe::silver {
+namespace floe::iceberg {
 
 struct RowGroupChoice {
   /// Row groups that may hold a key, ascending.
@@ -29,7 +29,7 @@ struct RowGroupChoice {
   int32_t skipped_by_bloom = 0;
 };
 
-/// The merge's key tuples. `columns[k]` holds key column k's value of every tuple at
+/// The key tuples looked for. `columns[k]` holds key column k's value of every tuple at
 /// `rows[t]` (the arrays must outlive the probe).
 class KeyProbe {
  public:
@@ -61,4 +61,4 @@ class KeyProbe {
   size_t comparable_ = 0;
 };
 
-}  // namespace floe::silver
+}  // namespace floe::iceberg

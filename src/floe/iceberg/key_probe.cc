@@ -1,4 +1,4 @@
-#include "floe/silver/row_group_pruning.h"
+#include "floe/iceberg/key_probe.h"
 
 #include <algorithm>
 #include <limits>
@@ -12,7 +12,7 @@
 #include <parquet/statistics.h>
 #include <parquet/types.h>
 
-namespace floe::silver {
+namespace floe::iceberg {
 namespace {
 
 // A row group is probed with its bloom filters only when at most this many keys fall
@@ -238,7 +238,8 @@ bool MayContain(const parquet::BloomFilter& filter, const Value& v,
         return true;
       }
       parquet::FLBA value(reinterpret_cast<const uint8_t*>(v.bytes.data()));
-      return filter.FindHash(filter.Hash(&value, static_cast<uint32_t>(check.type_length)));
+      return filter.FindHash(
+          filter.Hash(&value, static_cast<uint32_t>(check.type_length)));
     }
     default:
       return true;
@@ -313,14 +314,13 @@ RowGroupChoice KeyProbe::Choose(parquet::ParquetFileReader& file,
     if (ranges[0] && comparable_ > 0 && first[sorted_[0]].kind == ranges[0]->min.kind) {
       const Value lo = ranges[0]->min;
       const Value hi = ranges[0]->max;
-      begin = std::lower_bound(begin, end, lo, [&](uint32_t t, const Value& v) {
-        return Less(first[t], v);
-      });
-      end = std::upper_bound(begin, end, hi, [&](const Value& v, uint32_t t) {
-        return Less(v, first[t]);
-      });
+      begin = std::lower_bound(
+          begin, end, lo, [&](uint32_t t, const Value& v) { return Less(first[t], v); });
+      end = std::upper_bound(
+          begin, end, hi, [&](const Value& v, uint32_t t) { return Less(v, first[t]); });
     }
-    const size_t candidates = static_cast<size_t>(end - begin) + (sorted_.size() - comparable_);
+    const size_t candidates =
+        static_cast<size_t>(end - begin) + (sorted_.size() - comparable_);
     const bool use_bloom = candidates <= kMaxBloomProbes;
     bool any_in_range = false;
     bool may_hold = false;
@@ -362,4 +362,4 @@ RowGroupChoice KeyProbe::Choose(parquet::ParquetFileReader& file,
   return out;
 }
 
-}  // namespace floe::silver
+}  // namespace floe::iceberg
