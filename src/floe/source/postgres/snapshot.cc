@@ -526,29 +526,19 @@ arrow::Status SnapshotReader::RunWorker(Worker& worker,
   }
 }
 
-arrow::Result<SnapshotResult> SnapshotReader::Run(
-    const std::vector<QualifiedTable>& tables, const SnapshotSink& sink) {
-  if (ran_) return arrow::Status::Invalid("a SnapshotReader runs once");
-  ran_ = true;
-  const auto start = std::chrono::steady_clock::now();
-  auto fail = [&](const arrow::Status& st) {
-    // Closing the connections ends their transactions and any COPY in flight.
-    for (auto& w : workers_) w->conn.reset();
-    return Incomplete(st, progress_.chunks_done_.load(), progress_.chunks_total_.load());
-  };
-
-  // Plan inside the snapshot: the catalog, key bounds and sizes as the snapshot sees
-  // them (sizes are the current ones; the open last chunk covers any difference).
-  std::vector<TableLayout> layouts;
-  std::vector<SnapshotChunk> chunks;
+// Plan inside the snapshot: the catalog, key bounds and sizes as the snapshot sees
+// them (sizes are the current ones; the open last chunk covers any difference).
+arrow::Status SnapshotReader::PlanTables(const std::vector<QualifiedTable>& tables,
+                                         std::vector<TableLayout>* layouts,
+                                         std::vector<SnapshotChunk>* chunks) {
   std::unique_ptr<PgTypeResolver> types;
   for (size_t i = 0; i < tables.size(); ++i) {
     auto layout = DescribeTable(*workers_[0]->conn, tables[i]);
-    if (!layout.ok()) return fail(layout.status());
+    if (!layout.ok()) return layout.status();
     if (options_.output == SnapshotOutput::kArrow) {
       if (!types) types = std::make_unique<PgTypeResolver>(workers_[0]->conn.get());
       arrow::Status st = PlanTable(*workers_[0]->conn, *types, *layout);
-      if (!st.ok()) return fail(st);
+      if (!st.ok()) return st;
     }
     std::vector<SnapshotChunk> planned;
     if (workers_.size() == 1) {
@@ -567,13 +557,70 @@ arrow::Result<SnapshotResult> SnapshotReader::Run(
     tp->estimated_rows = layout->estimated_rows;
     progress_.estimated_rows_ += std::max<int64_t>(0, layout->estimated_rows);
     progress_.tables_.push_back(std::move(tp));
-    chunks.insert(chunks.end(), planned.begin(), planned.end());
-    layouts.push_back(std::move(*layout));
+    chunks->insert(chunks->end(), planned.begin(), planned.end());
+    layouts->push_back(std::move(*layout));
   }
   // A table whose size is unknown makes the row total meaningless.
-  for (const auto& l : layouts) {
+  for (const auto& l : *layouts) {
     if (l.estimated_rows < 0) progress_.estimated_rows_ = 0;
   }
+  return arrow::Status::OK();
+}
+
+// Reports the progress every interval, and once more when `done` is set.
+void SnapshotReader::ReportProgress(std::mutex& mu, std::condition_variable& cv,
+                                    const bool& done) {
+  FILE* out = options_.progress_stream;
+  const bool tty = out != nullptr && isatty(fileno(out));
+  const auto interval = tty ? options_.progress_tty_interval : options_.progress_interval;
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    const bool last = cv.wait_for(lock, interval, [&] { return done; });
+    const SnapshotProgressSample s = progress_.Sample();
+    if (options_.on_progress) options_.on_progress(s);
+    if (out != nullptr) {
+      const std::string line = FormatProgressLine(s, /*bar=*/tty);
+      if (tty) {
+        std::fprintf(out, "\r%s\x1b[K%s", line.c_str(), last ? "\n" : "");
+      } else {
+        std::fprintf(out, "%s\n", line.c_str());
+      }
+      std::fflush(out);
+    }
+    if (last) break;
+  }
+}
+
+// The status Run fails with (OK: every worker finished). Report the root cause, not
+// the workers that stopped because of it.
+arrow::Status SnapshotReader::FirstFailure() const {
+  arrow::Status first;
+  for (auto& w : workers_) {
+    if (w->status.ok()) continue;
+    if (first.ok() || (first.IsCancelled() && !w->status.IsCancelled()))
+      first = w->status;
+  }
+  if (cancelled_.load() && first.ok())
+    first = arrow::Status::Cancelled("snapshot cancelled");
+  return first;
+}
+
+arrow::Result<SnapshotResult> SnapshotReader::Run(
+    const std::vector<QualifiedTable>& tables, const SnapshotSink& sink) {
+  if (ran_) return arrow::Status::Invalid("a SnapshotReader runs once");
+  ran_ = true;
+  const auto start = std::chrono::steady_clock::now();
+  auto fail = [&](const arrow::Status& st) {
+    // Closing the connections ends their transactions and any COPY in flight.
+    for (auto& w : workers_) w->conn.reset();
+    return Incomplete(st, progress_.chunks_done_.load(), progress_.chunks_total_.load());
+  };
+
+  // Plan inside the snapshot.
+  std::vector<TableLayout> layouts;
+  std::vector<SnapshotChunk> chunks;
+  arrow::Status planned = PlanTables(tables, &layouts, &chunks);
+  if (!planned.ok()) return fail(planned);
   progress_.chunks_total_ = static_cast<int64_t>(chunks.size());
   progress_.start_ns_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch())
@@ -586,28 +633,7 @@ arrow::Result<SnapshotResult> SnapshotReader::Run(
   std::thread reporter;
   const bool report = options_.progress_stream != nullptr || options_.on_progress;
   if (report) {
-    reporter = std::thread([&] {
-      FILE* out = options_.progress_stream;
-      const bool tty = out != nullptr && isatty(fileno(out));
-      const auto interval =
-          tty ? options_.progress_tty_interval : options_.progress_interval;
-      std::unique_lock<std::mutex> lock(mu);
-      while (true) {
-        const bool last = cv.wait_for(lock, interval, [&] { return done; });
-        const SnapshotProgressSample s = progress_.Sample();
-        if (options_.on_progress) options_.on_progress(s);
-        if (out != nullptr) {
-          const std::string line = FormatProgressLine(s, /*bar=*/tty);
-          if (tty) {
-            std::fprintf(out, "\r%s\x1b[K%s", line.c_str(), last ? "\n" : "");
-          } else {
-            std::fprintf(out, "%s\n", line.c_str());
-          }
-          std::fflush(out);
-        }
-        if (last) break;
-      }
-    });
+    reporter = std::thread([&] { ReportProgress(mu, cv, done); });
   }
 
   std::atomic<size_t> next{0};
@@ -628,15 +654,7 @@ arrow::Result<SnapshotResult> SnapshotReader::Run(
     reporter.join();
   }
 
-  // Report the root cause, not the workers that stopped because of it.
-  arrow::Status first;
-  for (auto& w : workers_) {
-    if (w->status.ok()) continue;
-    if (first.ok() || (first.IsCancelled() && !w->status.IsCancelled()))
-      first = w->status;
-  }
-  if (cancelled_.load() && first.ok())
-    first = arrow::Status::Cancelled("snapshot cancelled");
+  arrow::Status first = FirstFailure();
   if (!first.ok()) return fail(first);
   for (auto& w : workers_) {
     arrow::Status st = Exec(w->conn->raw(), "COMMIT", "cannot end the snapshot");

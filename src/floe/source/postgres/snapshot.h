@@ -26,10 +26,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -428,6 +430,14 @@ class SnapshotReader {
   static arrow::Status AppendBinaryRow(Worker& worker, const TablePlan& plan,
                                        const std::vector<CopyBinaryReader::Field>& fields,
                                        size_t row);
+  // Describes and plans `tables` into layouts and chunks, counted in progress_.
+  arrow::Status PlanTables(const std::vector<QualifiedTable>& tables,
+                           std::vector<TableLayout>* layouts,
+                           std::vector<SnapshotChunk>* chunks);
+  // The reporter thread: reports progress every interval until `done`, then once more.
+  void ReportProgress(std::mutex& mu, std::condition_variable& cv, const bool& done);
+  // The status Run fails with: the root cause among the workers' (OK if none failed).
+  arrow::Status FirstFailure() const;
 
   SnapshotSource source_;
   SnapshotOptions options_;
