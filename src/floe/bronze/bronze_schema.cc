@@ -488,25 +488,12 @@ struct Decision {
   std::optional<size_t> pending_line;
 };
 
-}  // namespace
-
-arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_column_id,
-                                           const ColumnMap& bound,
-                                           const std::vector<SourceColumn>& source,
-                                           ChangePosition written_through) {
-  ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
-  ARROW_RETURN_NOT_OK(lake::CheckColumnMap(bound));
-  // EvolutionPlan holds a Schema, which has no empty state: built at the end.
-  std::vector<std::string> changes;
-  ColumnMap columns;
-  Schema s = current;
-  int32_t last = std::max(last_column_id, current.highest_field_id());
-
-  const std::vector<int> match = MatchBindings(source, bound.columns);
-  std::vector<Decision> decisions(source.size());
-  std::unordered_set<int32_t> claimed;
-
-  // 1. Keep every matched column on its field where the field can take the new type.
+// 1. Keep every matched column on its field where the field can take the new type.
+arrow::Status KeepMatchedFields(const Schema& s, const std::vector<SourceColumn>& source,
+                                const ColumnMap& bound, const std::vector<int>& match,
+                                std::vector<Decision>& decisions,
+                                std::unordered_set<int32_t>& claimed,
+                                std::vector<std::string>& changes) {
   for (size_t i = 0; i < source.size(); ++i) {
     Decision& d = decisions[i];
     d.source = &source[i];
@@ -549,9 +536,15 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
                         (fit == Fit::kSame ? ", unchanged)" : ", wide enough)"));
     }
   }
+  return arrow::Status::OK();
+}
 
-  // 2. A type change the field cannot take: back to one of the column's own earlier
-  //    fields that fits, else (step 5) a new field.
+// 2. A type change the field cannot take: back to one of the column's own earlier
+//    fields that fits, else (step 5) a new field.
+void ReturnToEarlierFields(const Schema& s, const std::vector<SourceColumn>& source,
+                           std::vector<Decision>& decisions,
+                           std::unordered_set<int32_t>& claimed,
+                           std::vector<std::string>& changes) {
   for (size_t i = 0; i < source.size(); ++i) {
     Decision& d = decisions[i];
     if (d.old == nullptr || d.field_id != 0) continue;
@@ -593,27 +586,23 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
       changes.push_back(line);
     }
   }
+}
 
-  // 3. Promotions.
-  for (const Decision& d : decisions) {
-    if (!d.promote) continue;
-    ARROW_ASSIGN_OR_RAISE(iceberg::SchemaChange c,
-                          iceberg::UpdateColumnType(s, last, d.field_id, d.type));
-    s = std::move(c.schema);
-    last = c.last_column_id;
-  }
-
-  auto taken_by_other = [&](int32_t self) {
-    return [&s, self](const std::string& n) {
-      if (IsCdcName(n)) return true;
-      const NestedField* f = s.as_struct()->FindChild(n);
-      return f != nullptr && f->id != self;
-    };
+// Whether a name is taken in `s`: by a CDC column or by a field other than `self`.
+auto TakenByOther(const Schema& s, int32_t self) {
+  return [&s, self](const std::string& n) {
+    if (IsCdcName(n)) return true;
+    const NestedField* f = s.as_struct()->FindChild(n);
+    return f != nullptr && f->id != self;
   };
+}
 
-  // 4. Renames: a renamed column's field, or a re-bound field named for another
-  //    name, takes the column's name. Every such field first gets a temporary name so
-  //    that names can move between columns (a <-> b) in one step.
+// 4. Renames: a renamed column's field, or a re-bound field named for another
+//    name, takes the column's name. Every such field first gets a temporary name so
+//    that names can move between columns (a <-> b) in one step.
+arrow::Status RenameFields(Schema& s, int32_t last,
+                           const std::vector<Decision>& decisions,
+                           std::vector<std::string>& changes) {
   std::vector<size_t> renamed;
   for (size_t i = 0; i < decisions.size(); ++i) {
     const Decision& d = decisions[i];
@@ -637,7 +626,7 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
   for (size_t i : renamed) {
     const Decision& d = decisions[i];
     const std::string name =
-        FreeName(BaseName(d.source->name), *d.type, taken_by_other(d.field_id));
+        FreeName(BaseName(d.source->name), *d.type, TakenByOther(s, d.field_id));
     ARROW_ASSIGN_OR_RAISE(iceberg::SchemaChange c,
                           iceberg::RenameColumn(s, last, d.field_id, name));
     s = std::move(c.schema);
@@ -649,12 +638,93 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
     changes.push_back(what + ": field " + before + " (id " + std::to_string(d.field_id) +
                       ") renamed to " + name);
   }
+  return arrow::Status::OK();
+}
+
+// Appends the column's binding after the evolution to `columns`: its field, the
+// earlier fields still in `s` and the names it had before.
+void AppendBinding(Decision& d, const Schema& s, ChangePosition written_through,
+                   ColumnMap& columns) {
+  std::erase_if(d.retired, [&](int32_t id) {
+    return id == d.field_id || TopLevelField(s, id) == nullptr;
+  });
+  int16_t attnum = d.source->attnum;
+  if (attnum == 0 && d.old != nullptr) attnum = d.old->attnum;
+  std::vector<std::string> former;
+  std::vector<ChangePosition> through;
+  if (d.old != nullptr) {
+    former = d.old->former_names;
+    through = d.old->former_through;
+    through.resize(former.size(), ChangePosition{0, 0});
+    // A name the column had before and has again, or had twice: its entries with
+    // a known last position all stay, so that a change names the column that had
+    // the name when it was written (a swap and a swap back: each side held the
+    // other's name in between). Only entries without one (maps written before
+    // floe kept positions) go, as they cannot be told apart.
+    auto forget = [&](const std::string& name) {
+      for (size_t k = former.size(); k-- > 0;) {
+        if (former[k] != name || through[k] != ChangePosition{0, 0}) continue;
+        former.erase(former.begin() + static_cast<std::ptrdiff_t>(k));
+        through.erase(through.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+    };
+    if (d.old->name != d.source->name) {
+      forget(d.old->name);
+      former.push_back(d.old->name);
+      through.push_back(written_through);
+    }
+    forget(d.source->name);
+    if (former.size() > kMaxFormerNames) {
+      const auto extra = static_cast<std::ptrdiff_t>(former.size() - kMaxFormerNames);
+      former.erase(former.begin(), former.begin() + extra);
+      through.erase(through.begin(), through.begin() + extra);
+    }
+  }
+  columns.columns.push_back(ColumnBinding{
+      attnum, d.source->name, d.field_id, d.source->type_oid, d.source->type_modifier,
+      std::move(d.retired), std::move(former), std::move(through)});
+}
+
+}  // namespace
+
+arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_column_id,
+                                           const ColumnMap& bound,
+                                           const std::vector<SourceColumn>& source,
+                                           ChangePosition written_through) {
+  ARROW_RETURN_NOT_OK(CheckSourceColumns(source));
+  ARROW_RETURN_NOT_OK(lake::CheckColumnMap(bound));
+  // EvolutionPlan holds a Schema, which has no empty state: built at the end.
+  std::vector<std::string> changes;
+  ColumnMap columns;
+  Schema s = current;
+  int32_t last = std::max(last_column_id, current.highest_field_id());
+
+  const std::vector<int> match = MatchBindings(source, bound.columns);
+  std::vector<Decision> decisions(source.size());
+  std::unordered_set<int32_t> claimed;
+
+  // 1. Matched columns keep their fields; 2. type changes go back to earlier ones.
+  ARROW_RETURN_NOT_OK(
+      KeepMatchedFields(s, source, bound, match, decisions, claimed, changes));
+  ReturnToEarlierFields(s, source, decisions, claimed, changes);
+
+  // 3. Promotions.
+  for (const Decision& d : decisions) {
+    if (!d.promote) continue;
+    ARROW_ASSIGN_OR_RAISE(iceberg::SchemaChange c,
+                          iceberg::UpdateColumnType(s, last, d.field_id, d.type));
+    s = std::move(c.schema);
+    last = c.last_column_id;
+  }
+
+  // 4. Renames.
+  ARROW_RETURN_NOT_OK(RenameFields(s, last, decisions, changes));
 
   // 5. New fields: added columns and type changes with no field to go back to.
   for (Decision& d : decisions) {
     if (d.field_id != 0) continue;
     const std::string name =
-        FreeName(BaseName(d.source->name), *d.type, taken_by_other(0));
+        FreeName(BaseName(d.source->name), *d.type, TakenByOther(s, 0));
     ARROW_ASSIGN_OR_RAISE(iceberg::SchemaChange c,
                           iceberg::AddColumn(s, last, "", name, d.type));
     s = std::move(c.schema);
@@ -707,44 +777,7 @@ arrow::Result<EvolutionPlan> PlanEvolution(const Schema& current, int32_t last_c
   }
 
   for (Decision& d : decisions) {
-    std::erase_if(d.retired, [&](int32_t id) {
-      return id == d.field_id || TopLevelField(s, id) == nullptr;
-    });
-    int16_t attnum = d.source->attnum;
-    if (attnum == 0 && d.old != nullptr) attnum = d.old->attnum;
-    std::vector<std::string> former;
-    std::vector<ChangePosition> through;
-    if (d.old != nullptr) {
-      former = d.old->former_names;
-      through = d.old->former_through;
-      through.resize(former.size(), ChangePosition{0, 0});
-      // A name the column had before and has again, or had twice: its entries with
-      // a known last position all stay, so that a change names the column that had
-      // the name when it was written (a swap and a swap back: each side held the
-      // other's name in between). Only entries without one (maps written before
-      // floe kept positions) go, as they cannot be told apart.
-      auto forget = [&](const std::string& name) {
-        for (size_t k = former.size(); k-- > 0;) {
-          if (former[k] != name || through[k] != ChangePosition{0, 0}) continue;
-          former.erase(former.begin() + static_cast<std::ptrdiff_t>(k));
-          through.erase(through.begin() + static_cast<std::ptrdiff_t>(k));
-        }
-      };
-      if (d.old->name != d.source->name) {
-        forget(d.old->name);
-        former.push_back(d.old->name);
-        through.push_back(written_through);
-      }
-      forget(d.source->name);
-      if (former.size() > kMaxFormerNames) {
-        const auto extra = static_cast<std::ptrdiff_t>(former.size() - kMaxFormerNames);
-        former.erase(former.begin(), former.begin() + extra);
-        through.erase(through.begin(), through.begin() + extra);
-      }
-    }
-    columns.columns.push_back(ColumnBinding{
-        attnum, d.source->name, d.field_id, d.source->type_oid, d.source->type_modifier,
-        std::move(d.retired), std::move(former), std::move(through)});
+    AppendBinding(d, s, written_through, columns);
   }
   const bool changed = !s.SameSchema(current);
   return EvolutionPlan{changed, std::move(s), last, std::move(columns),

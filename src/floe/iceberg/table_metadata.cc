@@ -248,17 +248,8 @@ std::vector<const Snapshot*> TableMetadata::SnapshotsAncestryOf(
   return out;
 }
 
-arrow::Status TableMetadata::Validate() const {
-  if (format_version != kFormatVersion) {
-    return arrow::Status::NotImplemented(
-        "table metadata format-version ", format_version,
-        " is not supported; floe reads and writes format-version 2 only");
-  }
-  if (!Uuid::Parse(table_uuid).ok()) {
-    return arrow::Status::Invalid("table-uuid '", table_uuid, "' is not a UUID");
-  }
-  if (location.empty()) return arrow::Status::Invalid("table location is empty");
-
+// Schema ids unique and within last-column-id, the current schema among them.
+arrow::Status TableMetadata::ValidateSchemas() const {
   std::set<int32_t> ids;
   for (const Schema& s : schemas) {
     if (!ids.insert(s.schema_id()).second) {
@@ -274,8 +265,12 @@ arrow::Status TableMetadata::Validate() const {
     return arrow::Status::Invalid("current-schema-id ", current_schema_id,
                                   " is not among the schemas");
   }
+  return arrow::Status::OK();
+}
 
-  ids.clear();
+// Spec ids unique and within last-partition-id, the default spec among them.
+arrow::Status TableMetadata::ValidatePartitionSpecs() const {
+  std::set<int32_t> ids;
   for (const PartitionSpec& s : partition_specs) {
     if (!ids.insert(s.spec_id).second) {
       return arrow::Status::Invalid("two partition specs have id ", s.spec_id);
@@ -290,8 +285,12 @@ arrow::Status TableMetadata::Validate() const {
     return arrow::Status::Invalid("default-spec-id ", default_spec_id,
                                   " is not among the partition specs");
   }
+  return arrow::Status::OK();
+}
 
-  ids.clear();
+// Sort order ids unique, only order 0 unsorted, the default order among them.
+arrow::Status TableMetadata::ValidateSortOrders() const {
+  std::set<int32_t> ids;
   for (const SortOrder& o : sort_orders) {
     if (!ids.insert(o.order_id).second) {
       return arrow::Status::Invalid("two sort orders have id ", o.order_id);
@@ -305,7 +304,12 @@ arrow::Status TableMetadata::Validate() const {
     return arrow::Status::Invalid("default-sort-order-id ", default_sort_order_id,
                                   " is not among the sort orders");
   }
+  return arrow::Status::OK();
+}
 
+// Snapshots (unique ids, sequence numbers, schema ids), the current one and the
+// refs, `main` matching current-snapshot-id.
+arrow::Status TableMetadata::ValidateSnapshots() const {
   std::set<int64_t> snapshot_ids;
   for (const Snapshot& s : snapshots) {
     if (!snapshot_ids.insert(s.snapshot_id).second) {
@@ -352,7 +356,12 @@ arrow::Status TableMetadata::Validate() const {
     return arrow::Status::Invalid("current-snapshot-id is ", *current_snapshot_id,
                                   " but there is no 'main' branch");
   }
+  return arrow::Status::OK();
+}
 
+// The logs and last-updated-ms not going back in time (beyond the clock skew
+// tolerated).
+arrow::Status TableMetadata::ValidateLogs() const {
   for (size_t i = 1; i < snapshot_log.size(); ++i) {
     if (snapshot_log[i].timestamp_ms <
         snapshot_log[i - 1].timestamp_ms - kClockSkewToleranceMs) {
@@ -378,6 +387,24 @@ arrow::Status TableMetadata::Validate() const {
                                   metadata_log.back().timestamp_ms);
   }
   return arrow::Status::OK();
+}
+
+arrow::Status TableMetadata::Validate() const {
+  if (format_version != kFormatVersion) {
+    return arrow::Status::NotImplemented(
+        "table metadata format-version ", format_version,
+        " is not supported; floe reads and writes format-version 2 only");
+  }
+  if (!Uuid::Parse(table_uuid).ok()) {
+    return arrow::Status::Invalid("table-uuid '", table_uuid, "' is not a UUID");
+  }
+  if (location.empty()) return arrow::Status::Invalid("table location is empty");
+
+  ARROW_RETURN_NOT_OK(ValidateSchemas());
+  ARROW_RETURN_NOT_OK(ValidatePartitionSpecs());
+  ARROW_RETURN_NOT_OK(ValidateSortOrders());
+  ARROW_RETURN_NOT_OK(ValidateSnapshots());
+  return ValidateLogs();
 }
 
 // ---- JSON ------------------------------------------------------------------------

@@ -146,6 +146,19 @@ struct TableMetadata {
   /// `main` matching current-snapshot-id, and the logs not going back in time by
   /// more than a minute.
   arrow::Status Validate() const;
+
+ private:
+  // Validate's steps, in its order.
+  // Schema ids unique and within last-column-id, the current schema among them.
+  arrow::Status ValidateSchemas() const;
+  // Spec ids unique and within last-partition-id, the default spec among them.
+  arrow::Status ValidatePartitionSpecs() const;
+  // Sort order ids unique, only order 0 unsorted, the default order among them.
+  arrow::Status ValidateSortOrders() const;
+  // The snapshots, the current one and the refs (`main` the current snapshot).
+  arrow::Status ValidateSnapshots() const;
+  // The logs and last-updated-ms not going back in time.
+  arrow::Status ValidateLogs() const;
 };
 
 /// Parses a `*.metadata.json` document. Accepts what Java Iceberg and PyIceberg

@@ -468,6 +468,90 @@ int StatusExitCode(const ServiceStatus& status) {
   return status.source.reachable ? 0 : 3;
 }
 
+namespace {
+
+// The slot line: the slot's state as the source reports it.
+std::string SlotText(const ServiceStatus& status) {
+  const SourceStatus& src = status.source;
+  std::string slot = status.slot_name;
+  if (!src.reachable) {
+    slot += ": unknown";
+  } else if (!src.slot) {
+    slot += ": unknown (could not be read)";
+  } else if (!src.slot->exists) {
+    slot += ": does not exist (floe run creates it)";
+  } else {
+    const SlotStatus& s = *src.slot;
+    slot += s.active ? ": active" : ": inactive";
+    slot += ", wal_status " + (s.wal_status.empty() ? std::string("-") : s.wal_status);
+    slot += ", confirmed " + FormatLsn(s.confirmed_flush_lsn);
+    slot += ", lag " + (s.lag_bytes ? FormatBytes(*s.lag_bytes) : std::string("-"));
+    slot += ", retained WAL " + (s.retained_wal_bytes ? FormatBytes(*s.retained_wal_bytes)
+                                                      : std::string("-"));
+  }
+  return slot;
+}
+
+// The state line: the pipeline's state as the catalog records it.
+std::string StateText(const ServiceStatus& status) {
+  const PipelineState& st = status.state;
+  std::string state = "confirmed-lsn " + FormatLsn(st.confirmed_lsn.value_or(0));
+  if (st.slot && *st.slot != status.slot_name) state += ", fed from slot " + *st.slot;
+  state += ", last run ";
+  if (!st.clean_stop) {
+    state += "unknown";
+  } else if (*st.clean_stop) {
+    state += "stopped cleanly";
+  } else {
+    state += "running or did not stop cleanly";
+  }
+  return state;
+}
+
+// The quarantine line: its rows, and how many belong to tables not listed.
+std::string QuarantineText(const ServiceStatus& status) {
+  int64_t unmatched = 0;
+  for (const auto& [table, n] : status.quarantine_by_table) {
+    bool known =
+        std::any_of(status.tables.begin(), status.tables.end(),
+                    [&](const TableStatus& t) { return t.source_table == table; });
+    if (!known) unmatched += n;
+  }
+  std::string quarantine = RowsText(status.quarantine);
+  if (unmatched > 0) {
+    quarantine += " (" + std::to_string(unmatched) + " of tables not listed below)";
+  }
+  return quarantine;
+}
+
+// One row of the table of Bronze tables, its cells in the headers' order.
+std::vector<std::string> TableRow(const ServiceStatus& status, const TableStatus& t) {
+  std::vector<std::string> r;
+  r.push_back(t.bronze.identifier);
+  const auto bronze_age = AgeMs(status, t.bronze.last_commit_ms);
+  r.push_back(t.bronze.last_commit_ms ? FormatTime(*t.bronze.last_commit_ms) + " (" +
+                                            FormatAge(*bronze_age) + ")"
+                                      : "-");
+  r.push_back(FormatLsn(t.bronze.commit_lsn));
+  const auto lag = TableLagBytes(status, t);
+  r.push_back(lag ? FormatBytes(*lag) : "-");
+  r.push_back(Count(t.bronze.rows));
+  if (t.silver.exists) {
+    r.push_back(FormatLsn(t.silver.watermark_lsn));
+    r.push_back(FormatBytes(*SilverBehindBytes(t)));
+    const auto age = AgeMs(status, t.silver.last_commit_ms);
+    r.push_back(age ? FormatAge(*age) : "-");
+  } else {
+    r.push_back("no Silver table");
+    r.push_back("-");
+    r.push_back("-");
+  }
+  r.push_back(std::to_string(t.quarantined_rows));
+  return r;
+}
+
+}  // namespace
+
 std::string RenderStatusText(const ServiceStatus& status) {
   std::string out;
   auto line = [&](const std::string& label, const std::string& text) {
@@ -488,49 +572,9 @@ std::string RenderStatusText(const ServiceStatus& status) {
     line("source", text);
   }
 
-  std::string slot = status.slot_name;
-  if (!src.reachable) {
-    slot += ": unknown";
-  } else if (!src.slot) {
-    slot += ": unknown (could not be read)";
-  } else if (!src.slot->exists) {
-    slot += ": does not exist (floe run creates it)";
-  } else {
-    const SlotStatus& s = *src.slot;
-    slot += s.active ? ": active" : ": inactive";
-    slot += ", wal_status " + (s.wal_status.empty() ? std::string("-") : s.wal_status);
-    slot += ", confirmed " + FormatLsn(s.confirmed_flush_lsn);
-    slot += ", lag " + (s.lag_bytes ? FormatBytes(*s.lag_bytes) : std::string("-"));
-    slot += ", retained WAL " + (s.retained_wal_bytes ? FormatBytes(*s.retained_wal_bytes)
-                                                      : std::string("-"));
-  }
-  line("slot", slot);
-
-  const PipelineState& st = status.state;
-  std::string state = "confirmed-lsn " + FormatLsn(st.confirmed_lsn.value_or(0));
-  if (st.slot && *st.slot != status.slot_name) state += ", fed from slot " + *st.slot;
-  state += ", last run ";
-  if (!st.clean_stop) {
-    state += "unknown";
-  } else if (*st.clean_stop) {
-    state += "stopped cleanly";
-  } else {
-    state += "running or did not stop cleanly";
-  }
-  line("state", state);
-
-  int64_t unmatched = 0;
-  for (const auto& [table, n] : status.quarantine_by_table) {
-    bool known =
-        std::any_of(status.tables.begin(), status.tables.end(),
-                    [&](const TableStatus& t) { return t.source_table == table; });
-    if (!known) unmatched += n;
-  }
-  std::string quarantine = RowsText(status.quarantine);
-  if (unmatched > 0) {
-    quarantine += " (" + std::to_string(unmatched) + " of tables not listed below)";
-  }
-  line("quarantine", quarantine);
+  line("slot", SlotText(status));
+  line("state", StateText(status));
+  line("quarantine", QuarantineText(status));
   line("audit", RowsText(status.audit));
 
   out += "\n";
@@ -543,28 +587,7 @@ std::string RenderStatusText(const ServiceStatus& status) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;
   for (const auto& t : status.tables) {
-    std::vector<std::string> r;
-    r.push_back(t.bronze.identifier);
-    const auto bronze_age = AgeMs(status, t.bronze.last_commit_ms);
-    r.push_back(t.bronze.last_commit_ms ? FormatTime(*t.bronze.last_commit_ms) + " (" +
-                                              FormatAge(*bronze_age) + ")"
-                                        : "-");
-    r.push_back(FormatLsn(t.bronze.commit_lsn));
-    const auto lag = TableLagBytes(status, t);
-    r.push_back(lag ? FormatBytes(*lag) : "-");
-    r.push_back(Count(t.bronze.rows));
-    if (t.silver.exists) {
-      r.push_back(FormatLsn(t.silver.watermark_lsn));
-      r.push_back(FormatBytes(*SilverBehindBytes(t)));
-      const auto age = AgeMs(status, t.silver.last_commit_ms);
-      r.push_back(age ? FormatAge(*age) : "-");
-    } else {
-      r.push_back("no Silver table");
-      r.push_back("-");
-      r.push_back("-");
-    }
-    r.push_back(std::to_string(t.quarantined_rows));
-    rows.push_back(std::move(r));
+    rows.push_back(TableRow(status, t));
     if (!t.error.empty()) notes.push_back(t.bronze.identifier + ": " + t.error);
   }
   std::vector<size_t> width(headers.size());

@@ -262,13 +262,11 @@ arrow::Result<TableLayout> SnapshotReader::DescribeTable(PgConnection& conn,
   return layout;
 }
 
-arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layout,
-                                        const SnapshotChunk& chunk,
-                                        const SnapshotSink& sink) {
-  PgConnection& conn = *worker.conn;
-  const bool arrow_output = options_.output == SnapshotOutput::kArrow;
-  const TablePlan* plan = arrow_output ? plans_[chunk.table_index].get() : nullptr;
-  const bool binary = arrow_output && options_.copy_format == SnapshotCopyFormat::kBinary;
+// The COPY that reads `chunk` of `layout`, in text or binary form; `qualified` gets
+// the table's quoted schema-qualified name.
+arrow::Result<std::string> SnapshotReader::CopyStatement(
+    PgConnection& conn, const TableLayout& layout, const SnapshotChunk& chunk,
+    const TablePlan* plan, bool binary, std::string* qualified) {
   std::string sql = "COPY (SELECT ";
   if (plan != nullptr) {
     sql += plan->select_list;
@@ -294,6 +292,131 @@ arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layou
   }
   if (!predicate.empty()) sql += " " + predicate;
   sql += binary ? ") TO STDOUT (FORMAT binary)" : ") TO STDOUT";
+  *qualified = qschema + "." + qname;
+  return sql;
+}
+
+// Converts one value of the current row (`row` inside the batch) into its column.
+arrow::Status SnapshotReader::AppendText(Worker& worker, const TablePlan& plan,
+                                         size_t column, std::string_view text,
+                                         size_t row) {
+  worker.found.clear();
+  ARROW_RETURN_NOT_OK(
+      plan.converters[column].Append(text, worker.builders[column].get(), &worker.found));
+  for (ConversionIssue& issue : worker.found) {
+    worker.batch.issues_.push_back(SnapshotIssue{row, std::move(issue)});
+  }
+  return arrow::Status::OK();
+}
+
+// Text COPY into Arrow: converts the unescaped text the batch holds, row by row.
+arrow::Status SnapshotReader::ConvertTextRows(Worker& worker, const TablePlan& plan) {
+  const SnapshotBatch& batch = worker.batch;
+  for (size_t r = 0; r < batch.num_rows_; ++r) {
+    for (size_t c = 0; c < plan.converters.size(); ++c) {
+      std::optional<std::string_view> v = batch.value(r, c);
+      if (v) {
+        ARROW_RETURN_NOT_OK(AppendText(worker, plan, c, *v, r));
+      } else {
+        ARROW_RETURN_NOT_OK(worker.builders[c]->AppendNull());
+      }
+    }
+  }
+  return arrow::Status::OK();
+}
+
+// The builders' arrays as the batch's record batch of `arrow_rows` rows.
+arrow::Status SnapshotReader::FinishArrowBatch(Worker& worker, const TablePlan& plan,
+                                               size_t arrow_rows) {
+  arrow::ArrayVector arrays;
+  for (auto& b : worker.builders) {
+    ARROW_ASSIGN_OR_RAISE(auto a, b->Finish());
+    arrays.push_back(std::move(a));
+  }
+  worker.batch.arrow_ = arrow::RecordBatch::Make(
+      plan.schema, static_cast<int64_t>(arrow_rows), std::move(arrays));
+  worker.batch.num_rows_ = arrow_rows;
+  return arrow::Status::OK();
+}
+
+// Appends the fields of one binary COPY row (`row` inside the batch) to the builders.
+arrow::Status SnapshotReader::AppendBinaryRow(
+    Worker& worker, const TablePlan& plan,
+    const std::vector<CopyBinaryReader::Field>& fields, size_t row) {
+  for (size_t c = 0; c < fields.size(); ++c) {
+    const CopyBinaryReader::Field& f = fields[c];
+    arrow::ArrayBuilder* b = worker.builders[c].get();
+    if (f.is_null()) {
+      ARROW_RETURN_NOT_OK(b->AppendNull());
+    } else if (plan.formats[c] != BinaryFormat::kNone) {
+      worker.found.clear();
+      ARROW_RETURN_NOT_OK(AppendBinaryValue(plan.converters[c], plan.formats[c],
+                                            f.bytes(), b, &worker.found));
+      for (ConversionIssue& issue : worker.found) {
+        worker.batch.issues_.push_back(SnapshotIssue{row, std::move(issue)});
+      }
+    } else {
+      ARROW_RETURN_NOT_OK(AppendText(worker, plan, c, f.bytes(), row));
+    }
+  }
+  return arrow::Status::OK();
+}
+
+namespace {
+
+// The COPY's final result says whether all of it arrived.
+arrow::Status FinishCopy(PGconn* raw, const TableLayout& layout, bool binary,
+                         const CopyBinaryReader& reader) {
+  std::unique_ptr<PGresult, decltype(&PQclear)> res(PQgetResult(raw), &PQclear);
+  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    return ResultError(raw, res.get(), "COPY of " + DisplayName(layout.name) + " failed");
+  }
+  while (PGresult* extra = PQgetResult(raw)) PQclear(extra);
+  if (binary && !reader.finished()) {
+    return arrow::Status::Invalid("COPY of ", DisplayName(layout.name),
+                                  ": binary COPY ended without its trailer");
+  }
+  return arrow::Status::OK();
+}
+
+// A table rewritten (ALTER TABLE ... TYPE, a volatile default, VACUUM FULL,
+// CLUSTER, TRUNCATE) by a transaction that committed after the snapshot was taken
+// but before this COPY locked it reads as empty through the snapshot: the new
+// heap's rows all carry the rewriting transaction's xid. pg_class as the snapshot
+// sees it names the old heap, the relation cache (current, the table now locked
+// until this transaction ends) the new one: such a copy is thrown away.
+arrow::Status CheckNotRewritten(PgConnection& conn, const TableLayout& layout,
+                                const std::string& qualified) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto rewritten,
+      conn.Query("SELECT c.oid::pg_catalog.regclass::text FROM pg_catalog.pg_class c "
+                 "WHERE (c.oid = $1::pg_catalog.regclass OR c.oid IN (SELECT relid "
+                 "FROM pg_catalog.pg_partition_tree($1::pg_catalog.regclass))) "
+                 "AND c.relfilenode <> 0 AND c.relfilenode "
+                 "IS DISTINCT FROM pg_catalog.pg_relation_filenode(c.oid)",
+                 {qualified}));
+  if (!rewritten.empty()) {
+    return arrow::Status::IOError(
+        "COPY of ", DisplayName(layout.name), ": ", rewritten[0][0].value_or("the table"),
+        " was rewritten (ALTER TABLE, VACUUM FULL, CLUSTER or TRUNCATE) after the "
+        "copy's snapshot was taken, so the snapshot cannot see its rows; copying "
+        "again");
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layout,
+                                        const SnapshotChunk& chunk,
+                                        const SnapshotSink& sink) {
+  PgConnection& conn = *worker.conn;
+  const bool arrow_output = options_.output == SnapshotOutput::kArrow;
+  const TablePlan* plan = arrow_output ? plans_[chunk.table_index].get() : nullptr;
+  const bool binary = arrow_output && options_.copy_format == SnapshotCopyFormat::kBinary;
+  std::string qualified;
+  ARROW_ASSIGN_OR_RAISE(std::string sql,
+                        CopyStatement(conn, layout, chunk, plan, binary, &qualified));
 
   PGconn* raw = conn.raw();
   {
@@ -319,43 +442,16 @@ arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layou
       worker.builders.push_back(std::move(b));
     }
   }
-  // Converts one value of the current row (`row` inside the batch) into its column.
-  auto append_text = [&](size_t column, std::string_view text,
-                         size_t row) -> arrow::Status {
-    worker.found.clear();
-    ARROW_RETURN_NOT_OK(plan->converters[column].Append(
-        text, worker.builders[column].get(), &worker.found));
-    for (ConversionIssue& issue : worker.found) {
-      batch.issues_.push_back(SnapshotIssue{row, std::move(issue)});
-    }
-    return arrow::Status::OK();
-  };
 
   auto flush = [&]() -> arrow::Status {
     if (plan != nullptr && !binary && batch.num_rows_ > 0) {
       // Text COPY into Arrow: the batch holds the unescaped text; convert it.
-      for (size_t r = 0; r < batch.num_rows_; ++r) {
-        for (size_t c = 0; c < plan->converters.size(); ++c) {
-          std::optional<std::string_view> v = batch.value(r, c);
-          if (v) {
-            ARROW_RETURN_NOT_OK(append_text(c, *v, r));
-          } else {
-            ARROW_RETURN_NOT_OK(worker.builders[c]->AppendNull());
-          }
-        }
-      }
+      ARROW_RETURN_NOT_OK(ConvertTextRows(worker, *plan));
       arrow_rows = batch.num_rows_;
     }
     if (plan != nullptr) {
       if (arrow_rows == 0) return arrow::Status::OK();
-      arrow::ArrayVector arrays;
-      for (auto& b : worker.builders) {
-        ARROW_ASSIGN_OR_RAISE(auto a, b->Finish());
-        arrays.push_back(std::move(a));
-      }
-      batch.arrow_ = arrow::RecordBatch::Make(
-          plan->schema, static_cast<int64_t>(arrow_rows), std::move(arrays));
-      batch.num_rows_ = arrow_rows;
+      ARROW_RETURN_NOT_OK(FinishArrowBatch(worker, *plan, arrow_rows));
     }
     if (batch.num_rows() == 0) return arrow::Status::OK();
     const int64_t rows = static_cast<int64_t>(batch.num_rows());
@@ -376,22 +472,7 @@ arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layou
   CopyBinaryReader reader(layout.columns.size());
   const CopyBinaryReader::RowCallback on_row =
       [&](const std::vector<CopyBinaryReader::Field>& fields) -> arrow::Status {
-    for (size_t c = 0; c < fields.size(); ++c) {
-      const CopyBinaryReader::Field& f = fields[c];
-      arrow::ArrayBuilder* b = worker.builders[c].get();
-      if (f.is_null()) {
-        ARROW_RETURN_NOT_OK(b->AppendNull());
-      } else if (plan->formats[c] != BinaryFormat::kNone) {
-        worker.found.clear();
-        ARROW_RETURN_NOT_OK(AppendBinaryValue(plan->converters[c], plan->formats[c],
-                                              f.bytes(), b, &worker.found));
-        for (ConversionIssue& issue : worker.found) {
-          batch.issues_.push_back(SnapshotIssue{arrow_rows, std::move(issue)});
-        }
-      } else {
-        ARROW_RETURN_NOT_OK(append_text(c, f.bytes(), arrow_rows));
-      }
-    }
+    ARROW_RETURN_NOT_OK(AppendBinaryRow(worker, *plan, fields, arrow_rows));
     ++arrow_rows;
     return arrow::Status::OK();
   };
@@ -423,39 +504,9 @@ arrow::Status SnapshotReader::ReadChunk(Worker& worker, const TableLayout& layou
     if (n == -1) break;
     return ResultError(raw, nullptr, "COPY of " + DisplayName(layout.name) + " failed");
   }
-  // The COPY's final result says whether all of it arrived.
-  std::unique_ptr<PGresult, decltype(&PQclear)> res(PQgetResult(raw), &PQclear);
-  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
-    return ResultError(raw, res.get(), "COPY of " + DisplayName(layout.name) + " failed");
-  }
-  while (PGresult* extra = PQgetResult(raw)) PQclear(extra);
-  if (binary && !reader.finished()) {
-    return arrow::Status::Invalid("COPY of ", DisplayName(layout.name),
-                                  ": binary COPY ended without its trailer");
-  }
+  ARROW_RETURN_NOT_OK(FinishCopy(raw, layout, binary, reader));
   ARROW_RETURN_NOT_OK(flush());
-  // A table rewritten (ALTER TABLE ... TYPE, a volatile default, VACUUM FULL,
-  // CLUSTER, TRUNCATE) by a transaction that committed after the snapshot was taken
-  // but before this COPY locked it reads as empty through the snapshot: the new
-  // heap's rows all carry the rewriting transaction's xid. pg_class as the snapshot
-  // sees it names the old heap, the relation cache (current, the table now locked
-  // until this transaction ends) the new one: such a copy is thrown away.
-  ARROW_ASSIGN_OR_RAISE(
-      auto rewritten,
-      conn.Query("SELECT c.oid::pg_catalog.regclass::text FROM pg_catalog.pg_class c "
-                 "WHERE (c.oid = $1::pg_catalog.regclass OR c.oid IN (SELECT relid "
-                 "FROM pg_catalog.pg_partition_tree($1::pg_catalog.regclass))) "
-                 "AND c.relfilenode <> 0 AND c.relfilenode "
-                 "IS DISTINCT FROM pg_catalog.pg_relation_filenode(c.oid)",
-                 {qschema + "." + qname}));
-  if (!rewritten.empty()) {
-    return arrow::Status::IOError(
-        "COPY of ", DisplayName(layout.name), ": ", rewritten[0][0].value_or("the table"),
-        " was rewritten (ALTER TABLE, VACUUM FULL, CLUSTER or TRUNCATE) after the "
-        "copy's snapshot was taken, so the snapshot cannot see its rows; copying "
-        "again");
-  }
-  return arrow::Status::OK();
+  return CheckNotRewritten(conn, layout, qualified);
 }
 
 arrow::Status SnapshotReader::RunWorker(Worker& worker,
@@ -475,29 +526,19 @@ arrow::Status SnapshotReader::RunWorker(Worker& worker,
   }
 }
 
-arrow::Result<SnapshotResult> SnapshotReader::Run(
-    const std::vector<QualifiedTable>& tables, const SnapshotSink& sink) {
-  if (ran_) return arrow::Status::Invalid("a SnapshotReader runs once");
-  ran_ = true;
-  const auto start = std::chrono::steady_clock::now();
-  auto fail = [&](const arrow::Status& st) {
-    // Closing the connections ends their transactions and any COPY in flight.
-    for (auto& w : workers_) w->conn.reset();
-    return Incomplete(st, progress_.chunks_done_.load(), progress_.chunks_total_.load());
-  };
-
-  // Plan inside the snapshot: the catalog, key bounds and sizes as the snapshot sees
-  // them (sizes are the current ones; the open last chunk covers any difference).
-  std::vector<TableLayout> layouts;
-  std::vector<SnapshotChunk> chunks;
+// Plan inside the snapshot: the catalog, key bounds and sizes as the snapshot sees
+// them (sizes are the current ones; the open last chunk covers any difference).
+arrow::Status SnapshotReader::PlanTables(const std::vector<QualifiedTable>& tables,
+                                         std::vector<TableLayout>* layouts,
+                                         std::vector<SnapshotChunk>* chunks) {
   std::unique_ptr<PgTypeResolver> types;
   for (size_t i = 0; i < tables.size(); ++i) {
     auto layout = DescribeTable(*workers_[0]->conn, tables[i]);
-    if (!layout.ok()) return fail(layout.status());
+    if (!layout.ok()) return layout.status();
     if (options_.output == SnapshotOutput::kArrow) {
       if (!types) types = std::make_unique<PgTypeResolver>(workers_[0]->conn.get());
       arrow::Status st = PlanTable(*workers_[0]->conn, *types, *layout);
-      if (!st.ok()) return fail(st);
+      if (!st.ok()) return st;
     }
     std::vector<SnapshotChunk> planned;
     if (workers_.size() == 1) {
@@ -516,13 +557,70 @@ arrow::Result<SnapshotResult> SnapshotReader::Run(
     tp->estimated_rows = layout->estimated_rows;
     progress_.estimated_rows_ += std::max<int64_t>(0, layout->estimated_rows);
     progress_.tables_.push_back(std::move(tp));
-    chunks.insert(chunks.end(), planned.begin(), planned.end());
-    layouts.push_back(std::move(*layout));
+    chunks->insert(chunks->end(), planned.begin(), planned.end());
+    layouts->push_back(std::move(*layout));
   }
   // A table whose size is unknown makes the row total meaningless.
-  for (const auto& l : layouts) {
+  for (const auto& l : *layouts) {
     if (l.estimated_rows < 0) progress_.estimated_rows_ = 0;
   }
+  return arrow::Status::OK();
+}
+
+// Reports the progress every interval, and once more when `done` is set.
+void SnapshotReader::ReportProgress(std::mutex& mu, std::condition_variable& cv,
+                                    const bool& done) {
+  FILE* out = options_.progress_stream;
+  const bool tty = out != nullptr && isatty(fileno(out));
+  const auto interval = tty ? options_.progress_tty_interval : options_.progress_interval;
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    const bool last = cv.wait_for(lock, interval, [&] { return done; });
+    const SnapshotProgressSample s = progress_.Sample();
+    if (options_.on_progress) options_.on_progress(s);
+    if (out != nullptr) {
+      const std::string line = FormatProgressLine(s, /*bar=*/tty);
+      if (tty) {
+        std::fprintf(out, "\r%s\x1b[K%s", line.c_str(), last ? "\n" : "");
+      } else {
+        std::fprintf(out, "%s\n", line.c_str());
+      }
+      std::fflush(out);
+    }
+    if (last) break;
+  }
+}
+
+// The status Run fails with (OK: every worker finished). Report the root cause, not
+// the workers that stopped because of it.
+arrow::Status SnapshotReader::FirstFailure() const {
+  arrow::Status first;
+  for (auto& w : workers_) {
+    if (w->status.ok()) continue;
+    if (first.ok() || (first.IsCancelled() && !w->status.IsCancelled()))
+      first = w->status;
+  }
+  if (cancelled_.load() && first.ok())
+    first = arrow::Status::Cancelled("snapshot cancelled");
+  return first;
+}
+
+arrow::Result<SnapshotResult> SnapshotReader::Run(
+    const std::vector<QualifiedTable>& tables, const SnapshotSink& sink) {
+  if (ran_) return arrow::Status::Invalid("a SnapshotReader runs once");
+  ran_ = true;
+  const auto start = std::chrono::steady_clock::now();
+  auto fail = [&](const arrow::Status& st) {
+    // Closing the connections ends their transactions and any COPY in flight.
+    for (auto& w : workers_) w->conn.reset();
+    return Incomplete(st, progress_.chunks_done_.load(), progress_.chunks_total_.load());
+  };
+
+  // Plan inside the snapshot.
+  std::vector<TableLayout> layouts;
+  std::vector<SnapshotChunk> chunks;
+  arrow::Status planned = PlanTables(tables, &layouts, &chunks);
+  if (!planned.ok()) return fail(planned);
   progress_.chunks_total_ = static_cast<int64_t>(chunks.size());
   progress_.start_ns_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch())
@@ -535,28 +633,7 @@ arrow::Result<SnapshotResult> SnapshotReader::Run(
   std::thread reporter;
   const bool report = options_.progress_stream != nullptr || options_.on_progress;
   if (report) {
-    reporter = std::thread([&] {
-      FILE* out = options_.progress_stream;
-      const bool tty = out != nullptr && isatty(fileno(out));
-      const auto interval =
-          tty ? options_.progress_tty_interval : options_.progress_interval;
-      std::unique_lock<std::mutex> lock(mu);
-      while (true) {
-        const bool last = cv.wait_for(lock, interval, [&] { return done; });
-        const SnapshotProgressSample s = progress_.Sample();
-        if (options_.on_progress) options_.on_progress(s);
-        if (out != nullptr) {
-          const std::string line = FormatProgressLine(s, /*bar=*/tty);
-          if (tty) {
-            std::fprintf(out, "\r%s\x1b[K%s", line.c_str(), last ? "\n" : "");
-          } else {
-            std::fprintf(out, "%s\n", line.c_str());
-          }
-          std::fflush(out);
-        }
-        if (last) break;
-      }
-    });
+    reporter = std::thread([&] { ReportProgress(mu, cv, done); });
   }
 
   std::atomic<size_t> next{0};
@@ -577,15 +654,7 @@ arrow::Result<SnapshotResult> SnapshotReader::Run(
     reporter.join();
   }
 
-  // Report the root cause, not the workers that stopped because of it.
-  arrow::Status first;
-  for (auto& w : workers_) {
-    if (w->status.ok()) continue;
-    if (first.ok() || (first.IsCancelled() && !w->status.IsCancelled()))
-      first = w->status;
-  }
-  if (cancelled_.load() && first.ok())
-    first = arrow::Status::Cancelled("snapshot cancelled");
+  arrow::Status first = FirstFailure();
   if (!first.ok()) return fail(first);
   for (auto& w : workers_) {
     arrow::Status st = Exec(w->conn->raw(), "COMMIT", "cannot end the snapshot");

@@ -26,10 +26,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -410,6 +412,32 @@ class SnapshotReader {
                           std::atomic<size_t>& next, const SnapshotSink& sink);
   arrow::Status ReadChunk(Worker& worker, const TableLayout& layout,
                           const SnapshotChunk& chunk, const SnapshotSink& sink);
+  // The COPY statement of a chunk; `qualified` gets the table's quoted name.
+  static arrow::Result<std::string> CopyStatement(PgConnection& conn,
+                                                  const TableLayout& layout,
+                                                  const SnapshotChunk& chunk,
+                                                  const TablePlan* plan, bool binary,
+                                                  std::string* qualified);
+  // Converts one text value of batch row `row` into its column's builder.
+  static arrow::Status AppendText(Worker& worker, const TablePlan& plan, size_t column,
+                                  std::string_view text, size_t row);
+  // Converts the rows a text COPY left in the worker's batch into its builders.
+  static arrow::Status ConvertTextRows(Worker& worker, const TablePlan& plan);
+  // Finishes the builders into the batch's record batch of `arrow_rows` rows.
+  static arrow::Status FinishArrowBatch(Worker& worker, const TablePlan& plan,
+                                        size_t arrow_rows);
+  // Appends one binary COPY row (batch row `row`) to the worker's builders.
+  static arrow::Status AppendBinaryRow(Worker& worker, const TablePlan& plan,
+                                       const std::vector<CopyBinaryReader::Field>& fields,
+                                       size_t row);
+  // Describes and plans `tables` into layouts and chunks, counted in progress_.
+  arrow::Status PlanTables(const std::vector<QualifiedTable>& tables,
+                           std::vector<TableLayout>* layouts,
+                           std::vector<SnapshotChunk>* chunks);
+  // The reporter thread: reports progress every interval until `done`, then once more.
+  void ReportProgress(std::mutex& mu, std::condition_variable& cv, const bool& done);
+  // The status Run fails with: the root cause among the workers' (OK if none failed).
+  arrow::Status FirstFailure() const;
 
   SnapshotSource source_;
   SnapshotOptions options_;

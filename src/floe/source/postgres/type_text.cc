@@ -450,8 +450,9 @@ arrow::Status ConvertItem(const ColumnMapping& m, const LiteralItem& item,
   return arrow::Status::OK();
 }
 
-arrow::Status Convert(const ColumnMapping& m, std::string_view s, arrow::ArrayBuilder* b,
-                      Problem* p, int depth) {
+// bool, int2/4/8 and float4/8: parsed whole, as Postgres prints them.
+arrow::Status ConvertNumber(const ColumnMapping& m, std::string_view s,
+                            arrow::ArrayBuilder* b, Problem* p) {
   switch (m.converter) {
     case ConverterKind::kBoolean: {
       if (s != "t" && s != "f") {
@@ -490,38 +491,69 @@ arrow::Status Convert(const ColumnMapping& m, std::string_view s, arrow::ArrayBu
         return Fail(p, IssueReason::kMalformed, "not a float8: " + Quoted(s));
       return b ? As<arrow::DoubleBuilder>(b)->Append(v) : arrow::Status::OK();
     }
-    case ConverterKind::kDecimal: {
-      const auto& type = static_cast<const arrow::Decimal128Type&>(*m.type);
-      arrow::Decimal128 v;
-      IssueReason reason = IssueReason::kMalformed;
-      if (ParseDecimal(s, type.precision(), type.scale(), &v, &reason) != Parsed::kOk) {
-        std::string detail;
-        switch (reason) {
-          case IssueReason::kNotANumber:
-            detail = "numeric NaN has no decimal equivalent";
-            break;
-          case IssueReason::kInfinite:
-            detail = "numeric " + std::string(s) + " has no decimal equivalent";
-            break;
-          case IssueReason::kPrecisionExceeded:
-            detail = Quoted(s) + " has more digits than " + type.ToString() + " holds";
-            break;
-          case IssueReason::kScaleExceeded:
-            detail = Quoted(s) + " has more fractional digits than " + type.ToString() +
-                     " holds (never rounded)";
-            break;
-          default:
-            detail = "not a numeric: " + Quoted(s);
-            break;
-        }
-        return Fail(p, reason, std::move(detail));
-      }
-      return b ? As<arrow::Decimal128Builder>(b)->Append(v) : arrow::Status::OK();
+    default:
+      break;
+  }
+  return Fail(p, IssueReason::kMalformed, "unknown converter");
+}
+
+// numeric(p,s) -> decimal128(p,s): never rounded; NaN and infinities have no decimal.
+arrow::Status ConvertDecimal(const ColumnMapping& m, std::string_view s,
+                             arrow::ArrayBuilder* b, Problem* p) {
+  const auto& type = static_cast<const arrow::Decimal128Type&>(*m.type);
+  arrow::Decimal128 v;
+  IssueReason reason = IssueReason::kMalformed;
+  if (ParseDecimal(s, type.precision(), type.scale(), &v, &reason) != Parsed::kOk) {
+    std::string detail;
+    switch (reason) {
+      case IssueReason::kNotANumber:
+        detail = "numeric NaN has no decimal equivalent";
+        break;
+      case IssueReason::kInfinite:
+        detail = "numeric " + std::string(s) + " has no decimal equivalent";
+        break;
+      case IssueReason::kPrecisionExceeded:
+        detail = Quoted(s) + " has more digits than " + type.ToString() + " holds";
+        break;
+      case IssueReason::kScaleExceeded:
+        detail = Quoted(s) + " has more fractional digits than " + type.ToString() +
+                 " holds (never rounded)";
+        break;
+      default:
+        detail = "not a numeric: " + Quoted(s);
+        break;
     }
+    return Fail(p, reason, std::move(detail));
+  }
+  return b ? As<arrow::Decimal128Builder>(b)->Append(v) : arrow::Status::OK();
+}
+
+// text, bytea and uuid.
+arrow::Status ConvertTextLike(const ColumnMapping& m, std::string_view s,
+                              arrow::ArrayBuilder* b, Problem* p) {
+  switch (m.converter) {
     case ConverterKind::kText:
       return b ? As<arrow::StringBuilder>(b)->Append(s) : arrow::Status::OK();
     case ConverterKind::kBytea:
       return AppendBytea(s, b, p);
+    case ConverterKind::kUuid: {
+      uint8_t bytes[16];
+      if (!ParseUuid(s, bytes)) {
+        return Fail(p, IssueReason::kMalformed, "not a uuid: " + Quoted(s));
+      }
+      return b ? As<arrow::FixedSizeBinaryBuilder>(b)->Append(bytes)
+               : arrow::Status::OK();
+    }
+    default:
+      break;
+  }
+  return Fail(p, IssueReason::kMalformed, "unknown converter");
+}
+
+// date, time, timestamp[tz] and interval.
+arrow::Status ConvertTemporal(const ColumnMapping& m, std::string_view s,
+                              arrow::ArrayBuilder* b, Problem* p) {
+  switch (m.converter) {
     case ConverterKind::kDate: {
       int32_t days = 0;
       switch (ParseDate(s, &days)) {
@@ -597,80 +629,115 @@ arrow::Status Convert(const ColumnMapping& m, std::string_view s, arrow::ArrayBu
           As<arrow::Int32Builder>(builder->field_builder(1))->Append(days));
       return As<arrow::Int64Builder>(builder->field_builder(2))->Append(micros);
     }
-    case ConverterKind::kUuid: {
-      uint8_t bytes[16];
-      if (!ParseUuid(s, bytes)) {
-        return Fail(p, IssueReason::kMalformed, "not a uuid: " + Quoted(s));
-      }
-      return b ? As<arrow::FixedSizeBinaryBuilder>(b)->Append(bytes)
-               : arrow::Status::OK();
-    }
-    case ConverterKind::kArray: {
-      auto parsed = ParseArrayLiteral(s, m.delimiter);
-      if (!parsed.ok()) {
-        return Fail(p, IssueReason::kMalformed, "not an array: " + Quoted(s));
-      }
-      const ArrayLiteral& array = *parsed;
-      if (array.dimensions > 1) {
-        return Fail(p, IssueReason::kMultidimensionalArray,
-                    "array has " + std::to_string(array.dimensions) +
-                        " dimensions; only one-dimensional arrays map to a list");
-      }
-      auto* builder = As<arrow::ListBuilder>(b);
-      arrow::ArrayBuilder* child = b ? builder->value_builder() : nullptr;
-      if (b) ARROW_RETURN_NOT_OK(builder->Append());
-      for (size_t i = 0; i < array.elements.size(); ++i) {
-        ARROW_RETURN_NOT_OK(ConvertItem(m.children[0], array.elements[i], child, p, depth,
-                                        "element " + std::to_string(i + 1)));
-        if (p->set) return arrow::Status::OK();
-      }
-      return arrow::Status::OK();
-    }
-    case ConverterKind::kComposite: {
-      auto parsed = ParseCompositeLiteral(s);
-      if (parsed.ok() && m.children.empty() && parsed->size() == 1 &&
-          (*parsed)[0].is_null) {
-        parsed->clear();  // `()` of a zero-attribute type
-      }
-      if (!parsed.ok() || parsed->size() != m.children.size()) {
-        return Fail(p, IssueReason::kMalformed,
-                    "not a composite of " + std::to_string(m.children.size()) +
-                        " fields: " + Quoted(s));
-      }
-      auto* builder = As<arrow::StructBuilder>(b);
-      if (b) ARROW_RETURN_NOT_OK(builder->Append());
-      for (size_t i = 0; i < m.children.size(); ++i) {
-        arrow::ArrayBuilder* child =
-            b ? builder->field_builder(static_cast<int>(i)) : nullptr;
-        ARROW_RETURN_NOT_OK(
-            ConvertItem(m.children[i], (*parsed)[i], child, p, depth,
-                        "field " + m.type->field(static_cast<int>(i))->name()));
-        if (p->set) return arrow::Status::OK();
-      }
-      return arrow::Status::OK();
-    }
-    case ConverterKind::kRange: {
-      auto parsed = ParseRangeLiteral(s);
-      if (!parsed.ok()) {
-        return Fail(p, IssueReason::kMalformed, "not a range: " + Quoted(s));
-      }
-      const RangeLiteral& r = *parsed;
-      auto* builder = As<arrow::StructBuilder>(b);
-      if (b) ARROW_RETURN_NOT_OK(builder->Append());
-      ARROW_RETURN_NOT_OK(ConvertItem(m.children[0], r.lower,
-                                      b ? builder->field_builder(0) : nullptr, p, depth,
-                                      "lower bound"));
-      if (p->set) return arrow::Status::OK();
-      ARROW_RETURN_NOT_OK(ConvertItem(m.children[0], r.upper,
-                                      b ? builder->field_builder(1) : nullptr, p, depth,
-                                      "upper bound"));
-      if (p->set || b == nullptr) return arrow::Status::OK();
-      ARROW_RETURN_NOT_OK(As<arrow::BooleanBuilder>(builder->field_builder(2))
-                              ->Append(r.lower_inclusive));
-      ARROW_RETURN_NOT_OK(As<arrow::BooleanBuilder>(builder->field_builder(3))
-                              ->Append(r.upper_inclusive));
-      return As<arrow::BooleanBuilder>(builder->field_builder(4))->Append(r.empty);
-    }
+    default:
+      break;
+  }
+  return Fail(p, IssueReason::kMalformed, "unknown converter");
+}
+
+// array -> list: each element converted in turn; the first bad one stops it.
+arrow::Status ConvertArray(const ColumnMapping& m, std::string_view s,
+                           arrow::ArrayBuilder* b, Problem* p, int depth) {
+  auto parsed = ParseArrayLiteral(s, m.delimiter);
+  if (!parsed.ok()) {
+    return Fail(p, IssueReason::kMalformed, "not an array: " + Quoted(s));
+  }
+  const ArrayLiteral& array = *parsed;
+  if (array.dimensions > 1) {
+    return Fail(p, IssueReason::kMultidimensionalArray,
+                "array has " + std::to_string(array.dimensions) +
+                    " dimensions; only one-dimensional arrays map to a list");
+  }
+  auto* builder = As<arrow::ListBuilder>(b);
+  arrow::ArrayBuilder* child = b ? builder->value_builder() : nullptr;
+  if (b) ARROW_RETURN_NOT_OK(builder->Append());
+  for (size_t i = 0; i < array.elements.size(); ++i) {
+    ARROW_RETURN_NOT_OK(ConvertItem(m.children[0], array.elements[i], child, p, depth,
+                                    "element " + std::to_string(i + 1)));
+    if (p->set) return arrow::Status::OK();
+  }
+  return arrow::Status::OK();
+}
+
+// composite -> struct: each field converted in turn; the first bad one stops it.
+arrow::Status ConvertComposite(const ColumnMapping& m, std::string_view s,
+                               arrow::ArrayBuilder* b, Problem* p, int depth) {
+  auto parsed = ParseCompositeLiteral(s);
+  if (parsed.ok() && m.children.empty() && parsed->size() == 1 && (*parsed)[0].is_null) {
+    parsed->clear();  // `()` of a zero-attribute type
+  }
+  if (!parsed.ok() || parsed->size() != m.children.size()) {
+    return Fail(p, IssueReason::kMalformed,
+                "not a composite of " + std::to_string(m.children.size()) +
+                    " fields: " + Quoted(s));
+  }
+  auto* builder = As<arrow::StructBuilder>(b);
+  if (b) ARROW_RETURN_NOT_OK(builder->Append());
+  for (size_t i = 0; i < m.children.size(); ++i) {
+    arrow::ArrayBuilder* child =
+        b ? builder->field_builder(static_cast<int>(i)) : nullptr;
+    ARROW_RETURN_NOT_OK(
+        ConvertItem(m.children[i], (*parsed)[i], child, p, depth,
+                    "field " + m.type->field(static_cast<int>(i))->name()));
+    if (p->set) return arrow::Status::OK();
+  }
+  return arrow::Status::OK();
+}
+
+// range -> struct<lower, upper, lower_inclusive, upper_inclusive, empty>.
+arrow::Status ConvertRange(const ColumnMapping& m, std::string_view s,
+                           arrow::ArrayBuilder* b, Problem* p, int depth) {
+  auto parsed = ParseRangeLiteral(s);
+  if (!parsed.ok()) {
+    return Fail(p, IssueReason::kMalformed, "not a range: " + Quoted(s));
+  }
+  const RangeLiteral& r = *parsed;
+  auto* builder = As<arrow::StructBuilder>(b);
+  if (b) ARROW_RETURN_NOT_OK(builder->Append());
+  ARROW_RETURN_NOT_OK(ConvertItem(m.children[0], r.lower,
+                                  b ? builder->field_builder(0) : nullptr, p, depth,
+                                  "lower bound"));
+  if (p->set) return arrow::Status::OK();
+  ARROW_RETURN_NOT_OK(ConvertItem(m.children[0], r.upper,
+                                  b ? builder->field_builder(1) : nullptr, p, depth,
+                                  "upper bound"));
+  if (p->set || b == nullptr) return arrow::Status::OK();
+  ARROW_RETURN_NOT_OK(
+      As<arrow::BooleanBuilder>(builder->field_builder(2))->Append(r.lower_inclusive));
+  ARROW_RETURN_NOT_OK(
+      As<arrow::BooleanBuilder>(builder->field_builder(3))->Append(r.upper_inclusive));
+  return As<arrow::BooleanBuilder>(builder->field_builder(4))->Append(r.empty);
+}
+
+// `s` converted into `b` (nullptr: only checked) by the family of m's type.
+arrow::Status Convert(const ColumnMapping& m, std::string_view s, arrow::ArrayBuilder* b,
+                      Problem* p, int depth) {
+  switch (m.converter) {
+    case ConverterKind::kBoolean:
+    case ConverterKind::kInt16:
+    case ConverterKind::kInt32:
+    case ConverterKind::kInt64:
+    case ConverterKind::kFloat32:
+    case ConverterKind::kFloat64:
+      return ConvertNumber(m, s, b, p);
+    case ConverterKind::kDecimal:
+      return ConvertDecimal(m, s, b, p);
+    case ConverterKind::kText:
+    case ConverterKind::kBytea:
+    case ConverterKind::kUuid:
+      return ConvertTextLike(m, s, b, p);
+    case ConverterKind::kDate:
+    case ConverterKind::kTime:
+    case ConverterKind::kTimestamp:
+    case ConverterKind::kTimestampTz:
+    case ConverterKind::kInterval:
+      return ConvertTemporal(m, s, b, p);
+    case ConverterKind::kArray:
+      return ConvertArray(m, s, b, p, depth);
+    case ConverterKind::kComposite:
+      return ConvertComposite(m, s, b, p, depth);
+    case ConverterKind::kRange:
+      return ConvertRange(m, s, b, p, depth);
   }
   return Fail(p, IssueReason::kMalformed, "unknown converter");
 }
