@@ -67,4 +67,31 @@ std::vector<std::string> NamesProperty(const iceberg::TableMetadata& metadata,
   return out;
 }
 
+uint64_t SilverWatermark(const iceberg::TableMetadata& metadata) {
+  const iceberg::Snapshot* snapshot = metadata.CurrentSnapshot();
+  while (snapshot != nullptr) {
+    auto it = snapshot->summary.find(kWatermarkSummaryKey);
+    if (it != snapshot->summary.end()) {
+      if (auto value = ParseUint64(it->second)) return *value;
+    }
+    if (!snapshot->parent_snapshot_id) break;
+    snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
+  }
+  return 0;
+}
+
+const iceberg::Snapshot* LastMergeSnapshot(const iceberg::TableMetadata& metadata) {
+  const iceberg::Snapshot* snapshot = metadata.CurrentSnapshot();
+  while (snapshot != nullptr) {
+    // A compaction (replace) carries the watermark forward but merges nothing.
+    if (snapshot->operation != "replace" &&
+        snapshot->summary.contains(kWatermarkSummaryKey)) {
+      return snapshot;
+    }
+    if (!snapshot->parent_snapshot_id) break;
+    snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
+  }
+  return nullptr;
+}
+
 }  // namespace floe::lake

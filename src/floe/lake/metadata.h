@@ -26,6 +26,16 @@ const iceberg::Snapshot* LatestBackfillRecord(const iceberg::TableMetadata& meta
 /// or a record that cannot be read: kept, to be reported when floe resumes).
 bool BackfillUnfinished(const iceberg::Snapshot& snapshot);
 
+/// Silver's watermark: the `floe.bronze-commit-lsn` (kWatermarkSummaryKey) of the
+/// newest snapshot on the current snapshot's ancestry that has one; 0 when none does.
+uint64_t SilverWatermark(const iceberg::TableMetadata& metadata);
+
+/// The snapshot of the last merge (or backfill) of a Silver table: the newest on the
+/// current snapshot's ancestry that carries the watermark and is not a compaction
+/// (`replace`, which carries the watermark forward but merges nothing); null when
+/// there is none. Its time is how fresh Silver is.
+const iceberg::Snapshot* LastMergeSnapshot(const iceberg::TableMetadata& metadata);
+
 /// The strings of a table property holding a JSON array of names (kPrimaryKeyProperty,
 /// kSilverKeyProperty, ...); empty when the property is missing or not such an array.
 std::vector<std::string> NamesProperty(const iceberg::TableMetadata& metadata,

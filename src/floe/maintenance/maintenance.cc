@@ -23,8 +23,7 @@
 #include "floe/lake/catalog.h"
 #include "floe/lake/keys.h"
 #include "floe/lake/metadata.h"
-#include "floe/silver/merge.h"
-#include "floe/silver/silver.h"
+#include "floe/lake/silver_layout.h"
 
 namespace floe::maintenance {
 namespace ice = floe::iceberg;
@@ -483,7 +482,7 @@ LiveSize EstimateLiveSize(const std::vector<ice::LiveFile>& live) {
 }
 
 int32_t RebucketTarget(int32_t current, int64_t live_bytes, int64_t target_file_bytes) {
-  const int32_t ideal = silver::BucketCount(live_bytes, target_file_bytes);
+  const int32_t ideal = lake::BucketCount(live_bytes, target_file_bytes);
   if (current <= 0) return ideal;
   if (ideal >= int64_t{2} * current || int64_t{4} * ideal <= current) return ideal;
   return current;
@@ -519,9 +518,8 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
                                                 const std::vector<std::string>& key,
                                                 const CompactTableOptions& options) {
   if (key.empty()) return arrow::Status::Invalid("a Silver compaction needs the key");
-  if (options.buckets &&
-      (*options.buckets < 1 || *options.buckets > silver::kMaxBuckets)) {
-    return arrow::Status::Invalid("--buckets must be between 1 and ", silver::kMaxBuckets,
+  if (options.buckets && (*options.buckets < 1 || *options.buckets > lake::kMaxBuckets)) {
+    return arrow::Status::Invalid("--buckets must be between 1 and ", lake::kMaxBuckets,
                                   ", not ", *options.buckets);
   }
   std::vector<cp::SortKey> sort_keys;

@@ -46,7 +46,7 @@ struct CompactTableOptions {
   /// Called with the attempt number after a plan's files are written and before
   /// they are committed (tests race a concurrent commit here).
   std::function<void(int attempt)> before_commit;
-  /// Silver: re-bucket to this many buckets (1 to silver::kMaxBuckets) instead of
+  /// Silver: re-bucket to this many buckets (1 to lake::kMaxBuckets) instead of
   /// the count the live size calls for (RebucketTarget).
   std::optional<int32_t> buckets;
 };
@@ -80,7 +80,7 @@ struct LiveSize {
 LiveSize EstimateLiveSize(const std::vector<iceberg::LiveFile>& live);
 
 /// The bucket count a Silver table of `current` buckets holding `live_bytes` is
-/// compacted into. The ideal count is silver::BucketCount(live_bytes, target) (the
+/// compacted into. The ideal count is lake::BucketCount(live_bytes, target) (the
 /// smallest power of two with live_bytes / N <= target); the table moves to it only
 /// when it is at least twice the current count (the files outgrew the target) or at
 /// most a quarter of it (they shrank below a quarter of the target); otherwise it

@@ -22,7 +22,7 @@
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/transform.h"
-#include "floe/silver/merge.h"
+#include "floe/lake/silver_layout.h"
 
 namespace floe::maintenance {
 namespace {
@@ -331,7 +331,7 @@ TEST(Rebucket, TargetMovesOnlyOutsideTheHysteresisBand) {
     }
   }
   // Capped like table creation.
-  EXPECT_EQ(RebucketTarget(8, int64_t{1} << 50, kT), silver::kMaxBuckets);
+  EXPECT_EQ(RebucketTarget(8, int64_t{1} << 50, kT), lake::kMaxBuckets);
 }
 
 TEST(Rebucket, LiveSizeIsRecordsMinusPositionDeletesAtTheDataBytesPerRow) {

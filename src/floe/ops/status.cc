@@ -23,8 +23,6 @@
 #include "floe/lake/catalog.h"
 #include "floe/lake/keys.h"
 #include "floe/lake/metadata.h"
-#include "floe/silver/merge.h"
-#include "floe/silver/silver.h"
 #include "floe/source/postgres/pg_connection.h"
 
 namespace floe::ops {
@@ -183,8 +181,8 @@ TableStatus LoadTableStatus(ice::Catalog* catalog, const std::shared_ptr<ice::Fi
   }
   out.silver.exists = true;
   const ice::TableMetadata& smeta = (*silver_table)->metadata();
-  out.silver.watermark_lsn = silver::SilverWatermark(smeta);
-  if (const ice::Snapshot* merged = silver::LastMergeSnapshot(smeta); merged != nullptr) {
+  out.silver.watermark_lsn = lake::SilverWatermark(smeta);
+  if (const ice::Snapshot* merged = lake::LastMergeSnapshot(smeta); merged != nullptr) {
     out.silver.last_commit_ms = merged->timestamp_ms;  // a compaction is not fresher
   }
   if (const ice::Snapshot* snap = smeta.CurrentSnapshot(); snap != nullptr) {

@@ -71,7 +71,7 @@ struct BronzeTableStatus {
 struct SilverTableStatus {
   std::string identifier;
   bool exists = false;
-  /// The last merge's time (silver::LastMergeSnapshot; a compaction does not count).
+  /// The last merge's time (lake::LastMergeSnapshot; a compaction does not count).
   std::optional<int64_t> last_commit_ms;
   /// `floe.bronze-commit-lsn` (0: none).
   uint64_t watermark_lsn = 0;

@@ -333,43 +333,6 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
   return silver;
 }
 
-uint64_t SilverWatermark(const ice::TableMetadata& metadata) {
-  const ice::Snapshot* snapshot = metadata.CurrentSnapshot();
-  while (snapshot != nullptr) {
-    auto it = snapshot->summary.find(lake::kWatermarkSummaryKey);
-    if (it != snapshot->summary.end()) {
-      if (auto value = ParseUint64(it->second)) return *value;
-    }
-    if (!snapshot->parent_snapshot_id) break;
-    snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
-  }
-  return 0;
-}
-
-const ice::Snapshot* LastMergeSnapshot(const ice::TableMetadata& metadata) {
-  const ice::Snapshot* snapshot = metadata.CurrentSnapshot();
-  while (snapshot != nullptr) {
-    // A compaction (replace) carries the watermark forward but merges nothing.
-    if (snapshot->operation != "replace" &&
-        snapshot->summary.contains(lake::kWatermarkSummaryKey)) {
-      return snapshot;
-    }
-    if (!snapshot->parent_snapshot_id) break;
-    snapshot = metadata.FindSnapshot(*snapshot->parent_snapshot_id);
-  }
-  return nullptr;
-}
-
-int32_t BucketCount(int64_t estimated_bytes, int64_t target_file_bytes) {
-  if (target_file_bytes <= 0) target_file_bytes = kDefaultSilverTargetFileBytes;
-  int32_t n = 1;
-  while (n < kMaxBuckets &&
-         estimated_bytes > static_cast<int64_t>(n) * target_file_bytes) {
-    n *= 2;
-  }
-  return n;
-}
-
 arrow::Result<std::vector<std::string>> MergeKeyOf(
     const ice::TableMetadata& bronze,
     const std::optional<std::vector<std::string>>& override_key) {

@@ -25,6 +25,8 @@
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
 #include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
+#include "floe/lake/silver_layout.h"
 
 namespace floe::silver {
 
@@ -67,10 +69,10 @@ inline constexpr const char* kWriteModeProperties[] = {
 inline constexpr char kMergeOnRead[] = "merge-on-read";
 inline constexpr char kCopyOnWrite[] = "copy-on-write";
 
-/// Silver data files aim at this size, and the bucket count is chosen for it.
-inline constexpr int64_t kDefaultSilverTargetFileBytes = int64_t{128} << 20;
-/// At most this many buckets, however large the table.
-inline constexpr int32_t kMaxBuckets = 4096;
+// Silver's layout (lake/silver_layout.h).
+using lake::BucketCount;
+using lake::kDefaultSilverTargetFileBytes;
+using lake::kMaxBuckets;
 
 struct MergeOptions {
   /// The merge key declared in the pipeline file (silver.keys); unset uses Bronze's
@@ -145,19 +147,9 @@ struct MergeStats {
   std::vector<std::string> schema_changes;
 };
 
-/// Silver's watermark: the `floe.bronze-commit-lsn` of the newest snapshot on the
-/// current snapshot's ancestry that has one; 0 when none does.
-uint64_t SilverWatermark(const iceberg::TableMetadata& metadata);
-
-/// The snapshot of the last merge (or backfill) of a Silver table: the newest on the
-/// current snapshot's ancestry that carries the watermark and is not a compaction
-/// (`replace`, which carries the watermark forward but merges nothing); null when
-/// there is none. Its time is how fresh Silver is.
-const iceberg::Snapshot* LastMergeSnapshot(const iceberg::TableMetadata& metadata);
-
-/// The bucket count for a Silver table of about `estimated_bytes`: the smallest
-/// power of two with estimated_bytes / N <= target_file_bytes, from 1 to kMaxBuckets.
-int32_t BucketCount(int64_t estimated_bytes, int64_t target_file_bytes);
+// Silver's watermark and its last merge (lake/metadata.h).
+using lake::LastMergeSnapshot;
+using lake::SilverWatermark;
 
 /// The merge key of a Bronze table: `override_key` when set, else its
 /// `floe.source.primary-key`; empty when it has none.
