@@ -176,47 +176,34 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetExport(const std::string
   return combined;
 }
 
-arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
-                                           std::shared_ptr<ice::FileIO> io,
-                                           const ice::TableIdentifier& bronze_id,
-                                           const ice::TableIdentifier& silver_id,
-                                           const std::string& warehouse,
-                                           const arrow::Table& rows, uint64_t lsn,
-                                           const BackfillTableOptions& options) {
-  ARROW_RETURN_NOT_OK(EnsureCompute());
-  BackfillStats stats;
-  stats.lsn = lsn;
-  ARROW_ASSIGN_OR_RAISE(auto bronze_table, ice::Table::Load(catalog, io, bronze_id));
-  const ice::TableMetadata bronze = bronze_table->metadata();
-  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
-  ARROW_ASSIGN_OR_RAISE(std::vector<std::string> key, MergeKeyOf(bronze, options.key));
-  if (key.empty()) {
-    return arrow::Status::Invalid(
-        bronze_id.ToString(),
-        " has no primary key, so it gets no Silver table; declare the merge key in "
-        "silver.keys of the pipeline file first");
-  }
+namespace {
 
-  // The guard: Bronze must hold every change after the export.
-  ARROW_ASSIGN_OR_RAISE(stats.bronze_start, BronzeStartLsn(bronze, *io));
-  if (lsn < stats.bronze_start) {
+// Refuses an export older than the start of Bronze's history (`bronze_start`: its
+// earliest cdc_commit_lsn): the changes between the two would be in neither.
+arrow::Status CheckExportLsn(const ice::TableMetadata& bronze, ice::FileIO& io,
+                             const ice::TableIdentifier& bronze_id,
+                             const ice::TableIdentifier& silver_id, uint64_t lsn,
+                             uint64_t* bronze_start) {
+  ARROW_ASSIGN_OR_RAISE(*bronze_start, BronzeStartLsn(bronze, io));
+  if (lsn < *bronze_start) {
     return arrow::Status::Invalid(
         "refusing to seed ", silver_id.ToString(), " from an export at LSN ",
         Lsn(lsn).ToString(), ": it is older than the start of Bronze's history of ",
         bronze_id.ToString(), " (its earliest cdc_commit_lsn is ",
-        Lsn(stats.bronze_start).ToString(),
+        Lsn(*bronze_start).ToString(),
         "), so the changes committed between the two are in neither and Silver would "
         "silently miss them. Use an export taken at or after ",
-        Lsn(stats.bronze_start).ToString(),
+        Lsn(*bronze_start).ToString(),
         ", or let `floe silver` build Silver from Bronze's own history (it does so for "
         "every table without a Silver table)");
   }
+  return arrow::Status::OK();
+}
 
-  // Columns: by name, exactly Bronze's row columns.
-  std::vector<const ice::NestedField*> row_fields;
-  for (const auto& f : bronze_schema.fields()) {
-    if (!IsCdcColumn(f.name)) row_fields.push_back(&f);
-  }
+// Refuses an export whose columns (by name) are not exactly Bronze's row columns.
+arrow::Status CheckExportColumns(const std::vector<const ice::NestedField*>& row_fields,
+                                 const arrow::Table& rows,
+                                 const ice::TableIdentifier& bronze_id) {
   std::vector<std::string> missing, extra;
   std::set<std::string> bronze_names;
   for (const auto* f : row_fields) {
@@ -241,19 +228,12 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
         "as in Bronze (a column dropped from the source stays in Bronze: export it as "
         "a null column)");
   }
+  return arrow::Status::OK();
+}
 
-  // Silver's table: refuse to overwrite one unless asked.
-  ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(silver_id));
-  if (exists) {
-    if (!options.replace) {
-      return arrow::Status::Invalid(
-          silver_id.ToString(),
-          " already exists; pass --replace to drop it and seed it from the export "
-          "(its files stay until orphan cleanup), or drop it yourself");
-    }
-  }
-
-  // Values in Bronze's types, the key unique and not null.
+// The export's columns by name, values in Bronze's types.
+arrow::Result<std::map<std::string, std::shared_ptr<arrow::Array>>> ExportColumns(
+    const std::vector<const ice::NestedField*>& row_fields, const arrow::Table& rows) {
   std::map<std::string, std::shared_ptr<arrow::Array>> columns;
   for (const auto* f : row_fields) {
     ARROW_ASSIGN_OR_RAISE(auto type, ice::ToArrowType(*f->type));
@@ -278,6 +258,14 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
     }
     columns[f->name] = array;
   }
+  return columns;
+}
+
+// The export's key: not null, and unique.
+arrow::Status CheckExportKey(
+    const std::map<std::string, std::shared_ptr<arrow::Array>>& columns,
+    const std::vector<std::string>& key, const arrow::Table& rows,
+    const ice::TableIdentifier& bronze_id) {
   std::vector<const arrow::Array*> key_arrays;
   for (const auto& k : key) {
     auto it = columns.find(k);
@@ -305,26 +293,14 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
                                     "a table with that key");
     }
   }
+  return arrow::Status::OK();
+}
 
-  if (exists) {
-    ARROW_RETURN_NOT_OK(catalog->DropTable(silver_id));
-    stats.replaced = true;
-  }
-  auto created =
-      CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse, key,
-                        rows.num_rows(), options.target_file_bytes, &stats.buckets,
-                        options.copy_on_write);
-  if (!created.ok()) {
-    if (ice::GetCatalogErrorKind(created.status()) ==
-        ice::CatalogErrorKind::kAlreadyExists) {
-      return arrow::Status::Invalid(silver_id.ToString(),
-                                    " was created meanwhile (by `floe silver`?); stop "
-                                    "it and pass --replace");
-    }
-    return created.status();
-  }
-  std::unique_ptr<ice::Table> silver = std::move(*created);
-  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver->schema()));
+// The export's rows in Silver's schema `silver_arrow`.
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> SilverRows(
+    const std::shared_ptr<arrow::Schema>& silver_arrow,
+    const std::map<std::string, std::shared_ptr<arrow::Array>>& columns,
+    const arrow::Table& rows, uint64_t lsn) {
   arrow::ArrayVector arrays;
   for (const auto& field : silver_arrow->fields()) {
     if (field->name() == kCdcCommitLsn) {
@@ -349,7 +325,78 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
     }
     arrays.push_back(array);
   }
-  auto batch = arrow::RecordBatch::Make(silver_arrow, rows.num_rows(), arrays);
+  return arrow::RecordBatch::Make(silver_arrow, rows.num_rows(), arrays);
+}
+
+}  // namespace
+
+arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
+                                           std::shared_ptr<ice::FileIO> io,
+                                           const ice::TableIdentifier& bronze_id,
+                                           const ice::TableIdentifier& silver_id,
+                                           const std::string& warehouse,
+                                           const arrow::Table& rows, uint64_t lsn,
+                                           const BackfillTableOptions& options) {
+  ARROW_RETURN_NOT_OK(EnsureCompute());
+  BackfillStats stats;
+  stats.lsn = lsn;
+  ARROW_ASSIGN_OR_RAISE(auto bronze_table, ice::Table::Load(catalog, io, bronze_id));
+  const ice::TableMetadata bronze = bronze_table->metadata();
+  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
+  ARROW_ASSIGN_OR_RAISE(std::vector<std::string> key, MergeKeyOf(bronze, options.key));
+  if (key.empty()) {
+    return arrow::Status::Invalid(
+        bronze_id.ToString(),
+        " has no primary key, so it gets no Silver table; declare the merge key in "
+        "silver.keys of the pipeline file first");
+  }
+
+  // The guard: Bronze must hold every change after the export.
+  ARROW_RETURN_NOT_OK(
+      CheckExportLsn(bronze, *io, bronze_id, silver_id, lsn, &stats.bronze_start));
+
+  // Columns: by name, exactly Bronze's row columns.
+  std::vector<const ice::NestedField*> row_fields;
+  for (const auto& f : bronze_schema.fields()) {
+    if (!IsCdcColumn(f.name)) row_fields.push_back(&f);
+  }
+  ARROW_RETURN_NOT_OK(CheckExportColumns(row_fields, rows, bronze_id));
+
+  // Silver's table: refuse to overwrite one unless asked.
+  ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(silver_id));
+  if (exists) {
+    if (!options.replace) {
+      return arrow::Status::Invalid(
+          silver_id.ToString(),
+          " already exists; pass --replace to drop it and seed it from the export "
+          "(its files stay until orphan cleanup), or drop it yourself");
+    }
+  }
+
+  // Values in Bronze's types, the key unique and not null.
+  ARROW_ASSIGN_OR_RAISE(auto columns, ExportColumns(row_fields, rows));
+  ARROW_RETURN_NOT_OK(CheckExportKey(columns, key, rows, bronze_id));
+
+  if (exists) {
+    ARROW_RETURN_NOT_OK(catalog->DropTable(silver_id));
+    stats.replaced = true;
+  }
+  auto created =
+      CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse, key,
+                        rows.num_rows(), options.target_file_bytes, &stats.buckets,
+                        options.copy_on_write);
+  if (!created.ok()) {
+    if (ice::GetCatalogErrorKind(created.status()) ==
+        ice::CatalogErrorKind::kAlreadyExists) {
+      return arrow::Status::Invalid(silver_id.ToString(),
+                                    " was created meanwhile (by `floe silver`?); stop "
+                                    "it and pass --replace");
+    }
+    return created.status();
+  }
+  std::unique_ptr<ice::Table> silver = std::move(*created);
+  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver->schema()));
+  ARROW_ASSIGN_OR_RAISE(auto batch, SilverRows(silver_arrow, columns, rows, lsn));
   auto written = WriteUpserts(*silver, batch, key);
   if (!written.ok()) {
     // Nothing committed: do not leave an empty table behind for a retry to trip on.

@@ -351,25 +351,65 @@ class KeyRows {
   std::unordered_map<size_t, std::deque<KeyRow>> more_;
 };
 
-}  // namespace
+// The row the last delete removed, for the new row of a key-changing update.
+struct LastDelete {
+  int64_t lsn = -1;
+  int32_t seq = -1;
+  size_t slot = 0;
+  std::optional<KeyRow> row;
+};
 
-arrow::Result<FoldResult> Fold(const Changes& changes,
-                               const std::vector<int>& key_columns, bool silver_has_rows,
-                               const std::unordered_set<std::string>* held) {
-  const int64_t n = changes.length();
-  const size_t width = changes.columns.size();
+// One fold, pass by pass: the changes in commit order (from the last truncate on),
+// each one's key, how each key starts and the rows each key ends with.
+struct Folding {
+  explicit Folding(const Changes& changes)
+      : changes(changes), n(changes.length()), width(changes.columns.size()) {}
+
+  // Checks the changes and sorts them into commit order (`order`).
+  arrow::Status Order();
+  // The key columns' arrays (`keys`).
+  arrow::Status FindKeyColumns(const std::vector<int>& key_columns);
+  // Starts after the last truncate, if any.
+  void SkipTruncated(bool silver_has_rows);
+  // Pass 1: each change's key, and how each key starts.
+  arrow::Status FindKeys();
+  // Decides how each key starts (`held`: the keys Silver holds, when known); false
+  // when some key needs Silver asked (a row of each in result.undecided).
+  bool StartKeys(const std::unordered_set<std::string>* held);
+  // Pass 2: the rows of each key, change by change.
+  arrow::Status FoldRows();
+  // The delete at `row` of the key in `slot`: the row it removes, if the key has one.
+  LastDelete Delete(int64_t row, size_t slot, const FoldedKey& state);
+
+  const Changes& changes;
+  const int64_t n;
+  const size_t width;
+  const arrow::StringArray* op = nullptr;
+  const arrow::Int64Array* lsn = nullptr;
+  const arrow::Int32Array* seq = nullptr;
+  std::vector<int64_t> order;
+  std::vector<const arrow::Array*> keys;
+  FoldResult result;
+  size_t start = 0;
+  bool may_be_held = false;
+  std::vector<size_t> slot_of;
+  std::vector<StartOfKey> starts;
+  KeyRows rows{&result.keys};
+};
+
+arrow::Status Folding::Order() {
   for (const auto& c : changes.columns) {
     if (c->length() != n)
       return arrow::Status::Invalid("change columns differ in length");
   }
-  const auto* op = dynamic_cast<const arrow::StringArray*>(changes.op.get());
-  const auto* lsn = dynamic_cast<const arrow::Int64Array*>(changes.commit_lsn.get());
-  const auto* seq = dynamic_cast<const arrow::Int32Array*>(changes.seq.get());
+  op = dynamic_cast<const arrow::StringArray*>(changes.op.get());
+  lsn = dynamic_cast<const arrow::Int64Array*>(changes.commit_lsn.get());
+  seq = dynamic_cast<const arrow::Int32Array*>(changes.seq.get());
   if (op == nullptr || lsn == nullptr || seq == nullptr) {
     return arrow::Status::TypeError(
         "cdc_op, cdc_commit_lsn and cdc_seq must be string, long and int");
   }
-  std::vector<int64_t> order(static_cast<size_t>(n));
+  order.resize(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   for (int64_t i = 0; i < n; ++i) {
     if (lsn->IsNull(i) || seq->IsNull(i) || op->IsNull(i)) {
@@ -388,18 +428,21 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
     return std::pair(lsn->Value(a), seq->Value(a)) <
            std::pair(lsn->Value(b), seq->Value(b));
   });
+  return arrow::Status::OK();
+}
 
-  std::vector<const arrow::Array*> keys;
+arrow::Status Folding::FindKeyColumns(const std::vector<int>& key_columns) {
   for (int k : key_columns) {
     if (k < 0 || static_cast<size_t>(k) >= width) {
       return arrow::Status::Invalid("key column index ", k, " out of range");
     }
     keys.push_back(changes.columns[k].get());
   }
+  return arrow::Status::OK();
+}
 
-  FoldResult result;
+void Folding::SkipTruncated(bool silver_has_rows) {
   // A truncate empties the table: only what follows the last one counts, from nothing.
-  size_t start = 0;
   for (size_t i = order.size(); i-- > 0;) {
     if (op->GetView(order[i]) == "t") {
       result.truncated = true;
@@ -407,13 +450,13 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
       break;
     }
   }
-  const bool may_be_held = silver_has_rows && !result.truncated;
+  may_be_held = silver_has_rows && !result.truncated;
+}
 
-  // Pass 1: each change's key, and how each key starts.
+arrow::Status Folding::FindKeys() {
   std::unordered_map<std::string, size_t> slot_of_key;
   slot_of_key.reserve(order.size() - start);
-  std::vector<size_t> slot_of(order.size() - start);
-  std::vector<StartOfKey> starts;
+  slot_of.resize(order.size() - start);
   std::vector<size_t> touched;          // keys the current transaction touched
   std::vector<int64_t> touched_in;      // per key: the commit LSN that last touched it
   auto commit = [&] {
@@ -446,8 +489,10 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
   commit();
   touched_in = {};
   slot_of_key = {};
+  return arrow::Status::OK();
+}
 
-  KeyRows rows(&result.keys);
+bool Folding::StartKeys(const std::unordered_set<std::string>* held) {
   if (may_be_held) {
     std::vector<StartOfKey::Start> start_of(result.keys.size());
     bool undecided = false;
@@ -471,7 +516,7 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
         result.undecided.push_back(order[i]);
       }
       result.keys.clear();
-      return result;
+      return false;
     }
     for (size_t slot = 0; slot < result.keys.size(); ++slot) {
       if (start_of[slot] == StartOfKey::Start::kHeld) {
@@ -479,17 +524,11 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
       }
     }
   }
-  starts = {};
+  return true;
+}
 
-  // Pass 2: the rows of each key, change by change.
+arrow::Status Folding::FoldRows() {
   UnchangedLookup unchanged(changes);
-  // The row the last delete removed, for the new row of a key-changing update.
-  struct LastDelete {
-    int64_t lsn = -1;
-    int32_t seq = -1;
-    size_t slot = 0;
-    std::optional<KeyRow> row;
-  };
   std::optional<LastDelete> last_delete;
   std::vector<bool> keep;
   for (size_t i = start; i < order.size(); ++i) {
@@ -500,39 +539,7 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
     state.key_row = row;
     state.commit_lsn = lsn->Value(row);
     if (o == 'd') {
-      LastDelete removed{lsn->Value(row), seq->Value(row), slot, std::nullopt};
-      if (!rows.Empty(slot)) {
-        // Of several rows, the one whose values the delete carries (all of them under
-        // REPLICA IDENTITY FULL): 2 when every value is known and equal, 1 when none
-        // is known to differ (Silver's values are not known here), 0 otherwise.
-        removed.row = rows.PopBest(slot, [&](const std::vector<int64_t>& sources) {
-          int score = 2;
-          for (size_t c = 0; c < width; ++c) {
-            const arrow::Array& values = *changes.columns[c];
-            if (sources[c] == kFromExisting) {
-              score = 1;
-            } else if (sources[c] == kNullValue ? !values.IsNull(row)
-                                                : !values.RangeEquals(sources[c],
-                                                                      sources[c] + 1, row,
-                                                                      values)) {
-              return 0;
-            }
-          }
-          return score;
-        });
-        if (removed.row->existing_key.empty()) removed.row->existing_key = state.key;
-        // The values the delete carries are the removed row's (every one under
-        // REPLICA IDENTITY FULL; a null may be one it did not send): known now where
-        // they were Silver's, so a key-changing update's new row that takes them over
-        // can be told from another row of its key by a later delete.
-        for (size_t c = 0; c < width; ++c) {
-          if (removed.row->sources[c] == kFromExisting &&
-              !changes.columns[c]->IsNull(row)) {
-            removed.row->sources[c] = row;
-          }
-        }
-      }
-      last_delete = std::move(removed);
+      last_delete = Delete(row, slot, state);
       continue;
     }
     ARROW_ASSIGN_OR_RAISE(std::vector<int> kept,
@@ -574,13 +581,63 @@ arrow::Result<FoldResult> Fold(const Changes& changes,
     last_delete.reset();
   }
   rows.Finish();
-  for (const FoldedKey& k : result.keys) {
-    if (k.deleted) continue;
-    if (std::find(k.sources.begin(), k.sources.end(), kFromExisting) != k.sources.end()) {
-      result.needs_existing = true;
+  return arrow::Status::OK();
+}
+
+LastDelete Folding::Delete(int64_t row, size_t slot, const FoldedKey& state) {
+  LastDelete removed{lsn->Value(row), seq->Value(row), slot, std::nullopt};
+  if (!rows.Empty(slot)) {
+    // Of several rows, the one whose values the delete carries (all of them under
+    // REPLICA IDENTITY FULL): 2 when every value is known and equal, 1 when none
+    // is known to differ (Silver's values are not known here), 0 otherwise.
+    removed.row = rows.PopBest(slot, [&](const std::vector<int64_t>& sources) {
+      int score = 2;
+      for (size_t c = 0; c < width; ++c) {
+        const arrow::Array& values = *changes.columns[c];
+        if (sources[c] == kFromExisting) {
+          score = 1;
+        } else if (sources[c] == kNullValue
+                       ? !values.IsNull(row)
+                       : !values.RangeEquals(sources[c], sources[c] + 1, row, values)) {
+          return 0;
+        }
+      }
+      return score;
+    });
+    if (removed.row->existing_key.empty()) removed.row->existing_key = state.key;
+    // The values the delete carries are the removed row's (every one under
+    // REPLICA IDENTITY FULL; a null may be one it did not send): known now where
+    // they were Silver's, so a key-changing update's new row that takes them over
+    // can be told from another row of its key by a later delete.
+    for (size_t c = 0; c < width; ++c) {
+      if (removed.row->sources[c] == kFromExisting && !changes.columns[c]->IsNull(row)) {
+        removed.row->sources[c] = row;
+      }
     }
   }
-  return result;
+  return removed;
+}
+
+}  // namespace
+
+arrow::Result<FoldResult> Fold(const Changes& changes,
+                               const std::vector<int>& key_columns, bool silver_has_rows,
+                               const std::unordered_set<std::string>* held) {
+  Folding f(changes);
+  ARROW_RETURN_NOT_OK(f.Order());
+  ARROW_RETURN_NOT_OK(f.FindKeyColumns(key_columns));
+  f.SkipTruncated(silver_has_rows);
+  ARROW_RETURN_NOT_OK(f.FindKeys());
+  if (!f.StartKeys(held)) return std::move(f.result);
+  f.starts = {};
+  ARROW_RETURN_NOT_OK(f.FoldRows());
+  for (const FoldedKey& k : f.result.keys) {
+    if (k.deleted) continue;
+    if (std::find(k.sources.begin(), k.sources.end(), kFromExisting) != k.sources.end()) {
+      f.result.needs_existing = true;
+    }
+  }
+  return std::move(f.result);
 }
 
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> BuildUpserts(

@@ -38,17 +38,14 @@ void DeleteFiles(iceberg::FileIO& io, const std::vector<iceberg::DataFile>& file
 
 }  // namespace merge_internal
 
-using merge_internal::AddMergeCounters;
-using merge_internal::CommitMerge;
-using merge_internal::DeleteFiles;
+using merge_internal::CommitPlan;
 using merge_internal::EvolveSilver;
 using merge_internal::FieldMapJson;
-using merge_internal::FindSilverDeletes;
 using merge_internal::HeldKeys;
 using merge_internal::MergeFiles;
 using merge_internal::SilverDeletes;
 using merge_internal::SilverKeyNames;
-using merge_internal::WriteMergeDeletes;
+using merge_internal::WritePlan;
 
 namespace {
 
@@ -516,6 +513,123 @@ arrow::Result<SilverState> PrepareSilver(ice::Catalog* catalog, ice::Table* silv
   return SilverState::kReady;
 }
 
+// What a merge of a table without a key says, with the fix.
+std::string NoKeyMessage(const ice::TableIdentifier& bronze_id,
+                         const std::string& source) {
+  return bronze_id.ToString() +
+         " has no primary key, so it gets no Silver table (a merge "
+         "needs a key). Give the source table one (ALTER TABLE " +
+         source +
+         " ADD PRIMARY KEY (...)) or declare the merge key in the pipeline file:\n"
+         "  silver:\n    keys:\n      " +
+         source + ": [column, ...]";
+}
+
+// Silver's row columns by their source names, and the Bronze fields they are read
+// from (a retyped column's new field is `code__int`, its Silver column `code`); the
+// key columns' indexes among them.
+struct MergeColumns {
+  std::vector<RowColumn> row_columns;
+  std::vector<std::string> row_names;
+  std::vector<std::string> bronze_names;
+  std::vector<int> key_columns;
+};
+
+arrow::Result<MergeColumns> MergeColumnsOf(const ice::TableMetadata& bronze,
+                                           const std::vector<std::string>& key,
+                                           const ice::TableIdentifier& bronze_id) {
+  MergeColumns out;
+  ARROW_ASSIGN_OR_RAISE(out.row_columns, RowColumnsOf(bronze));
+  for (const RowColumn& c : out.row_columns) {
+    out.row_names.push_back(c.name);
+    out.bronze_names.push_back(c.bronze->name);
+  }
+  std::vector<const ice::NestedField*> key_bronze_fields;
+  ARROW_RETURN_NOT_OK(
+      ResolveKey(out.row_columns, key, bronze_id, &out.key_columns, &key_bronze_fields));
+  return out;
+}
+
+// The Silver table, or null when there is none yet.
+arrow::Result<std::unique_ptr<ice::Table>> LoadSilver(
+    ice::Catalog* catalog, const std::shared_ptr<ice::FileIO>& io,
+    const ice::TableIdentifier& silver_id) {
+  auto loaded = ice::Table::Load(catalog, io, silver_id);
+  std::unique_ptr<ice::Table> silver;
+  if (!loaded.ok()) {
+    if (ice::GetCatalogErrorKind(loaded.status()) !=
+        ice::CatalogErrorKind::kNoSuchTable) {
+      return loaded.status();
+    }
+  } else {
+    silver = std::move(*loaded);
+  }
+  return silver;
+}
+
+// The Bronze changes watermark < cdc_commit_lsn <= bronze_lsn, read into `changes`
+// and folded (asking `silver` about the keys the changes leave open); counted in
+// `stats`.
+arrow::Result<FoldResult> FoldIncrement(const ice::TableMetadata& bronze,
+                                        ice::FileIO& bronze_io, uint64_t watermark,
+                                        uint64_t bronze_lsn, const MergeColumns& columns,
+                                        const ice::Table* silver, bool silver_has_rows,
+                                        ice::FileIO& io,
+                                        const std::vector<std::string>& key,
+                                        Changes* changes, MergeStats* stats) {
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
+                        ReadBronze(bronze, bronze_io, watermark, bronze_lsn));
+  ARROW_ASSIGN_OR_RAISE(*changes, ChangesFromTable(*rows, columns.bronze_names));
+  changes->names = columns.row_names;
+  for (const RowColumn& c : columns.row_columns) {
+    changes->former_names.push_back(c.former_names);
+    changes->former_through.push_back(c.former_through);
+  }
+  const std::vector<int>& key_columns = columns.key_columns;
+  ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(*changes, key_columns, silver_has_rows));
+  if (!fold.undecided.empty()) {
+    // Keys whose changes fit both a start with Silver's row and one without: ask
+    // Silver which it holds, and fold again.
+    ARROW_ASSIGN_OR_RAISE(std::unordered_set<std::string> held,
+                          HeldKeys(silver->metadata(), io, silver->schema(), *changes,
+                                   key_columns, key, fold.undecided));
+    ARROW_ASSIGN_OR_RAISE(fold, Fold(*changes, key_columns, silver_has_rows, &held));
+  }
+  stats->changes = changes->length();
+  stats->truncated = fold.truncated;
+  stats->upserted = fold.upserts();
+  stats->deleted_keys = fold.deletes();
+  return fold;
+}
+
+// Each plan counts from zero: the bytes it reads and writes, the row groups it reads
+// and skips.
+void StartCounting(IoCounter* bronze_read, IoCounter* silver_read,
+                   IoCounter* silver_written, MergeStats* stats) {
+  bronze_read->bytes = 0;
+  silver_read->bytes = 0;
+  silver_written->bytes = 0;
+  stats->row_groups_read = 0;
+  stats->row_groups_skipped_stats = 0;
+  stats->row_groups_skipped_bloom = 0;
+}
+
+// Why a merge gave up: every plan lost its race or met a retryable failure (a full
+// disk, a failing catalog): says what the last attempt met, keeping its kind (the
+// next pass tries again).
+arrow::Status GaveUp(const ice::TableIdentifier& bronze_id,
+                     const ice::TableIdentifier& silver_id, int max_attempts,
+                     const arrow::Status& last_lost) {
+  const std::string gave_up =
+      "merging " + bronze_id.ToString() + " into " + silver_id.ToString() +
+      ": gave up after " + std::to_string(max_attempts) +
+      " plans, none of which could commit (Silver changing under the merge: is "
+      "another floe silver running? The last attempt: " +
+      (last_lost.ok() ? std::string("-") : last_lost.ToString()) + ")";
+  if (last_lost.ok()) return floe::KindedError(floe::ErrorKind::kCommitConflict, gave_up);
+  return last_lost.WithMessage(gave_up);
+}
+
 }  // namespace
 
 arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
@@ -544,28 +658,11 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   ARROW_ASSIGN_OR_RAISE(std::vector<std::string> key, MergeKeyOf(bronze, options.key));
   if (key.empty()) {
     stats.outcome = MergeOutcome::kNoKey;
-    stats.message =
-        bronze_id.ToString() +
-        " has no primary key, so it gets no Silver table (a merge "
-        "needs a key). Give the source table one (ALTER TABLE " +
-        source +
-        " ADD PRIMARY KEY (...)) or declare the merge key in the pipeline file:\n"
-        "  silver:\n    keys:\n      " +
-        source + ": [column, ...]";
+    stats.message = NoKeyMessage(bronze_id, source);
     return stats;
   }
-  // Silver's row columns by their source names, and the Bronze fields they are read
-  // from (a retyped column's new field is `code__int`, its Silver column `code`).
-  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
-  std::vector<std::string> row_names, bronze_names;
-  for (const RowColumn& c : row_columns) {
-    row_names.push_back(c.name);
-    bronze_names.push_back(c.bronze->name);
-  }
-  std::vector<int> key_columns;
-  std::vector<const ice::NestedField*> key_bronze_fields;
-  ARROW_RETURN_NOT_OK(ResolveKey(row_columns, key, bronze_id, &key_columns,
-                                 &key_bronze_fields));
+  ARROW_ASSIGN_OR_RAISE(const MergeColumns columns,
+                        MergeColumnsOf(bronze, key, bronze_id));
   ARROW_ASSIGN_OR_RAISE(const bool ready,
                         KeyAllowsMerge(bronze, key, options, bronze_id, source, &stats));
   if (!ready) return stats;
@@ -575,29 +672,17 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   arrow::Status last_lost;  // why the last plan could not commit
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     stats.attempts = attempt;
-    bronze_read.bytes = 0;
-    silver_read.bytes = 0;
-    silver_written.bytes = 0;
-    stats.row_groups_read = 0;
-    stats.row_groups_skipped_stats = 0;
-    stats.row_groups_skipped_bloom = 0;
-    auto loaded = ice::Table::Load(catalog, io, silver_id);
-    std::unique_ptr<ice::Table> silver;
-    if (!loaded.ok()) {
-      if (ice::GetCatalogErrorKind(loaded.status()) !=
-          ice::CatalogErrorKind::kNoSuchTable) {
-        return loaded.status();
-      }
-    } else {
-      silver = std::move(*loaded);
-    }
+    StartCounting(&bronze_read, &silver_read, &silver_written, &stats);
+    ARROW_ASSIGN_OR_RAISE(std::unique_ptr<ice::Table> silver,
+                          LoadSilver(catalog, io, silver_id));
 
     uint64_t watermark = 0;
     const bool backfill = silver == nullptr;
     if (silver != nullptr) {
-      ARROW_ASSIGN_OR_RAISE(SilverState state,
-                            PrepareSilver(catalog, silver.get(), bronze, *bronze_io,
-                                          row_columns, key, bronze_lsn, options, &stats));
+      ARROW_ASSIGN_OR_RAISE(
+          SilverState state,
+          PrepareSilver(catalog, silver.get(), bronze, *bronze_io, columns.row_columns,
+                        key, bronze_lsn, options, &stats));
       if (state == SilverState::kRebuilding) continue;
       watermark = SilverWatermark(silver->metadata());
       if (state == SilverState::kUpToDate) {
@@ -609,35 +694,18 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     stats.from_lsn = watermark;
 
     // The increment, folded.
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
-                          ReadBronze(bronze, *bronze_io, watermark, bronze_lsn));
-    ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*rows, bronze_names));
-    changes.names = row_names;
-    for (const RowColumn& c : row_columns) {
-      changes.former_names.push_back(c.former_names);
-      changes.former_through.push_back(c.former_through);
-    }
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
-    ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, key_columns, silver_has_rows));
-    if (!fold.undecided.empty()) {
-      // Keys whose changes fit both a start with Silver's row and one without: ask
-      // Silver which it holds, and fold again.
-      ARROW_ASSIGN_OR_RAISE(std::unordered_set<std::string> held,
-                            HeldKeys(silver->metadata(), *io, silver->schema(), changes,
-                                     key_columns, key, fold.undecided));
-      ARROW_ASSIGN_OR_RAISE(fold, Fold(changes, key_columns, silver_has_rows, &held));
-    }
-    stats.changes = changes.length();
-    stats.truncated = fold.truncated;
-    stats.upserted = fold.upserts();
-    stats.deleted_keys = fold.deletes();
+    Changes changes;
+    ARROW_ASSIGN_OR_RAISE(
+        FoldResult fold,
+        FoldIncrement(bronze, *bronze_io, watermark, bronze_lsn, columns, silver.get(),
+                      silver_has_rows, *io, key, &changes, &stats));
 
     if (backfill) {
-      auto created =
-          CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse, key,
-                            stats.upserted, options.target_file_bytes, &stats.buckets,
-                            options.copy_on_write);
+      auto created = CreateSilverTable(
+          catalog, io, bronze, bronze_id, silver_id, warehouse, key, stats.upserted,
+          options.target_file_bytes, &stats.buckets, options.copy_on_write);
       if (!created.ok()) {
         // Another merge created it (a conflict), or the catalog hiccuped: plan again.
         if (floe::IsRetryable(created.status())) continue;
@@ -654,80 +722,27 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     // fail, and the merge is planned again from the new state).
     const ice::TableMetadata planned = silver->metadata();
     const std::optional<int64_t> planned_snapshot = planned.current_snapshot_id;
-    ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver->schema()));
-    // Rows of Silver to delete (not needed after a truncate: every file goes).
-    SilverDeletes found;
-    if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
-      ARROW_ASSIGN_OR_RAISE(found, FindSilverDeletes(*silver, planned, *io, changes, fold,
-                                                     key_columns, key, &stats));
-    }
-
-    ARROW_ASSIGN_OR_RAISE(
-        auto upserts,
-        BuildUpserts(changes, fold, fold.needs_existing ? &found.existing : nullptr,
-                     silver_arrow));
     MergeFiles files;
-    ARROW_ASSIGN_OR_RAISE(files.data, WriteUpserts(*silver, upserts, key));
-    files.written = files.data;
-    if (arrow::Status wrote = WriteMergeDeletes(*silver, planned_snapshot,
-                                                found.by_partition, options.copy_on_write,
-                                                &files, &stats);
-        !wrote.ok()) {
-      DeleteFiles(*io, files.written);
-      return wrote;
-    }
-    stats.data_files = static_cast<int32_t>(files.data.size());
-    stats.delete_files = static_cast<int32_t>(files.deletes.size());
+    ARROW_ASSIGN_OR_RAISE(
+        SilverDeletes found,
+        WritePlan(*silver, planned, *io, changes, fold, columns.key_columns, key,
+                  silver_has_rows, options.copy_on_write, &files, &stats));
     stats.bronze_bytes_read = bronze_read.bytes;
     stats.silver_bytes_read = silver_read.bytes;
     stats.bytes_written = silver_written.bytes;
 
-    ice::SummaryProperties summary = {
-        {lake::kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
-    AddMergeCounters(stats, &summary);
-    if (options.before_commit) options.before_commit(attempt);
     const arrow::Status committed =
-        CommitMerge(*silver, planned_snapshot, fold.truncated, silver_has_rows, files,
-                    found.referenced, summary);
+        CommitPlan(*silver, *io, planned_snapshot, fold.truncated, silver_has_rows, files,
+                   found.referenced, bronze_lsn, attempt, options, &stats);
     if (!committed.ok()) {
-      if (floe::IsRetryable(committed)) {
-        // Definitely or possibly not ours: plan again from whatever Silver holds now
-        // (an unknown outcome that did land shows up as the new watermark).
-        const floe::ErrorKind kind = floe::ErrorKindOf(committed);
-        if (kind != floe::ErrorKind::kCommitStateUnknown) DeleteFiles(*io, files.written);
-        if (kind == floe::ErrorKind::kCommitConflict) {
-          spdlog::info("{}: Silver changed while merging ({}); planning again",
-                       silver_id.ToString(), committed.message());
-        } else {
-          spdlog::warn("{}: the commit failed ({}); planning again", silver_id.ToString(),
-                       committed.ToString());
-          if (attempt < options.max_attempts) floe::SleepBeforeRetry(attempt);
-        }
-        last_lost = committed;
-        stats.position_deletes = 0;
-        stats.files_scanned = 0;
-        stats.rewritten_data_files = stats.rewrite_files_added = 0;
-        stats.rewrite_rows_dropped = stats.rewrite_rows_copied = 0;
-        stats.delete_files_removed = 0;
-        continue;
-      }
-      DeleteFiles(*io, files.written);
-      return committed;
+      if (!floe::IsRetryable(committed)) return committed;
+      last_lost = committed;
+      continue;
     }
     stats.outcome = backfill ? MergeOutcome::kBackfilled : MergeOutcome::kMerged;
     return stats;
   }
-  // Every plan lost its race or met a retryable failure (a full disk, a failing
-  // catalog): say what the last attempt met, keeping its kind (the next pass tries
-  // again).
-  const std::string gave_up =
-      "merging " + bronze_id.ToString() + " into " + silver_id.ToString() +
-      ": gave up after " + std::to_string(options.max_attempts) +
-      " plans, none of which could commit (Silver changing under the merge: is "
-      "another floe silver running? The last attempt: " +
-      (last_lost.ok() ? std::string("-") : last_lost.ToString()) + ")";
-  if (last_lost.ok()) return floe::KindedError(floe::ErrorKind::kCommitConflict, gave_up);
-  return last_lost.WithMessage(gave_up);
+  return GaveUp(bronze_id, silver_id, options.max_attempts, last_lost);
 }
 
 }  // namespace floe::silver

@@ -1,11 +1,15 @@
-// The end of one merge plan: its delete files (merge-on-read) or rewritten data files
-// (copy-on-write) written, and the one commit that lands it on the Silver snapshot
-// it was planned from.
+// The end of one merge plan: its new rows and its delete files (merge-on-read) or
+// rewritten data files (copy-on-write) written, and the one commit that lands it on
+// the Silver snapshot it was planned from.
 
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
+#include "floe/common/error.h"
 #include "floe/iceberg/position_delete_writer.h"
+#include "floe/iceberg/schema.h"
 #include "floe/lake/keys.h"
 #include "floe/silver/merge_internal.h"
 
@@ -31,6 +35,39 @@ arrow::Status WriteMergeDeletes(ice::Table& silver, std::optional<int64_t> plann
     files->deletes.push_back(std::move(file));
   }
   return arrow::Status::OK();
+}
+
+arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
+                                       const ice::TableMetadata& planned, ice::FileIO& io,
+                                       const Changes& changes, const FoldResult& fold,
+                                       const std::vector<int>& key_columns,
+                                       const std::vector<std::string>& key,
+                                       bool silver_has_rows, bool copy_on_write,
+                                       MergeFiles* files, MergeStats* stats) {
+  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
+  // Rows of Silver to delete (not needed after a truncate: every file goes).
+  SilverDeletes found;
+  if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
+    ARROW_ASSIGN_OR_RAISE(found, FindSilverDeletes(silver, planned, io, changes, fold,
+                                                   key_columns, key, stats));
+  }
+
+  ARROW_ASSIGN_OR_RAISE(
+      auto upserts,
+      BuildUpserts(changes, fold, fold.needs_existing ? &found.existing : nullptr,
+                   silver_arrow));
+  ARROW_ASSIGN_OR_RAISE(files->data, WriteUpserts(silver, upserts, key));
+  files->written = files->data;
+  if (arrow::Status wrote =
+          WriteMergeDeletes(silver, planned.current_snapshot_id, found.by_partition,
+                            copy_on_write, files, stats);
+      !wrote.ok()) {
+    DeleteFiles(io, files->written);
+    return wrote;
+  }
+  stats->data_files = static_cast<int32_t>(files->data.size());
+  stats->delete_files = static_cast<int32_t>(files->deletes.size());
+  return found;
 }
 
 void AddMergeCounters(const MergeStats& stats, ice::SummaryProperties* summary) {
@@ -92,6 +129,43 @@ arrow::Status CommitMerge(ice::Table& silver, std::optional<int64_t> planned_sna
   request.validate_from_snapshot_id = planned_snapshot;
   request.validate_no_conflicting_data_files = true;
   return silver.RowDelta(request, summary, once).status();
+}
+
+arrow::Status CommitPlan(ice::Table& silver, ice::FileIO& io,
+                         std::optional<int64_t> planned_snapshot, bool truncated,
+                         bool silver_has_rows, const MergeFiles& files,
+                         const std::set<std::string>& referenced, uint64_t bronze_lsn,
+                         int attempt, const MergeOptions& options, MergeStats* stats) {
+  ice::SummaryProperties summary = {
+      {lake::kWatermarkSummaryKey, std::to_string(bronze_lsn)}};
+  AddMergeCounters(*stats, &summary);
+  if (options.before_commit) options.before_commit(attempt);
+  const arrow::Status committed = CommitMerge(
+      silver, planned_snapshot, truncated, silver_has_rows, files, referenced, summary);
+  if (!committed.ok()) {
+    if (floe::IsRetryable(committed)) {
+      // Definitely or possibly not ours: plan again from whatever Silver holds now
+      // (an unknown outcome that did land shows up as the new watermark).
+      const floe::ErrorKind kind = floe::ErrorKindOf(committed);
+      if (kind != floe::ErrorKind::kCommitStateUnknown) DeleteFiles(io, files.written);
+      if (kind == floe::ErrorKind::kCommitConflict) {
+        spdlog::info("{}: Silver changed while merging ({}); planning again",
+                     silver.identifier().ToString(), committed.message());
+      } else {
+        spdlog::warn("{}: the commit failed ({}); planning again",
+                     silver.identifier().ToString(), committed.ToString());
+        if (attempt < options.max_attempts) floe::SleepBeforeRetry(attempt);
+      }
+      stats->position_deletes = 0;
+      stats->files_scanned = 0;
+      stats->rewritten_data_files = stats->rewrite_files_added = 0;
+      stats->rewrite_rows_dropped = stats->rewrite_rows_copied = 0;
+      stats->delete_files_removed = 0;
+      return committed;
+    }
+    DeleteFiles(io, files.written);
+  }
+  return committed;
 }
 
 }  // namespace floe::silver::merge_internal

@@ -116,6 +116,16 @@ arrow::Status WriteMergeDeletes(iceberg::Table& silver,
                                 const RowsByPartition& deletes, bool copy_on_write,
                                 MergeFiles* files, MergeStats* stats);
 
+/// Writes the plan made on snapshot `planned` of `silver`: finds the Silver rows the
+/// fold deletes or builds on (not after a truncate), writes the upserts and the
+/// deletes into `files` (the written ones deleted again when the deletes fail) and
+/// counts them in `stats`; returns the Silver rows found.
+arrow::Result<SilverDeletes> WritePlan(
+    iceberg::Table& silver, const iceberg::TableMetadata& planned, iceberg::FileIO& io,
+    const Changes& changes, const FoldResult& fold, const std::vector<int>& key_columns,
+    const std::vector<std::string>& key, bool silver_has_rows, bool copy_on_write,
+    MergeFiles* files, MergeStats* stats);
+
 /// The merge's work counters as snapshot-summary properties.
 void AddMergeCounters(const MergeStats& stats, iceberg::SummaryProperties* summary);
 
@@ -127,5 +137,16 @@ arrow::Status CommitMerge(iceberg::Table& silver, std::optional<int64_t> planned
                           bool truncated, bool silver_has_rows, const MergeFiles& files,
                           const std::set<std::string>& referenced,
                           const iceberg::SummaryProperties& summary);
+
+/// Commits the plan (CommitMerge, its summary carrying the watermark `bronze_lsn` and
+/// the merge's counters; options.before_commit called first). When it does not land,
+/// the plan's files are deleted unless the commit may have landed; a retryable
+/// failure is logged, waited out (unless a lost race) and the plan's counters in
+/// `stats` reset, for the caller to plan again.
+arrow::Status CommitPlan(iceberg::Table& silver, iceberg::FileIO& io,
+                         std::optional<int64_t> planned_snapshot, bool truncated,
+                         bool silver_has_rows, const MergeFiles& files,
+                         const std::set<std::string>& referenced, uint64_t bronze_lsn,
+                         int attempt, const MergeOptions& options, MergeStats* stats);
 
 }  // namespace floe::silver::merge_internal

@@ -74,29 +74,27 @@ bool IsSilverKeyColumn(const ice::TableMetadata& silver, const std::string& name
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
-                                             const ice::TableMetadata& bronze) {
-  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
-  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> columns, RowColumnsOf(bronze));
-  Evolution e{*silver.CurrentSchema(), silver.last_column_id,
-              FieldMapOf(silver, bronze_schema), {}};
+// The column of `schema` with field id `id` at its top level; null when it has none.
+const ice::NestedField* TopLevelField(const ice::Schema& schema, int32_t id) {
+  for (const auto& f : schema.fields()) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;  // absent, or nested (the map holds nested ids too)
+}
+
+// Removes from `e` the Silver columns no source column is bound to any more (a Silver
+// key column among them is an error).
+arrow::Status RemoveUnboundColumns(const ice::TableMetadata& silver,
+                                   const std::vector<RowColumn>& columns,
+                                   const ice::NestedField* cdc_lsn, Evolution* e) {
   // Silver columns whose Bronze field no source column is bound to any more: the
   // column was dropped, or a type change Iceberg cannot promote moved it to a new
   // field (then a new Silver column of the new type takes its name below). They
   // leave Silver's current schema; old snapshots keep them.
   std::set<int32_t> bound;
   for (const RowColumn& c : columns) bound.insert(c.bronze->id);
-  auto top_level = [&](int32_t id) -> const ice::NestedField* {
-    for (const auto& f : e.schema.fields()) {
-      if (f.id == id) return &f;
-    }
-    return nullptr;  // absent, or nested (the map holds nested ids too)
-  };
-  // Silver's debugging column comes from Bronze's own cdc_commit_lsn field (a
-  // source column of that name is bound like any other).
-  const ice::NestedField* cdc_lsn = bronze_schema.FindField(kCdcCommitLsn);
-  for (auto it = e.field_map.begin(); it != e.field_map.end();) {
-    const ice::NestedField* s = top_level(it->second);
+  for (auto it = e->field_map.begin(); it != e->field_map.end();) {
+    const ice::NestedField* s = TopLevelField(e->schema, it->second);
     if (bound.contains(it->first) || s == nullptr ||
         (cdc_lsn != nullptr && it->first == cdc_lsn->id)) {
       ++it;
@@ -114,71 +112,88 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
     // By field id: DeleteColumn takes a dotted path, and a source column may be
     // named `a.b`.
     std::vector<ice::NestedField> kept;
-    for (const auto& f : e.schema.fields()) {
+    for (const auto& f : e->schema.fields()) {
       if (f.id != it->second) kept.push_back(f);
     }
-    ARROW_ASSIGN_OR_RAISE(e.schema,
-                          ice::Schema::Make(e.schema.schema_id(), std::move(kept),
-                                            e.schema.identifier_field_ids()));
-    e.changes.push_back("removed column " + name +
-                        " (dropped in the source, or retyped to a new column)");
-    it = e.field_map.erase(it);
+    ARROW_ASSIGN_OR_RAISE(e->schema,
+                          ice::Schema::Make(e->schema.schema_id(), std::move(kept),
+                                            e->schema.identifier_field_ids()));
+    e->changes.push_back("removed column " + name +
+                         " (dropped in the source, or retyped to a new column)");
+    it = e->field_map.erase(it);
   }
-  // A source column that takes the debugging column's name replaces it.
-  auto free_debug_name = [&](const std::string& name) -> arrow::Status {
-    const ice::NestedField* clash = e.schema.as_struct()->FindChild(name);
-    if (clash == nullptr || cdc_lsn == nullptr || !e.field_map.contains(cdc_lsn->id) ||
-        e.field_map.at(cdc_lsn->id) != clash->id) {
-      return arrow::Status::OK();
-    }
-    const int32_t debug_id = clash->id;
-    std::vector<ice::NestedField> kept;
-    for (const auto& field : e.schema.fields()) {
-      if (field.id != debug_id) kept.push_back(field);
-    }
-    ARROW_ASSIGN_OR_RAISE(e.schema, ice::Schema::Make(e.schema.schema_id(), std::move(kept),
-                                                      e.schema.identifier_field_ids()));
-    e.field_map.erase(cdc_lsn->id);
-    e.changes.push_back("removed the debugging column " + name +
-                        " (the source now has a column of that name)");
+  return arrow::Status::OK();
+}
+
+// A source column that takes the debugging column's name replaces it.
+arrow::Status FreeDebugName(const ice::NestedField* cdc_lsn, const std::string& name,
+                            Evolution* e) {
+  const ice::NestedField* clash = e->schema.as_struct()->FindChild(name);
+  if (clash == nullptr || cdc_lsn == nullptr || !e->field_map.contains(cdc_lsn->id) ||
+      e->field_map.at(cdc_lsn->id) != clash->id) {
     return arrow::Status::OK();
-  };
+  }
+  const int32_t debug_id = clash->id;
+  std::vector<ice::NestedField> kept;
+  for (const auto& field : e->schema.fields()) {
+    if (field.id != debug_id) kept.push_back(field);
+  }
+  ARROW_ASSIGN_OR_RAISE(e->schema,
+                        ice::Schema::Make(e->schema.schema_id(), std::move(kept),
+                                          e->schema.identifier_field_ids()));
+  e->field_map.erase(cdc_lsn->id);
+  e->changes.push_back("removed the debugging column " + name +
+                       " (the source now has a column of that name)");
+  return arrow::Status::OK();
+}
+
+// Follows the source's renames in `e`.
+arrow::Status RenameColumns(const std::vector<RowColumn>& columns,
+                            const ice::NestedField* cdc_lsn, Evolution* e) {
   // Renames first, through temporary names, so that names can move between columns
   // (a <-> b) in one schema change; by field id, as a dotted path cannot name a
   // column called `a.b`.
   std::vector<std::pair<int32_t, std::string>> renames;  // Silver id, new name
   for (const RowColumn& c : columns) {
-    auto mapped = e.field_map.find(c.bronze->id);
-    if (mapped == e.field_map.end()) continue;
-    const ice::NestedField* s = top_level(mapped->second);
+    auto mapped = e->field_map.find(c.bronze->id);
+    if (mapped == e->field_map.end()) continue;
+    const ice::NestedField* s = TopLevelField(e->schema, mapped->second);
     if (s != nullptr && s->name != c.name) renames.emplace_back(s->id, c.name);
   }
   for (const auto& [id, name] : renames) {
     std::string temp = "__floe_renaming_" + std::to_string(id);
-    while (e.schema.as_struct()->FindChild(temp) != nullptr) temp += "_";
-    e.changes.push_back("renamed column " + top_level(id)->name + " to " + name);
+    while (e->schema.as_struct()->FindChild(temp) != nullptr) temp += "_";
+    e->changes.push_back("renamed column " + TopLevelField(e->schema, id)->name + " to " +
+                         name);
     ARROW_ASSIGN_OR_RAISE(auto renamed,
-                          ice::RenameColumn(e.schema, e.last_column_id, id, temp));
-    e.schema = std::move(renamed.schema);
+                          ice::RenameColumn(e->schema, e->last_column_id, id, temp));
+    e->schema = std::move(renamed.schema);
   }
   for (const auto& [id, name] : renames) {
-    ARROW_RETURN_NOT_OK(free_debug_name(name));
-    auto renamed = ice::RenameColumn(e.schema, e.last_column_id, id, name);
+    ARROW_RETURN_NOT_OK(FreeDebugName(cdc_lsn, name, e));
+    auto renamed = ice::RenameColumn(e->schema, e->last_column_id, id, name);
     if (!renamed.ok()) {
       return renamed.status().WithMessage(
           "Silver cannot rename a column to `", name, "`: ", renamed.status().message(),
           "; drop the Silver table to rebuild it");
     }
-    e.schema = std::move(renamed->schema);
+    e->schema = std::move(renamed->schema);
   }
+  return arrow::Status::OK();
+}
+
+// Adds the source columns new to Silver to `e`, and promotes the columns whose type
+// changed (an error when Iceberg cannot promote it).
+arrow::Status AddOrPromoteColumns(const std::vector<RowColumn>& columns,
+                                  const ice::NestedField* cdc_lsn, Evolution* e) {
   for (const RowColumn& c : columns) {
     const ice::NestedField* f = c.bronze;
-    auto mapped = e.field_map.find(f->id);
+    auto mapped = e->field_map.find(f->id);
     const ice::NestedField* s =
-        mapped == e.field_map.end() ? nullptr : e.schema.FindField(mapped->second);
+        mapped == e->field_map.end() ? nullptr : e->schema.FindField(mapped->second);
     if (s == nullptr) {
-      ARROW_RETURN_NOT_OK(free_debug_name(c.name));
-      if (const ice::NestedField* clash = e.schema.as_struct()->FindChild(c.name)) {
+      ARROW_RETURN_NOT_OK(FreeDebugName(cdc_lsn, c.name, e));
+      if (const ice::NestedField* clash = e->schema.as_struct()->FindChild(c.name)) {
         return arrow::Status::Invalid(
             "Bronze column `", f->name, "` (field id ", f->id, ") is new to Silver as `",
             c.name, "`, but Silver already has a column of that name (field id ",
@@ -187,13 +202,13 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
             "source, or drop the Silver table to rebuild it");
       }
       // AddColumn gives the column the next id.
-      const int32_t id = e.last_column_id + 1;
+      const int32_t id = e->last_column_id + 1;
       ARROW_ASSIGN_OR_RAISE(
-          auto added, ice::AddColumn(e.schema, e.last_column_id, "", c.name, f->type));
-      e.schema = std::move(added.schema);
-      e.last_column_id = added.last_column_id;
-      e.field_map[f->id] = id;
-      e.changes.push_back("added column " + c.name + " " + f->type->ToString());
+          auto added, ice::AddColumn(e->schema, e->last_column_id, "", c.name, f->type));
+      e->schema = std::move(added.schema);
+      e->last_column_id = added.last_column_id;
+      e->field_map[f->id] = id;
+      e->changes.push_back("added column " + c.name + " " + f->type->ToString());
       continue;
     }
     const int32_t id = s->id;
@@ -201,14 +216,14 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
     if (!SameTypeIgnoringIds(*s->type, *f->type)) {
       if (s->type->is_primitive() && f->type->is_primitive() &&
           ice::IsAllowedPromotion(*s->type, *f->type)) {
-        // `s` points into e.schema: done with it before e.schema is replaced.
+        // `s` points into e->schema: done with it before e->schema is replaced.
         const std::string from = s->type->ToString();
         ARROW_ASSIGN_OR_RAISE(
             auto promoted,
-            ice::UpdateColumnType(e.schema, e.last_column_id, id, f->type));
-        e.schema = std::move(promoted.schema);
-        e.changes.push_back("promoted column " + name + " from " + from + " to " +
-                            f->type->ToString());
+            ice::UpdateColumnType(e->schema, e->last_column_id, id, f->type));
+        e->schema = std::move(promoted.schema);
+        e->changes.push_back("promoted column " + name + " from " + from + " to " +
+                             f->type->ToString());
       } else {
         return arrow::Status::NotImplemented("Bronze column `", f->name,
                                              "` changed type from ", s->type->ToString(),
@@ -218,6 +233,23 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
       }
     }
   }
+  return arrow::Status::OK();
+}
+
+arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
+                                             const ice::TableMetadata& bronze) {
+  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> columns, RowColumnsOf(bronze));
+  Evolution e{*silver.CurrentSchema(),
+              silver.last_column_id,
+              FieldMapOf(silver, bronze_schema),
+              {}};
+  // Silver's debugging column comes from Bronze's own cdc_commit_lsn field (a
+  // source column of that name is bound like any other).
+  const ice::NestedField* cdc_lsn = bronze_schema.FindField(kCdcCommitLsn);
+  ARROW_RETURN_NOT_OK(RemoveUnboundColumns(silver, columns, cdc_lsn, &e));
+  ARROW_RETURN_NOT_OK(RenameColumns(columns, cdc_lsn, &e));
+  ARROW_RETURN_NOT_OK(AddOrPromoteColumns(columns, cdc_lsn, &e));
   return e;
 }
 

@@ -382,56 +382,20 @@ SourceReader PostgresSourceReader(std::string conninfo, std::string publication)
   };
 }
 
-arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
-                                             std::shared_ptr<ice::FileIO> io,
-                                             const ice::TableIdentifier& bronze_id,
-                                             const ice::TableIdentifier& silver_id,
-                                             const config::QualifiedName& source_name,
-                                             const SourceReader* source,
-                                             const VerifyTableOptions& options) {
-  ARROW_RETURN_NOT_OK(EnsureCompute());
-  TableVerification v;
-  v.table = source_name.ToString();
-  v.bronze = bronze_id.ToString();
-  v.silver = silver_id.ToString();
-  ARROW_ASSIGN_OR_RAISE(auto bronze_table, ice::Table::Load(catalog, io, bronze_id));
-  const ice::TableMetadata bronze = bronze_table->metadata();
-  v.bronze_lsn = lake::CommittedLsnOf(bronze).value();
-  ARROW_ASSIGN_OR_RAISE(std::vector<std::string> key, MergeKeyOf(bronze, options.key));
-  if (key.empty()) {
-    v.skipped = "no merge key, so no Silver table";
-    return v;
-  }
-  auto loaded = ice::Table::Load(catalog, io, silver_id);
-  if (!loaded.ok()) {
-    if (ice::GetCatalogErrorKind(loaded.status()) ==
-        ice::CatalogErrorKind::kNoSuchTable) {
-      // A key no merge can use: the table is never built, and saying so is the
-      // verification's result.
-      ARROW_RETURN_NOT_OK(CheckMergeKey(bronze, key, bronze_id));
-      v.skipped = "no Silver table yet (the next `floe silver` pass builds it)";
-      return v;
-    }
-    return loaded.status();
-  }
-  const ice::TableMetadata silver = (*loaded)->metadata();
-  if (!silver.current_snapshot_id) {
-    v.skipped =
-        "the Silver table has no snapshot yet (the next `floe silver` pass "
-        "fills it)";
-    return v;
-  }
-  v.watermark = SilverWatermark(silver);
+namespace {
+
+// The Bronze history up to the watermark, its columns renamed to Silver's names
+// (through the field-id map, so a rename not merged yet still lines up); the key
+// columns' indexes in key order in `ordered_key_out`, their Silver names in v->key.
+arrow::Result<Changes> SilverHistory(const ice::TableMetadata& bronze,
+                                     const ice::TableMetadata& silver, ice::FileIO& io,
+                                     const std::vector<std::string>& key,
+                                     std::vector<int>* ordered_key_out,
+                                     TableVerification* v) {
   const ice::Schema& silver_schema = *silver.CurrentSchema();
   const ice::Schema& bronze_schema = *bronze.CurrentSchema();
-  for (const auto& f : silver_schema.fields()) {
-    if (f.name != kCdcCommitLsn) v.columns.push_back(f.name);
-  }
-
-  // The Bronze history up to the watermark, its columns renamed to Silver's names
-  // (through the field-id map, so a rename not merged yet still lines up).
   ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> history,
-                        ReadBronze(bronze, *io, 0, v.watermark));
+                        ReadBronze(bronze, io, 0, v->watermark));
   std::vector<std::string> bronze_names;
   for (const auto& f : history->schema()->fields()) {
     if (!IsCdcColumn(f->name())) bronze_names.push_back(f->name());
@@ -486,7 +450,8 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
     }
   }
   if (key_columns.size() != key.size()) {
-    return arrow::Status::Invalid("merge key of ", v.bronze, " is not among its columns");
+    return arrow::Status::Invalid("merge key of ", v->bronze,
+                                  " is not among its columns");
   }
   // Key columns in key order.
   std::vector<int> ordered_key;
@@ -495,7 +460,132 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
       if (bronze_names[c] == k) ordered_key.push_back(c);
     }
   }
-  for (int c : ordered_key) v.key.push_back(changes.names[c]);
+  for (int c : ordered_key) v->key.push_back(changes.names[c]);
+  *ordered_key_out = std::move(ordered_key);
+  return changes;
+}
+
+// Silver against the live source table (read by `source`) over the columns the source
+// still has; a difference with changes above the watermark in Bronze (read again) is
+// the source having moved on.
+arrow::Status CompareWithSource(ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
+                                const ice::TableIdentifier& bronze_id,
+                                const config::QualifiedName& source_name,
+                                const SourceReader& source,
+                                const VerifyTableOptions& options,
+                                const std::shared_ptr<arrow::Table>& actual,
+                                const std::shared_ptr<arrow::Schema>& silver_arrow,
+                                TableVerification* v) {
+  auto read = source(source_name);
+  if (!read.ok()) {
+    v->source_note = "not compared: " + read.status().message();
+    return arrow::Status::OK();
+  }
+  v->source_lsn = read->lsn;
+  const arrow::Table& live = *read->rows;
+  arrow::FieldVector fields;
+  arrow::ArrayVector arrays;
+  std::vector<std::string> missing;
+  for (const auto& name : v->columns) {
+    auto column = live.GetColumnByName(name);
+    if (column == nullptr) {
+      missing.push_back(name);
+      continue;
+    }
+    ARROW_ASSIGN_OR_RAISE(auto array, Flatten(*column));
+    array = CastIfPossible(array, silver_arrow->GetFieldByName(name)->type());
+    fields.push_back(arrow::field(name, array->type()));
+    arrays.push_back(array);
+    v->source_columns.push_back(name);
+  }
+  for (const auto& k : v->key) {
+    if (std::find(missing.begin(), missing.end(), k) != missing.end()) {
+      v->source_note = "not compared: the source table has no key column `" + k + "`";
+      return arrow::Status::OK();
+    }
+  }
+  auto live_table = arrow::Table::Make(arrow::schema(fields), arrays, live.num_rows());
+  ARROW_ASSIGN_OR_RAISE(RowSet silver_set,
+                        DigestRows(*actual, v->key, v->source_columns));
+  ARROW_ASSIGN_OR_RAISE(RowSet live_set,
+                        DigestRows(*live_table, v->key, v->source_columns));
+  v->silver_source_digest = silver_set.digest;
+  v->source_digest = live_set.digest;
+  v->source_differences = CompareRowSets(silver_set, live_set, "Silver", "the source",
+                                         options.max_keys, &v->source_differences_total);
+  if (!missing.empty()) {
+    std::string names;
+    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+    v->source_note = "Silver columns the source no longer has, not compared: " + names;
+  }
+  if (v->source_differences_total == 0 && v->silver_source_digest == v->source_digest) {
+    v->source = SourceCheck::kMatches;
+    return arrow::Status::OK();
+  }
+  if (v->silver_source_digest.rows == v->source_digest.rows) {
+    ARROW_ASSIGN_OR_RAISE(v->source_differing_columns,
+                          DifferingColumns(*actual, *live_table, v->source_columns));
+  }
+  // Bronze read again after the source: changes above the watermark explain a
+  // difference (the source moved on; Silver catches up on its next merge).
+  ARROW_ASSIGN_OR_RAISE(auto bronze_now, ice::Table::Load(catalog, io, bronze_id));
+  v->bronze_lsn = lake::CommittedLsnOf(bronze_now->metadata()).value();
+  v->source =
+      v->bronze_lsn > v->watermark ? SourceCheck::kMovedOn : SourceCheck::kDiffers;
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
+                                             std::shared_ptr<ice::FileIO> io,
+                                             const ice::TableIdentifier& bronze_id,
+                                             const ice::TableIdentifier& silver_id,
+                                             const config::QualifiedName& source_name,
+                                             const SourceReader* source,
+                                             const VerifyTableOptions& options) {
+  ARROW_RETURN_NOT_OK(EnsureCompute());
+  TableVerification v;
+  v.table = source_name.ToString();
+  v.bronze = bronze_id.ToString();
+  v.silver = silver_id.ToString();
+  ARROW_ASSIGN_OR_RAISE(auto bronze_table, ice::Table::Load(catalog, io, bronze_id));
+  const ice::TableMetadata bronze = bronze_table->metadata();
+  v.bronze_lsn = lake::CommittedLsnOf(bronze).value();
+  ARROW_ASSIGN_OR_RAISE(std::vector<std::string> key, MergeKeyOf(bronze, options.key));
+  if (key.empty()) {
+    v.skipped = "no merge key, so no Silver table";
+    return v;
+  }
+  auto loaded = ice::Table::Load(catalog, io, silver_id);
+  if (!loaded.ok()) {
+    if (ice::GetCatalogErrorKind(loaded.status()) ==
+        ice::CatalogErrorKind::kNoSuchTable) {
+      // A key no merge can use: the table is never built, and saying so is the
+      // verification's result.
+      ARROW_RETURN_NOT_OK(CheckMergeKey(bronze, key, bronze_id));
+      v.skipped = "no Silver table yet (the next `floe silver` pass builds it)";
+      return v;
+    }
+    return loaded.status();
+  }
+  const ice::TableMetadata silver = (*loaded)->metadata();
+  if (!silver.current_snapshot_id) {
+    v.skipped =
+        "the Silver table has no snapshot yet (the next `floe silver` pass "
+        "fills it)";
+    return v;
+  }
+  v.watermark = SilverWatermark(silver);
+  const ice::Schema& silver_schema = *silver.CurrentSchema();
+  for (const auto& f : silver_schema.fields()) {
+    if (f.name != kCdcCommitLsn) v.columns.push_back(f.name);
+  }
+
+  // The Bronze history up to the watermark, in Silver's names.
+  std::vector<int> ordered_key;
+  ARROW_ASSIGN_OR_RAISE(Changes changes,
+                        SilverHistory(bronze, silver, *io, key, &ordered_key, &v));
   ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, ordered_key, false));
   ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver_schema));
   ARROW_ASSIGN_OR_RAISE(auto expected_batch,
@@ -517,60 +607,8 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
   }
 
   if (source == nullptr) return v;
-  auto read = (*source)(source_name);
-  if (!read.ok()) {
-    v.source_note = "not compared: " + read.status().message();
-    return v;
-  }
-  v.source_lsn = read->lsn;
-  const arrow::Table& live = *read->rows;
-  arrow::FieldVector fields;
-  arrow::ArrayVector arrays;
-  std::vector<std::string> missing;
-  for (const auto& name : v.columns) {
-    auto column = live.GetColumnByName(name);
-    if (column == nullptr) {
-      missing.push_back(name);
-      continue;
-    }
-    ARROW_ASSIGN_OR_RAISE(auto array, Flatten(*column));
-    array = CastIfPossible(array, silver_arrow->GetFieldByName(name)->type());
-    fields.push_back(arrow::field(name, array->type()));
-    arrays.push_back(array);
-    v.source_columns.push_back(name);
-  }
-  for (const auto& k : v.key) {
-    if (std::find(missing.begin(), missing.end(), k) != missing.end()) {
-      v.source_note = "not compared: the source table has no key column `" + k + "`";
-      return v;
-    }
-  }
-  auto live_table = arrow::Table::Make(arrow::schema(fields), arrays, live.num_rows());
-  ARROW_ASSIGN_OR_RAISE(RowSet silver_set, DigestRows(*actual, v.key, v.source_columns));
-  ARROW_ASSIGN_OR_RAISE(RowSet live_set,
-                        DigestRows(*live_table, v.key, v.source_columns));
-  v.silver_source_digest = silver_set.digest;
-  v.source_digest = live_set.digest;
-  v.source_differences = CompareRowSets(silver_set, live_set, "Silver", "the source",
-                                        options.max_keys, &v.source_differences_total);
-  if (!missing.empty()) {
-    std::string names;
-    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
-    v.source_note = "Silver columns the source no longer has, not compared: " + names;
-  }
-  if (v.source_differences_total == 0 && v.silver_source_digest == v.source_digest) {
-    v.source = SourceCheck::kMatches;
-    return v;
-  }
-  if (v.silver_source_digest.rows == v.source_digest.rows) {
-    ARROW_ASSIGN_OR_RAISE(v.source_differing_columns,
-                          DifferingColumns(*actual, *live_table, v.source_columns));
-  }
-  // Bronze read again after the source: changes above the watermark explain a
-  // difference (the source moved on; Silver catches up on its next merge).
-  ARROW_ASSIGN_OR_RAISE(auto bronze_now, ice::Table::Load(catalog, io, bronze_id));
-  v.bronze_lsn = lake::CommittedLsnOf(bronze_now->metadata()).value();
-  v.source = v.bronze_lsn > v.watermark ? SourceCheck::kMovedOn : SourceCheck::kDiffers;
+  ARROW_RETURN_NOT_OK(CompareWithSource(catalog, io, bronze_id, source_name, *source,
+                                        options, actual, silver_arrow, &v));
   return v;
 }
 
