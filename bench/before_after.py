@@ -20,8 +20,12 @@ BENCH_BA_RUNS rounds; the order of the two binaries alternates between rounds an
 each figure is the median. Silver is checked against the source (row count and key
 sum) after every merge.
 
+The JSON also goes to <FLOE_BUILD_DIR>/bench/results/before_after.json, which
+bench/run renders into BENCHMARKS.md (bench/before_after_render.py).
+
 Environment: FLOE_BUILD_DIR (the floe under test; default build/release),
-FLOE_BEFORE_BUILD_DIR (the earlier one; required), BENCH_BA_ROWS (1000000),
+FLOE_BEFORE_BUILD_DIR (the earlier one; required), BENCH_BA_BEFORE / BENCH_BA_AFTER
+(how BENCHMARKS.md names the two, e.g. their commits), BENCH_BA_ROWS (1000000),
 BENCH_BA_CHANGES (500000), BENCH_BA_TX_ROWS (2000), BENCH_BA_RUNS (3).
 """
 
@@ -30,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -47,6 +50,8 @@ ROWS = int(os.environ.get("BENCH_BA_ROWS", "1000000"))
 CHANGES = int(os.environ.get("BENCH_BA_CHANGES", "500000"))
 TX_ROWS = int(os.environ.get("BENCH_BA_TX_ROWS", "2000"))
 RUNS = int(os.environ.get("BENCH_BA_RUNS", "3"))
+# The orders row, for statements with parameters (its `%` operators doubled).
+ORDERS_ROW = sb.ORDERS_ROW.replace("%", "%%")
 
 
 def binary(build_dir: str) -> Path:
@@ -89,27 +94,8 @@ class Consumer:
 
     def committed_records(self) -> int | None:
         """total-records of Bronze orders' current snapshot (None: none yet)."""
-        db = self.warehouse / "catalog.db"
-        if not db.exists():
-            return None
-        try:
-            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
-            try:
-                row = con.execute(
-                    "SELECT metadata_location FROM iceberg_tables WHERE "
-                    "table_namespace = 'bronze.bench.public' AND table_name = 'orders'"
-                ).fetchone()
-            finally:
-                con.close()
-        except sqlite3.Error:
-            return None
-        if not row or not row[0]:
-            return None
-        meta = json.loads(Path(row[0].removeprefix("file://")).read_text())
-        for snap in meta.get("snapshots", []):
-            if snap["snapshot-id"] == meta.get("current-snapshot-id"):
-                return int(snap.get("summary", {}).get("total-records", 0))
-        return None
+        summary = sb.Bench.current_summary(self.warehouse, "orders")
+        return int(summary.get("total-records", 0)) if summary is not None else None
 
     def stream(self, records: int) -> dict:
         """floe run until Bronze holds `records` rows, then SIGTERM."""
@@ -179,7 +165,7 @@ def generate_changes(b: sb.Bench, rows: int, changes: int) -> int:
             made += b.conn.execute("DELETE FROM orders WHERE order_id BETWEEN %s AND %s",
                                    (lo + upd, lo + upd + dele - 1)).rowcount
             made += b.conn.execute(
-                f"INSERT INTO orders SELECT {sb.ORDERS_ROW} FROM generate_series("
+                f"INSERT INTO orders SELECT {ORDERS_ROW} FROM generate_series("
                 "%s::bigint, %s::bigint) g", (next_key, next_key + ins - 1)).rowcount
         next_key += ins
         lo += upd + dele
@@ -195,14 +181,11 @@ def main() -> int:
     before_dir = os.environ.get("FLOE_BEFORE_BUILD_DIR")
     if not before_dir:
         raise SystemExit("set FLOE_BEFORE_BUILD_DIR to the earlier floe's build dir")
-    floes = {"before": binary(before_dir),
-             "after": binary(os.environ.get("FLOE_BUILD_DIR",
-                                            str(sb.ROOT / "build" / "release")))}
+    after_dir = os.environ.get("FLOE_BUILD_DIR", str(sb.ROOT / "build" / "release"))
+    floes = {"before": binary(before_dir), "after": binary(after_dir)}
     work = Path(tempfile.mkdtemp(prefix="floe-before-after-"))
     load_start = Path("/proc/loadavg").read_text().split()[:3]
-    pg = PgCluster(work / "pg")
-    pg.start()
-    try:
+    with PgCluster(extra_conf=sb.SERVER_CONF) as pg:
         b = sb.Bench(pg, work)
         b.sql(f"CREATE TABLE orders {sb.ORDERS_COLUMNS}")
         b.sql("CREATE PUBLICATION ba_pub FOR TABLE orders")
@@ -214,7 +197,7 @@ def main() -> int:
                               for name, floe in floes.items()})
         log(f"phase 1: {ROWS} inserts in {TX_ROWS}-row transactions")
         for lo in range(1, ROWS + 1, TX_ROWS):
-            b.sql(f"INSERT INTO orders SELECT {sb.ORDERS_ROW} FROM generate_series("
+            b.sql(f"INSERT INTO orders SELECT {ORDERS_ROW} FROM generate_series("
                   "%s::bigint, %s::bigint) g", (lo, min(ROWS, lo + TX_ROWS - 1)))
         end1 = b.one("SELECT pg_current_wal_lsn()::text")
         b.checkpoint_and_settle()
@@ -256,23 +239,33 @@ def main() -> int:
             row = {}
             for name in floes:
                 row[name] = {"seconds": median_of(results[name][step], "seconds"),
-                             "cpu_s": median_of(results[name][step], "cpu_s")}
+                             "cpu_s": median_of(results[name][step], "cpu_s"),
+                             "peak_rss_kb": median_of(results[name][step], "peak_rss_kb")}
             row["after_over_before"] = row["after"]["seconds"] / row["before"]["seconds"]
             summary[step] = row
         summary["pg_recvlogical_seconds"] = median_of(recv, "seconds")
         for name in floes:
             summary["stream"][name]["ratio_to_pg_recvlogical"] = (
                 summary["pg_recvlogical_seconds"] / summary["stream"][name]["seconds"])
-        out = {"settings": {"BENCH_BA_ROWS": ROWS, "BENCH_BA_CHANGES": CHANGES,
+        out = {"command": " ".join(
+                   [f"{k}={os.environ[k]}" for k in sorted(os.environ)
+                    if k.startswith("BENCH_BA_") or k.endswith("BUILD_DIR")]
+                   + [".venv/bin/python bench/before_after.py"]),
+               "date": time.strftime("%Y-%m-%d", time.gmtime()),
+               "before": os.environ.get("BENCH_BA_BEFORE", str(floes["before"])),
+               "after": os.environ.get("BENCH_BA_AFTER", str(floes["after"])),
+               "settings": {"BENCH_BA_ROWS": ROWS, "BENCH_BA_CHANGES": CHANGES,
                             "BENCH_BA_TX_ROWS": TX_ROWS, "BENCH_BA_RUNS": RUNS},
                "binaries": {k: str(v) for k, v in floes.items()},
                "load_start": load_start,
                "load_end": Path("/proc/loadavg").read_text().split()[:3],
                "summary": summary, "runs": results, "pg_recvlogical": recv}
-        print(json.dumps(out, indent=2))
+        text = json.dumps(out, indent=2)
+        results = Path(after_dir) / "bench" / "results"
+        results.mkdir(parents=True, exist_ok=True)
+        (results / "before_after.json").write_text(text + "\n")
+        print(text)
         return 0
-    finally:
-        pg.stop()
 
 
 if __name__ == "__main__":

@@ -250,8 +250,8 @@ class Bench:
         return config
 
     @staticmethod
-    def committed_lsn(warehouse: Path, table: str) -> int | None:
-        """floe.commit-lsn of the table's current snapshot, straight from the SQLite
+    def current_summary(warehouse: Path, table: str) -> dict | None:
+        """The summary of Bronze `table`'s current snapshot, straight from the SQLite
         catalog and the metadata file it points at (None: nothing committed yet)."""
         db = warehouse / "catalog.db"
         if not db.exists():
@@ -273,9 +273,15 @@ class Bench:
         current = meta.get("current-snapshot-id")
         for snap in meta.get("snapshots", []):
             if snap["snapshot-id"] == current:
-                value = snap.get("summary", {}).get("floe.commit-lsn")
-                return int(value) if value is not None else None
+                return snap.get("summary", {})
         return None
+
+    @staticmethod
+    def committed_lsn(warehouse: Path, table: str) -> int | None:
+        """floe.commit-lsn of the table's current snapshot (None: nothing committed
+        yet)."""
+        value = (Bench.current_summary(warehouse, table) or {}).get("floe.commit-lsn")
+        return int(value) if value is not None else None
 
     def floe_run(self, base: Path, slot: str, pub: str, table: str, target_lsn: int,
                  changes: int):
