@@ -261,3 +261,63 @@ def test_resnapshot_on_a_healthy_slot_says_what_it_replaces(floe, pg, duckdb_con
     state = fold(run.rows_pyiceberg("public.acct"), ["id"])
     source = {(i,): {"id": i, "owner": o} for i, o in pg.execute("SELECT id, owner FROM acct")}
     assert state == source
+
+
+def test_resnapshot_copies_every_table_under_snapshot_never(floe, pg, duckdb_con):
+    """Break-it (session 17) B1: with `source.snapshot: never`, `--resnapshot` said
+    "every published table was copied again" and copied nothing, so the changes made
+    while the slot was gone were missing for good. It copies every published table,
+    whatever source.snapshot says (docs/running.md, Recovery)."""
+    make_table(pg, rows=1)
+    run = floe(snapshot="never")
+    run.start()
+    run.wait_until(lambda: "streaming slot" in run.log_text(), 60, what="streaming")
+    pg.execute("INSERT INTO acct VALUES (2, 'o2')")
+    run.wait_until(lambda: run.count("public.acct") >= 1, 60, what="row 2 streamed")
+    run.stop()
+    pg.execute("INSERT INTO acct VALUES (3, 'o3')")
+    pg.execute("UPDATE acct SET owner = 'changed' WHERE id = 1")
+    pg.execute("SELECT pg_drop_replication_slot(%s)", (run.slot,))
+    run.start()
+    assert run.wait_exit(60) == 2, run.log_tail()
+    assert "floe run --resnapshot" in run.log_text()
+
+    run.start("--resnapshot")
+    run.wait_until(lambda: "--resnapshot is done" in run.log_text(), 60, what="the copy")
+    pg.execute("INSERT INTO acct VALUES (4, 'o4')")
+    run.wait_until(lambda: (4,) in fold(run.rows(duckdb_con, "public.acct"), ["id"]), 60,
+                   what="row 4 after the recovery")
+    run.stop()
+    rows = run.rows(duckdb_con, "public.acct")
+    check_order("public.acct", rows)
+    assert sum(r["cdc_op"] == "r" for r in rows) == 3, rows  # the copy: ids 1, 2, 3
+    assert [r["cdc_op"] for r in rows if r["cdc_op"] in "rt"][0] == "t", rows
+    assert fold(rows, ["id"]) == {
+        (1,): {"id": 1, "owner": "changed"}, (2,): {"id": 2, "owner": "o2"},
+        (3,): {"id": 3, "owner": "o3"}, (4,): {"id": 4, "owner": "o4"}}
+
+
+def test_a_slot_of_another_kind_under_the_name_is_refused_before_any_copy(floe, pg,
+                                                                         duckdb_con):
+    """Break-it (session 17) B2: a slot under the configured name that floe cannot
+    stream from (another output plugin, physical, another database's) passed the
+    start-up checks: floe copied every table, then retried START_REPLICATION for ever.
+    It is refused at once, with or without --resnapshot, and left alone."""
+    make_table(pg)
+    for create in ("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')",
+                   "SELECT pg_create_physical_replication_slot(%s, true)"):
+        run = floe()
+        pg.execute(create, (run.slot,))
+        try:
+            for args in ((), ("--resnapshot",)):
+                run.start(*args)
+                assert run.wait_exit(60) == 2, run.log_tail()
+                log = run.log_text()
+                assert f"pg_drop_replication_slot('{run.slot}')" in log, log
+                assert ("test_decoding" in log) or ("physical slot" in log), log
+                assert "reconnecting" not in log, log
+                assert "copying" not in log, log
+            assert pg.execute("SELECT count(*) FROM pg_replication_slots WHERE "
+                              "slot_name = %s", (run.slot,))[0][0] == 1
+        finally:
+            pg.execute("SELECT pg_drop_replication_slot(%s)", (run.slot,))

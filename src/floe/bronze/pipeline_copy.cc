@@ -395,7 +395,8 @@ void Pipeline::CopyAgain(BronzeTable* table, const std::string& identity) {
 // Finds published tables Bronze has not copied yet and copies them (together with
 // the ones first seen in the stream).
 arrow::Status Pipeline::Discover(bool at_start) {
-  if (config_.source.snapshot == config::SnapshotPolicy::kInitial) {
+  // --resnapshot copies every published table, whatever source.snapshot says.
+  if (config_.source.snapshot == config::SnapshotPolicy::kInitial || resnapshot_) {
     ARROW_ASSIGN_OR_RAISE(auto identities,
                           source_->PublishedIdentities(config_.source.publication));
     for (const auto& [name, identity] : identities) {

@@ -148,6 +148,18 @@ arrow::Result<SlotCheckResult> CheckSlot(pg::SourceSession& source,
       in.state.contains(lake::kStateSlot) && in.state.at(lake::kStateSlot) == in.slot;
   ARROW_RETURN_NOT_OK(CheckRecorded(in, recorded));
   ARROW_ASSIGN_OR_RAISE(auto slot_state, source.ReadSlot(in.slot));
+  if (slot_state) {
+    // Another kind of slot under the name (physical, another plugin, another
+    // database's) cannot stream to floe, and is not floe's to drop, --resnapshot or
+    // not: starting would copy every table and then fail to stream, for ever.
+    if (auto kind = pg::CheckSlotKind(*slot_state, in.who.dbname); !kind.ok()) {
+      return Refuse(kind.message() +
+                    ". Point source.slot at floe's own slot (a new name creates one), "
+                    "or drop this one if it is floe's: SELECT "
+                    "pg_drop_replication_slot('" +
+                    in.slot + "')");
+    }
+  }
   if (slot_state && in.resnapshot) {
     ARROW_RETURN_NOT_OK(ResnapshotOverSlot(source, in.slot, &slot_state));
   }

@@ -96,6 +96,7 @@ pg::SlotState Slot(uint64_t confirmed, std::string wal_status = "reserved") {
   return pg::SlotState{.slot_name = "floe_svc",
                        .plugin = "pgoutput",
                        .slot_type = "logical",
+                       .database = "shop",
                        .confirmed_flush_lsn = Lsn(confirmed),
                        .wal_status = std::move(wal_status)};
 }
@@ -106,7 +107,8 @@ SlotCheckInput Fed(uint64_t confirmed) {
   SlotCheckInput in;
   in.slot = "floe_svc";
   in.namespace_name = "bronze.svc";
-  in.who = pg::SystemIdentity{.system_id = "7001", .timeline = 1, .xlogpos = Lsn(0x9000)};
+  in.who = pg::SystemIdentity{
+      .system_id = "7001", .timeline = 1, .xlogpos = Lsn(0x9000), .dbname = "shop"};
   in.state = {{std::string(lake::kStateSlot), "floe_svc"},
               {std::string(lake::kStateSystemId), "7001"},
               {std::string(lake::kStateConfirmed), std::to_string(confirmed)}};
@@ -217,6 +219,42 @@ TEST(SlotCheck, ASlotPastWhatFloeConfirmedIsRefused) {
   source.slot = Slot(0x4000);
   ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, Fed(0x4000)));
   EXPECT_EQ(checked.confirmed, Lsn(0x4000));
+}
+
+TEST(SlotCheck, AnotherKindOfSlotUnderTheNameIsRefusedAndNeverDropped) {
+  // A physical slot, another output plugin's, another database's: floe cannot
+  // stream from it (it would copy every table, then fail to start streaming for
+  // ever), and it is not floe's to drop, --resnapshot or not.
+  pg::SlotState physical = Slot(0x4000);
+  physical.slot_type = "physical";
+  physical.plugin.clear();
+  physical.database.clear();
+  pg::SlotState decoding = Slot(0x4000);
+  decoding.plugin = "test_decoding";
+  pg::SlotState elsewhere = Slot(0x4000);
+  elsewhere.database = "billing";
+  const std::vector<std::pair<pg::SlotState, std::string>> cases = {
+      {physical, "is a physical slot"},
+      {decoding, "uses output plugin \"test_decoding\""},
+      {elsewhere, "belongs to database \"billing\", not to \"shop\""}};
+  for (const auto& [slot, says] : cases) {
+    for (bool resnapshot : {false, true}) {
+      for (bool fed : {false, true}) {
+        SCOPED_TRACE(says + (resnapshot ? ", --resnapshot" : "") +
+                     (fed ? ", Bronze fed from it" : ", a new service"));
+        FakeSource source;
+        source.slot = slot;
+        SlotCheckInput in = Fed(0x4000);
+        if (!fed) in.state.clear();
+        in.resnapshot = resnapshot;
+        ExpectRefused(CheckSlot(source, nullptr, in), says);
+        ExpectRefused(CheckSlot(source, nullptr, in),
+                      "pg_drop_replication_slot('floe_svc')");
+        EXPECT_TRUE(source.slot.has_value());
+        for (const auto& event : source.journal) EXPECT_EQ(event, "read floe_svc");
+      }
+    }
+  }
 }
 
 TEST(SlotCheck, ResnapshotOverALiveSlotStartsAtTheSlotWithoutDroppingIt) {

@@ -560,6 +560,26 @@ arrow::Result<std::optional<SlotState>> ReadSlotState(PgConnection& sql,
   return s;
 }
 
+arrow::Status CheckSlotKind(const SlotState& s, const std::string& database) {
+  const std::string& slot = s.slot_name;
+  if (s.slot_type != "logical") {
+    return arrow::Status::Invalid("replication slot \"", slot, "\" is a ", s.slot_type,
+                                  " slot; floe needs a logical pgoutput slot");
+  }
+  if (s.plugin != "pgoutput") {
+    return arrow::Status::Invalid("replication slot \"", slot, "\" uses output plugin \"",
+                                  s.plugin,
+                                  "\"; floe needs pgoutput. Drop it or choose another "
+                                  "slot name");
+  }
+  if (s.database != database) {
+    return arrow::Status::Invalid("replication slot \"", slot,
+                                  "\" belongs to database \"", s.database,
+                                  "\", not to \"", database, "\"");
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Result<EnsuredSlot> EnsureSlot(ReplicationConnection& repl, PgConnection& sql,
                                       std::string_view slot,
                                       const CreateSlotOptions& options) {
@@ -582,21 +602,7 @@ arrow::Result<EnsuredSlot> EnsureSlot(ReplicationConnection& repl, PgConnection&
   ARROW_ASSIGN_OR_RAISE(auto db_rows, sql.Query("SELECT current_database()"));
   const std::string current_db = db_rows.at(0).at(0).value_or("");
   const SlotState& s = *state;
-  if (s.slot_type != "logical") {
-    return arrow::Status::Invalid("replication slot \"", slot, "\" is a ", s.slot_type,
-                                  " slot; floe needs a logical pgoutput slot");
-  }
-  if (s.plugin != "pgoutput") {
-    return arrow::Status::Invalid("replication slot \"", slot, "\" uses output plugin \"",
-                                  s.plugin,
-                                  "\"; floe needs pgoutput. Drop it or choose another "
-                                  "slot name");
-  }
-  if (s.database != current_db) {
-    return arrow::Status::Invalid("replication slot \"", slot,
-                                  "\" belongs to database \"", s.database,
-                                  "\", not to \"", current_db, "\"");
-  }
+  ARROW_RETURN_NOT_OK(CheckSlotKind(s, current_db));
   if (s.wal_status == "lost") {
     return arrow::Status::Invalid(
         "replication slot \"", slot,

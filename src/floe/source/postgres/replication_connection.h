@@ -289,6 +289,10 @@ struct SlotState {
 arrow::Result<std::optional<SlotState>> ReadSlotState(PgConnection& sql,
                                                       std::string_view slot);
 
+/// An error unless `slot` is a logical slot of the pgoutput plugin in `database`,
+/// saying which it is instead.
+arrow::Status CheckSlotKind(const SlotState& slot, const std::string& database);
+
 struct EnsuredSlot {
   SlotState state;
   /// Set when this call created the slot.
