@@ -3,6 +3,7 @@
 // floe_silver, and not a test binary of its own (the CMake glob takes *_test.cc).
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -30,6 +31,8 @@ struct Row {
   int32_t seq;
   int64_t id;
   std::optional<std::string> name;
+  /// cdc_unchanged (null when empty).
+  std::vector<std::string> unchanged = {};
 };
 
 // A Bronze-shaped table (id, name and the CDC columns) on a local SQLite catalog,
@@ -38,11 +41,12 @@ struct Row {
 class BronzeFixture : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ =
-        fs::temp_directory_path() /
-        (std::string("floe_silver_") +
-         ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "_" +
-         std::to_string(::testing::UnitTest::GetInstance()->current_test_info()->line()));
+    // One folder per test (and per parameter of a parameterized one: "/" made "_").
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string("floe_silver_") + test->test_suite_name() + "_" +
+                       test->name() + "_" + std::to_string(test->line());
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / name;
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     auto conn = ice::OpenSqlite((dir_ / "catalog.db").string());
@@ -87,9 +91,18 @@ class BronzeFixture : public ::testing::Test {
       ASSERT_TRUE((r.name ? name.Append(*r.name) : name.AppendNull()).ok());
     }
     auto schema = ice::ToArrowSchema(bronze_->schema()).ValueOrDie();
-    auto unchanged = arrow::MakeArrayOfNull(schema->field(5)->type(),
-                                            static_cast<int64_t>(rows.size()))
-                         .ValueOrDie();
+    auto list_builder = arrow::MakeBuilder(schema->field(5)->type()).ValueOrDie();
+    auto& lists = static_cast<arrow::ListBuilder&>(*list_builder);
+    auto& items = static_cast<arrow::StringBuilder&>(*lists.value_builder());
+    for (const auto& r : rows) {
+      if (r.unchanged.empty()) {
+        ASSERT_TRUE(lists.AppendNull().ok());
+        continue;
+      }
+      ASSERT_TRUE(lists.Append().ok());
+      for (const auto& c : r.unchanged) ASSERT_TRUE(items.Append(c).ok());
+    }
+    auto unchanged = lists.Finish().ValueOrDie();
     auto batch = arrow::RecordBatch::Make(
         schema, static_cast<int64_t>(rows.size()),
         {id.Finish().ValueOrDie(), name.Finish().ValueOrDie(), op.Finish().ValueOrDie(),

@@ -41,11 +41,15 @@ void DeleteFiles(iceberg::FileIO& io, const std::vector<iceberg::DataFile>& file
 using merge_internal::CommitPlan;
 using merge_internal::EvolveSilver;
 using merge_internal::FieldMapJson;
+using merge_internal::FoldChanges;
 using merge_internal::HeldKeys;
+using merge_internal::MergeColumns;
 using merge_internal::MergeFiles;
+using merge_internal::SilverBuckets;
 using merge_internal::SilverDeletes;
 using merge_internal::SilverKeyNames;
 using merge_internal::WritePlan;
+using merge_internal::WriteSlices;
 
 namespace {
 
@@ -189,16 +193,8 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(const ice::TableMetadata
         ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)), filter);
   }
   scan.filter = filter;
-  std::vector<std::string> columns;
-  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
-  for (const RowColumn& c : row_columns) columns.push_back(c.bronze->name);
-  for (const char* c : {kCdcOp, kCdcCommitLsn, kCdcSeq, kCdcUnchanged}) {
-    if (bronze.CurrentSchema()->FindField(c) == nullptr) {
-      return arrow::Status::Invalid("Bronze table has no `", c,
-                                    "` column; is it a floe Bronze changelog?");
-    }
-    columns.push_back(c);
-  }
+  ARROW_ASSIGN_OR_RAISE(std::vector<std::string> columns,
+                        merge_internal::BronzeColumnsOf(bronze));
   scan.columns = columns;
   return ice::ScanToArrow(bronze, io, scan);
 }
@@ -525,16 +521,6 @@ std::string NoKeyMessage(const ice::TableIdentifier& bronze_id,
          source + ": [column, ...]";
 }
 
-// Silver's row columns by their source names, and the Bronze fields they are read
-// from (a retyped column's new field is `code__int`, its Silver column `code`); the
-// key columns' indexes among them.
-struct MergeColumns {
-  std::vector<RowColumn> row_columns;
-  std::vector<std::string> row_names;
-  std::vector<std::string> bronze_names;
-  std::vector<int> key_columns;
-};
-
 arrow::Result<MergeColumns> MergeColumnsOf(const ice::TableMetadata& bronze,
                                            const std::vector<std::string>& key,
                                            const ice::TableIdentifier& bronze_id) {
@@ -567,39 +553,10 @@ arrow::Result<std::unique_ptr<ice::Table>> LoadSilver(
   return silver;
 }
 
-// The Bronze changes watermark < cdc_commit_lsn <= bronze_lsn, read into `changes`
-// and folded (asking `silver` about the keys the changes leave open); counted in
-// `stats`.
-arrow::Result<FoldResult> FoldIncrement(const ice::TableMetadata& bronze,
-                                        ice::FileIO& bronze_io, uint64_t watermark,
-                                        uint64_t bronze_lsn, const MergeColumns& columns,
-                                        const ice::Table* silver, bool silver_has_rows,
-                                        ice::FileIO& io,
-                                        const std::vector<std::string>& key,
-                                        Changes* changes, MergeStats* stats) {
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
-                        ReadBronze(bronze, bronze_io, watermark, bronze_lsn));
-  ARROW_ASSIGN_OR_RAISE(*changes, ChangesFromTable(*rows, columns.bronze_names));
-  changes->names = columns.row_names;
-  for (const RowColumn& c : columns.row_columns) {
-    changes->former_names.push_back(c.former_names);
-    changes->former_through.push_back(c.former_through);
-  }
-  const std::vector<int>& key_columns = columns.key_columns;
-  ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(*changes, key_columns, silver_has_rows));
-  if (!fold.undecided.empty()) {
-    // Keys whose changes fit both a start with Silver's row and one without: ask
-    // Silver which it holds, and fold again.
-    ARROW_ASSIGN_OR_RAISE(std::unordered_set<std::string> held,
-                          HeldKeys(silver->metadata(), io, silver->schema(), *changes,
-                                   key_columns, key, fold.undecided));
-    ARROW_ASSIGN_OR_RAISE(fold, Fold(*changes, key_columns, silver_has_rows, &held));
-  }
-  stats->changes = changes->length();
-  stats->truncated = fold.truncated;
-  stats->upserted = fold.upserts();
-  stats->deleted_keys = fold.deletes();
-  return fold;
+// The memory limit's share for the changes of one slice.
+int64_t SliceBytes(int64_t memory_limit) {
+  return std::max<int64_t>(int64_t{1} << 20,
+                           (memory_limit - kFixedWorkingSet) / kWorkingSetFactor);
 }
 
 // Each plan counts from zero: the bytes it reads and writes, the row groups it reads
@@ -612,6 +569,9 @@ void StartCounting(IoCounter* bronze_read, IoCounter* silver_read,
   stats->row_groups_read = 0;
   stats->row_groups_skipped_stats = 0;
   stats->row_groups_skipped_bloom = 0;
+  stats->changes = stats->upserted = stats->deleted_keys = 0;
+  stats->truncated = false;
+  stats->slices = 1;
 }
 
 // Why a merge gave up: every plan lost its race or met a retryable failure (a full
@@ -669,6 +629,10 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   const uint64_t bronze_lsn = lake::CommittedLsnOf(bronze).value();
   stats.to_lsn = bronze_lsn;
 
+  ARROW_ASSIGN_OR_RAISE(const std::vector<std::string> bronze_columns,
+                        merge_internal::BronzeColumnsOf(bronze));
+  std::unique_ptr<Increment> increment;  // the changes above increment_from
+  uint64_t increment_from = 0;
   arrow::Status last_lost;  // why the last plan could not commit
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     stats.attempts = attempt;
@@ -693,18 +657,36 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     }
     stats.from_lsn = watermark;
 
-    // The increment, folded.
+    // The increment: in memory when it fits, else spilled by bucket (read once for
+    // every plan from the same watermark).
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
+    if (increment == nullptr || increment_from != watermark) {
+      increment.reset();
+      IncrementOptions read;
+      read.slice_bytes = options.slice_bytes > 0 ? options.slice_bytes
+                                                 : SliceBytes(options.memory_limit);
+      read.spill_parent = options.spill_dir;
+      read.silver_buckets = silver != nullptr ? SilverBuckets(*silver) : 0;
+      ARROW_ASSIGN_OR_RAISE(
+          increment,
+          Increment::Read(bronze, *bronze_io, watermark, bronze_lsn, bronze_columns,
+                          columns.bronze_names[columns.key_columns[0]], read));
+      increment_from = watermark;
+    }
+    stats.increment_bytes = increment->bytes();
     Changes changes;
-    ARROW_ASSIGN_OR_RAISE(
-        FoldResult fold,
-        FoldIncrement(bronze, *bronze_io, watermark, bronze_lsn, columns, silver.get(),
-                      silver_has_rows, *io, key, &changes, &stats));
+    FoldResult fold;
+    if (!increment->spilled()) {
+      ARROW_ASSIGN_OR_RAISE(
+          fold, FoldChanges(*increment->All(), columns, silver.get(), silver_has_rows,
+                            *io, key, &changes, &stats));
+    }
 
     if (backfill) {
       auto created = CreateSilverTable(
-          catalog, io, bronze, bronze_id, silver_id, warehouse, key, stats.upserted,
+          catalog, io, bronze, bronze_id, silver_id, warehouse, key,
+          increment->spilled() ? increment->live_estimate() : stats.upserted,
           options.target_file_bytes, &stats.buckets, options.copy_on_write);
       if (!created.ok()) {
         // Another merge created it (a conflict), or the catalog hiccuped: plan again.
@@ -723,17 +705,26 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     const ice::TableMetadata planned = silver->metadata();
     const std::optional<int64_t> planned_snapshot = planned.current_snapshot_id;
     MergeFiles files;
-    ARROW_ASSIGN_OR_RAISE(
-        SilverDeletes found,
-        WritePlan(*silver, planned, *io, changes, fold, columns.key_columns, key,
-                  silver_has_rows, options.copy_on_write, &files, &stats));
+    std::set<std::string> referenced;
+    bool truncated = fold.truncated;
+    if (increment->spilled()) {
+      ARROW_RETURN_NOT_OK(WriteSlices(*silver, planned, *io, *increment, columns, key,
+                                      silver_has_rows, options.copy_on_write, &files,
+                                      &referenced, &truncated, &stats));
+    } else {
+      ARROW_ASSIGN_OR_RAISE(
+          SilverDeletes found,
+          WritePlan(*silver, planned, *io, changes, fold, columns.key_columns, key,
+                    silver_has_rows, options.copy_on_write, &files, &stats));
+      referenced = std::move(found.referenced);
+    }
     stats.bronze_bytes_read = bronze_read.bytes;
     stats.silver_bytes_read = silver_read.bytes;
     stats.bytes_written = silver_written.bytes;
 
     const arrow::Status committed =
-        CommitPlan(*silver, *io, planned_snapshot, fold.truncated, silver_has_rows, files,
-                   found.referenced, bronze_lsn, attempt, options, &stats);
+        CommitPlan(*silver, *io, planned_snapshot, truncated, silver_has_rows, files,
+                   referenced, bronze_lsn, attempt, options, &stats);
     if (!committed.ok()) {
       if (!floe::IsRetryable(committed)) return committed;
       last_lost = committed;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -74,6 +75,16 @@ using lake::BucketCount;
 using lake::kDefaultSilverTargetFileBytes;
 using lake::kMaxBuckets;
 
+/// The default of silver.memory_limit.
+inline constexpr int64_t kDefaultMemoryLimit = int64_t{512} << 20;
+/// The working memory of a merge per byte of changes it holds in Arrow form (the
+/// changes, their fold, the Silver rows they find, the sorted upserts, Parquet
+/// buffers): a slice holds at most memory_limit / kWorkingSetFactor bytes of changes.
+inline constexpr int64_t kWorkingSetFactor = 8;
+/// The memory a merge needs beside its slice whatever the slice's size (manifests,
+/// Parquet writers, the program itself).
+inline constexpr int64_t kFixedWorkingSet = int64_t{24} << 20;
+
 struct MergeOptions {
   /// The merge key declared in the pipeline file (silver.keys); unset uses Bronze's
   /// `floe.source.primary-key`.
@@ -84,6 +95,15 @@ struct MergeOptions {
   /// Copy-on-write (silver.write_mode / write_modes): data files holding replaced rows
   /// are rewritten without them instead of getting position deletes.
   bool copy_on_write = false;
+  /// The memory this merge may use (silver.memory_limit shared by the tables merged
+  /// at once): an increment larger than fits is spilled to `spill_dir` and merged a
+  /// slice of Silver's buckets at a time (increment.h).
+  int64_t memory_limit = kDefaultMemoryLimit;
+  /// The bytes of changes a slice holds; 0: from memory_limit (tests set it to
+  /// slice small increments).
+  int64_t slice_bytes = 0;
+  /// Where the spill goes (empty: the system's temporary directory).
+  std::filesystem::path spill_dir;
   /// Plans in all when the Silver table changes under a merge (another merge won).
   int max_attempts = 5;
   /// Called with the attempt number just before each commit (tests use it to race
@@ -143,6 +163,10 @@ struct MergeStats {
   int64_t bytes_written = 0;
   bool truncated = false;
   int32_t buckets = 0;
+  /// Slices the increment was merged in (1: it fit in memory; more: it was spilled
+  /// to local disk, MergeOptions::memory_limit), and its size in Arrow form.
+  int32_t slices = 1;
+  int64_t increment_bytes = 0;
   int attempts = 0;
   std::vector<std::string> schema_changes;
 };

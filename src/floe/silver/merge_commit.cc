@@ -21,10 +21,13 @@ arrow::Status WriteMergeDeletes(ice::Table& silver, std::optional<int64_t> plann
                                 const RowsByPartition& deletes, bool copy_on_write,
                                 MergeFiles* files, MergeStats* stats) {
   if (copy_on_write) {
-    ARROW_ASSIGN_OR_RAISE(files->cow,
-                          RewriteForCopyOnWrite(silver, planned_snapshot, deletes, stats));
-    files->written.insert(files->written.end(), files->cow.add.begin(),
-                          files->cow.add.end());
+    ARROW_ASSIGN_OR_RAISE(
+        CowRewrite rewrite,
+        RewriteForCopyOnWrite(silver, planned_snapshot, deletes, stats));
+    files->written.insert(files->written.end(), rewrite.add.begin(), rewrite.add.end());
+    files->cow.add.insert(files->cow.add.end(), rewrite.add.begin(), rewrite.add.end());
+    files->cow.remove.insert(files->cow.remove.end(), rewrite.remove.begin(),
+                             rewrite.remove.end());
     return arrow::Status::OK();
   }
   for (const auto& [where, entry] : deletes) {

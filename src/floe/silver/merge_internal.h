@@ -16,6 +16,7 @@
 
 #include <arrow/result.h>
 #include <arrow/status.h>
+#include <arrow/table.h>
 
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/manifest.h"
@@ -23,6 +24,7 @@
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
 #include "floe/silver/fold.h"
+#include "floe/silver/increment.h"
 #include "floe/silver/merge.h"
 
 namespace floe::silver::merge_internal {
@@ -148,5 +150,49 @@ arrow::Status CommitPlan(iceberg::Table& silver, iceberg::FileIO& io,
                          bool silver_has_rows, const MergeFiles& files,
                          const std::set<std::string>& referenced, uint64_t bronze_lsn,
                          int attempt, const MergeOptions& options, MergeStats* stats);
+
+// --- merge_slices.cc
+
+/// Silver's row columns by their source names, and the Bronze fields they are read
+/// from (a retyped column's new field is `code__int`, its Silver column `code`); the
+/// key columns' indexes among them.
+struct MergeColumns {
+  std::vector<RowColumn> row_columns;
+  std::vector<std::string> row_names;
+  std::vector<std::string> bronze_names;
+  std::vector<int> key_columns;
+};
+
+/// The Bronze columns a merge reads: the row columns, then cdc_op, cdc_commit_lsn,
+/// cdc_seq and cdc_unchanged.
+arrow::Result<std::vector<std::string>> BronzeColumnsOf(
+    const iceberg::TableMetadata& bronze);
+
+/// Folds the changes `rows` (Bronze's columns) into `changes` and the result, asking
+/// `silver` about the keys the changes leave open; adds what it folded to `stats`
+/// (changes, upserted, deleted keys, truncated).
+arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
+                                      const MergeColumns& columns,
+                                      const iceberg::Table* silver, bool silver_has_rows,
+                                      iceberg::FileIO& io,
+                                      const std::vector<std::string>& key,
+                                      Changes* changes, MergeStats* stats);
+
+/// Silver's bucket count: the bucket transform's of its spec (1 when it has none).
+int32_t SilverBuckets(const iceberg::Table& silver);
+
+/// Writes the plan made on snapshot `planned` of `silver` a slice of the spilled
+/// `increment` at a time: each slice folded, its Silver rows found, its upserts
+/// written; the deletes of a Silver partition written (a delete file, or the rewrite
+/// of its files) once no later slice can add to them. Fills `files` (every written
+/// file deleted again on an error), `referenced` and `stats`; `truncated` tells
+/// whether the increment holds a `t`.
+arrow::Status WriteSlices(iceberg::Table& silver, const iceberg::TableMetadata& planned,
+                          iceberg::FileIO& io, const Increment& increment,
+                          const MergeColumns& columns,
+                          const std::vector<std::string>& key, bool silver_has_rows,
+                          bool copy_on_write, MergeFiles* files,
+                          std::set<std::string>* referenced, bool* truncated,
+                          MergeStats* stats);
 
 }  // namespace floe::silver::merge_internal

@@ -1,0 +1,534 @@
+#include "floe/silver/increment.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include <arrow/api.h>
+#include <arrow/compute/api.h>
+#include <arrow/io/file.h>
+#include <arrow/ipc/api.h>
+#include <arrow/util/byte_size.h>
+#include <arrow/util/compression.h>
+#include <spdlog/spdlog.h>
+
+#include "floe/iceberg/expression.h"
+#include "floe/iceberg/partition_split.h"
+#include "floe/iceberg/scan.h"
+#include "floe/iceberg/transform.h"
+#include "floe/silver/fold.h"
+
+namespace floe::silver {
+namespace {
+
+namespace ice = floe::iceberg;
+namespace cp = arrow::compute;
+namespace fs = std::filesystem;
+
+constexpr int32_t kMaxPartitions = 1024;
+
+bool IsPowerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+int64_t BytesOf(const arrow::RecordBatch& batch) {
+  auto size = arrow::util::ReferencedBufferSize(batch);
+  return size.ok() ? *size : 0;
+}
+
+// A position in Bronze's total order.
+using Position = std::pair<int64_t, int32_t>;
+
+// The ops of a batch as one string array (cdc_op is utf8).
+const arrow::StringArray* OpsOf(const arrow::RecordBatch& batch) {
+  auto ops = batch.GetColumnByName(kCdcOp);
+  return ops == nullptr ? nullptr : static_cast<const arrow::StringArray*>(ops.get());
+}
+
+// Whether row `i` of a cdc_unchanged list column lists a column.
+bool ListsUnchanged(const arrow::Array* unchanged, int64_t i) {
+  if (unchanged == nullptr || unchanged->type_id() != arrow::Type::LIST) return false;
+  const auto& list = static_cast<const arrow::ListArray&>(*unchanged);
+  return !list.IsNull(i) && list.value_length(i) > 0;
+}
+
+}  // namespace
+
+// The partition files in a directory of their own, removed with it.
+class Increment::Spill {
+ public:
+  ~Spill() {
+    writers_.clear();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  static arrow::Result<std::unique_ptr<Spill>> Make(
+      const fs::path& parent, int32_t partitions, std::shared_ptr<arrow::Schema> schema) {
+    std::error_code ec;
+    fs::path base = parent.empty() ? fs::temp_directory_path(ec) : parent;
+    if (ec) base = "/tmp";
+    fs::create_directories(base, ec);
+    std::string templ = (base / "floe-spill-XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return arrow::Status::IOError(
+          "cannot make a spill directory under ", base.string(),
+          " for a Silver merge larger than silver.memory_limit: ", std::strerror(errno),
+          "; set silver.spill_dir to a writable local directory");
+    }
+    auto spill = std::unique_ptr<Spill>(new Spill());
+    spill->dir_ = templ;
+    spill->schema_ = std::move(schema);
+    spill->writers_.resize(partitions);
+    spill->outputs_.resize(partitions);
+    spill->options_ = arrow::ipc::IpcWriteOptions::Defaults();
+    if (arrow::util::Codec::IsAvailable(arrow::Compression::LZ4_FRAME)) {
+      ARROW_ASSIGN_OR_RAISE(spill->options_.codec,
+                            arrow::util::Codec::Create(arrow::Compression::LZ4_FRAME));
+    }
+    return spill;
+  }
+
+  arrow::Status Write(int32_t partition,
+                      const std::shared_ptr<arrow::RecordBatch>& rows) {
+    if (writers_[partition] == nullptr) {
+      ARROW_ASSIGN_OR_RAISE(outputs_[partition],
+                            arrow::io::FileOutputStream::Open(PathOf(partition)));
+      ARROW_ASSIGN_OR_RAISE(
+          writers_[partition],
+          arrow::ipc::MakeStreamWriter(outputs_[partition], schema_, options_));
+    }
+    return writers_[partition]->WriteRecordBatch(*rows);
+  }
+
+  arrow::Status Finish() {
+    for (size_t p = 0; p < writers_.size(); ++p) {
+      if (writers_[p] == nullptr) continue;
+      ARROW_RETURN_NOT_OK(writers_[p]->Close());
+      ARROW_RETURN_NOT_OK(outputs_[p]->Close());
+      writers_[p].reset();
+      outputs_[p].reset();
+      written_.push_back(static_cast<int32_t>(p));
+    }
+    return arrow::Status::OK();
+  }
+
+  arrow::Status ReadInto(int32_t partition,
+                         std::vector<std::shared_ptr<arrow::RecordBatch>>* out) const {
+    if (!std::binary_search(written_.begin(), written_.end(), partition)) {
+      return arrow::Status::OK();
+    }
+    ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(PathOf(partition)));
+    ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchStreamReader::Open(input));
+    while (true) {
+      ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
+      if (batch == nullptr) break;
+      out->push_back(std::move(batch));
+    }
+    return input->Close();
+  }
+
+  const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
+
+ private:
+  Spill() = default;
+  std::string PathOf(int32_t partition) const {
+    return (dir_ / ("p" + std::to_string(partition) + ".arrows")).string();
+  }
+
+  fs::path dir_;
+  std::shared_ptr<arrow::Schema> schema_;
+  arrow::ipc::IpcWriteOptions options_;
+  std::vector<std::shared_ptr<arrow::io::FileOutputStream>> outputs_;
+  std::vector<std::shared_ptr<arrow::ipc::RecordBatchWriter>> writers_;
+  std::vector<int32_t> written_;
+};
+
+namespace {
+
+// Reads an increment: batches in memory until they pass the slice size, then every
+// batch partitioned by the bucket of its first key column into the spill.
+class IncrementReader {
+ public:
+  IncrementReader(const IncrementOptions& options, std::string key_column,
+                  std::shared_ptr<const ice::Type> key_type, int64_t planned_rows)
+      : options_(options),
+        key_column_(std::move(key_column)),
+        key_type_(std::move(key_type)),
+        planned_rows_(planned_rows) {}
+
+  arrow::Status Add(std::shared_ptr<arrow::RecordBatch> batch) {
+    rows_ += batch->num_rows();
+    ARROW_ASSIGN_OR_RAISE(batch, SetTruncatesApart(std::move(batch)));
+    if (batch->num_rows() == 0) return arrow::Status::OK();
+    const int64_t bytes = BytesOf(*batch);
+    bytes_ += bytes;
+    if (spill_ == nullptr) {
+      in_memory_.push_back(std::move(batch));
+      in_memory_bytes_ += bytes;
+      if (in_memory_bytes_ <= options_.slice_bytes) return arrow::Status::OK();
+      return StartSpill();
+    }
+    return SpillBatch(batch);
+  }
+
+  // The rows' partition numbers in the spill.
+  arrow::Result<std::vector<int32_t>> PartitionsOf(
+      const arrow::RecordBatch& batch) const {
+    std::vector<int32_t> out(batch.num_rows(), 0);
+    auto keys = batch.GetColumnByName(key_column_);
+    if (keys == nullptr) {
+      return arrow::Status::Invalid("the changes have no column `", key_column_, "`");
+    }
+    const bool by_partitions = pow2_;
+    const int32_t modulus = by_partitions ? partitions_ : options_.silver_buckets;
+    for (int64_t i = 0; i < batch.num_rows(); ++i) {
+      ARROW_ASSIGN_OR_RAISE(std::optional<ice::Literal> value,
+                            ice::ArrowValueToLiteral(*keys, i, *key_type_));
+      if (!value) continue;
+      ARROW_ASSIGN_OR_RAISE(int32_t bucket,
+                            ice::BucketValue(*key_type_, *value, modulus));
+      out[i] = by_partitions ? bucket : bucket % partitions_;
+    }
+    return out;
+  }
+
+  // Links the partition of each new row of a key-changing update that keeps an
+  // unchanged value with its old key's `d` (at the previous cdc_seq), when that is in
+  // this batch; the others are looked up later (Unresolved()).
+  arrow::Status LinkKeyChanges(const arrow::RecordBatch& batch,
+                               const std::vector<int32_t>& parts) {
+    const arrow::StringArray* ops = OpsOf(batch);
+    auto unchanged = batch.GetColumnByName(kCdcUnchanged);
+    if (ops == nullptr || unchanged == nullptr) return arrow::Status::OK();
+    const auto& lsn =
+        static_cast<const arrow::Int64Array&>(*batch.GetColumnByName(kCdcCommitLsn));
+    const auto& seq =
+        static_cast<const arrow::Int32Array&>(*batch.GetColumnByName(kCdcSeq));
+    std::map<Position, int32_t> wanted;
+    for (int64_t i = 0; i < batch.num_rows(); ++i) {
+      if (ops->IsNull(i) || ops->GetView(i) != "c" ||
+          !ListsUnchanged(unchanged.get(), i) || lsn.IsNull(i) || seq.IsNull(i)) {
+        continue;
+      }
+      wanted[{lsn.Value(i), seq.Value(i) - 1}] = parts[i];
+    }
+    if (wanted.empty()) return arrow::Status::OK();
+    for (int64_t i = 0; i < batch.num_rows(); ++i) {
+      if (ops->IsNull(i) || ops->GetView(i) != "d" || lsn.IsNull(i) || seq.IsNull(i)) {
+        continue;
+      }
+      auto it = wanted.find({lsn.Value(i), seq.Value(i)});
+      if (it == wanted.end()) continue;
+      if (it->second != parts[i]) links_.emplace_back(it->second, parts[i]);
+      wanted.erase(it);
+    }
+    unresolved_.insert(wanted.begin(), wanted.end());
+    return arrow::Status::OK();
+  }
+
+  // The `d` rows the spill pass did not find beside their key-changing `c`: `batch`
+  // holds cdc_op, cdc_commit_lsn, cdc_seq and the key column.
+  arrow::Status ResolveFrom(const arrow::RecordBatch& batch) {
+    const arrow::StringArray* ops = OpsOf(batch);
+    const auto& lsn =
+        static_cast<const arrow::Int64Array&>(*batch.GetColumnByName(kCdcCommitLsn));
+    const auto& seq =
+        static_cast<const arrow::Int32Array&>(*batch.GetColumnByName(kCdcSeq));
+    std::optional<std::vector<int32_t>> parts;
+    for (int64_t i = 0; i < batch.num_rows(); ++i) {
+      if (ops->IsNull(i) || ops->GetView(i) != "d" || lsn.IsNull(i) || seq.IsNull(i)) {
+        continue;
+      }
+      auto it = unresolved_.find({lsn.Value(i), seq.Value(i)});
+      if (it == unresolved_.end()) continue;
+      if (!parts) {
+        ARROW_ASSIGN_OR_RAISE(parts, PartitionsOf(batch));
+      }
+      if (it->second != (*parts)[i]) links_.emplace_back(it->second, (*parts)[i]);
+      unresolved_.erase(it);
+    }
+    return arrow::Status::OK();
+  }
+
+  arrow::Status Finish() {
+    if (spill_ != nullptr) ARROW_RETURN_NOT_OK(spill_->Finish());
+    return arrow::Status::OK();
+  }
+
+  const std::map<Position, int32_t>& unresolved() const { return unresolved_; }
+
+  IncrementOptions options_;
+  std::string key_column_;
+  std::shared_ptr<const ice::Type> key_type_;
+  int64_t planned_rows_ = 0;
+  std::shared_ptr<arrow::Schema> schema_;
+
+  int64_t rows_ = 0;
+  int64_t bytes_ = 0;
+  int64_t live_ = 0;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> in_memory_;
+  int64_t in_memory_bytes_ = 0;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> truncates_;
+  std::unique_ptr<Increment::Spill> spill_;
+  int32_t partitions_ = 1;
+  bool pow2_ = true;
+  std::vector<int64_t> partition_bytes_;
+  std::vector<std::pair<int32_t, int32_t>> links_;
+  std::map<Position, int32_t> unresolved_;
+
+ private:
+  // Counts the batch's operations for the live estimate and moves its `t` rows to
+  // truncates_; returns the other rows.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> SetTruncatesApart(
+      std::shared_ptr<arrow::RecordBatch> batch) {
+    const arrow::StringArray* ops = OpsOf(*batch);
+    if (ops == nullptr) return arrow::Status::Invalid("the changes have no cdc_op");
+    bool any_truncate = false;
+    for (int64_t i = 0; i < ops->length(); ++i) {
+      if (ops->IsNull(i)) continue;
+      const std::string_view op = ops->GetView(i);
+      if (op == "c" || op == "r") ++live_;
+      if (op == "d") --live_;
+      if (op == "t") any_truncate = true;
+    }
+    if (!any_truncate) return batch;
+    ARROW_ASSIGN_OR_RAISE(
+        arrow::Datum is_truncate,
+        cp::CallFunction("equal", {arrow::Datum(batch->GetColumnByName(kCdcOp)),
+                                   arrow::Datum(std::string("t"))}));
+    ARROW_ASSIGN_OR_RAISE(arrow::Datum truncates,
+                          cp::Filter(arrow::Datum(batch), is_truncate));
+    truncates_.push_back(truncates.record_batch());
+    ARROW_ASSIGN_OR_RAISE(arrow::Datum others, cp::CallFunction("invert", {is_truncate}));
+    ARROW_ASSIGN_OR_RAISE(arrow::Datum rest, cp::Filter(arrow::Datum(batch), others));
+    return rest.record_batch();
+  }
+
+  // Chooses the partition count from the rows planned and the bytes per row so far,
+  // and moves the batches held in memory to the spill.
+  arrow::Status StartSpill() {
+    const double per_row =
+        static_cast<double>(bytes_) / static_cast<double>(std::max<int64_t>(1, rows_));
+    const double total = per_row * static_cast<double>(std::max(planned_rows_, rows_));
+    // Partitions of about a quarter of a slice, so slices can be packed evenly.
+    const double wanted = 4.0 * total / static_cast<double>(options_.slice_bytes);
+    partitions_ = 2;
+    while (partitions_ < kMaxPartitions && partitions_ < wanted) partitions_ *= 2;
+    pow2_ = options_.silver_buckets == 0 || IsPowerOfTwo(options_.silver_buckets);
+    partition_bytes_.assign(partitions_, 0);
+    schema_ = in_memory_.front()->schema();
+    ARROW_ASSIGN_OR_RAISE(
+        spill_, Increment::Spill::Make(options_.spill_parent, partitions_, schema_));
+    spdlog::debug("spilling a Silver increment of about {} bytes into {} partitions",
+                  static_cast<int64_t>(total), partitions_);
+    std::vector<std::shared_ptr<arrow::RecordBatch>> held;
+    held.swap(in_memory_);
+    in_memory_bytes_ = 0;
+    for (auto& batch : held) {
+      ARROW_RETURN_NOT_OK(SpillBatch(batch));
+      batch.reset();
+    }
+    return arrow::Status::OK();
+  }
+
+  // One reordering of the batch by partition, then each partition's rows (a
+  // zero-copy slice) to its file.
+  arrow::Status SpillBatch(const std::shared_ptr<arrow::RecordBatch>& batch) {
+    ARROW_ASSIGN_OR_RAISE(std::vector<int32_t> parts, PartitionsOf(*batch));
+    ARROW_RETURN_NOT_OK(LinkKeyChanges(*batch, parts));
+    std::vector<int64_t> starts(partitions_ + 1, 0);
+    for (int32_t p : parts) ++starts[p + 1];
+    std::partial_sum(starts.begin(), starts.end(), starts.begin());
+    arrow::Int64Builder order;
+    ARROW_RETURN_NOT_OK(order.Resize(batch->num_rows()));
+    std::vector<int64_t> next(starts.begin(), starts.end() - 1);
+    std::vector<int64_t> at(batch->num_rows());
+    for (int64_t i = 0; i < batch->num_rows(); ++i) at[next[parts[i]]++] = i;
+    ARROW_RETURN_NOT_OK(order.AppendValues(at));
+    ARROW_ASSIGN_OR_RAISE(auto indices, order.Finish());
+    ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted,
+                          cp::Take(arrow::Datum(batch), arrow::Datum(indices)));
+    const auto& rows = sorted.record_batch();
+    for (int32_t p = 0; p < partitions_; ++p) {
+      const int64_t n = starts[p + 1] - starts[p];
+      if (n == 0) continue;
+      auto part = rows->Slice(starts[p], n);
+      partition_bytes_[p] += BytesOf(*part);
+      ARROW_RETURN_NOT_OK(spill_->Write(p, part));
+    }
+    return arrow::Status::OK();
+  }
+};
+
+// Union-find over partitions.
+struct Components {
+  explicit Components(int32_t n) : parent(n) {
+    std::iota(parent.begin(), parent.end(), 0);
+  }
+  int32_t Find(int32_t p) {
+    while (parent[p] != p) p = parent[p] = parent[parent[p]];
+    return p;
+  }
+  void Join(int32_t a, int32_t b) { parent[Find(a)] = Find(b); }
+  std::vector<int32_t> parent;
+};
+
+}  // namespace
+
+Increment::~Increment() = default;
+
+arrow::Result<std::unique_ptr<Increment>> Increment::Read(
+    const ice::TableMetadata& bronze, ice::FileIO& io, uint64_t lower, uint64_t upper,
+    const std::vector<std::string>& columns, const std::string& key_column,
+    const IncrementOptions& options) {
+  ice::ScanOptions scan;
+  ice::ExpressionPtr filter =
+      ice::LessThanOrEqual(kCdcCommitLsn, static_cast<int64_t>(upper));
+  if (lower > 0) {
+    filter =
+        ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)), filter);
+  }
+  scan.filter = filter;
+  scan.columns = columns;
+  ARROW_ASSIGN_OR_RAISE(ice::ScanPlan plan, ice::PlanScan(bronze, io, scan));
+  const ice::NestedField* key_field = plan.projection->FindField(key_column);
+  if (key_field == nullptr) {
+    return arrow::Status::Invalid("the Bronze scan has no key column `", key_column, "`");
+  }
+  int64_t planned_rows = 0;
+  for (const auto& task : plan.tasks) planned_rows += task.data_file.record_count;
+  IncrementReader reader(options, key_column, key_field->type, planned_rows);
+  ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ice::ToArrowSchema(*plan.projection));
+  for (const ice::FileScanTask& task : plan.tasks) {
+    ARROW_ASSIGN_OR_RAISE(
+        auto batches,
+        ice::ReadFileScanTask(io, task, *plan.schema, *plan.projection, plan.filter));
+    for (auto& batch : batches) ARROW_RETURN_NOT_OK(reader.Add(std::move(batch)));
+  }
+  ARROW_RETURN_NOT_OK(reader.Finish());
+  if (reader.spill_ != nullptr && !reader.unresolved().empty()) {
+    // A key-changing update whose two rows the spill pass met in different batches:
+    // find the old keys' `d` rows (ops, positions and first key column only).
+    scan.columns = std::vector<std::string>{kCdcOp, kCdcCommitLsn, kCdcSeq, key_column};
+    if (key_column == kCdcOp || key_column == kCdcCommitLsn || key_column == kCdcSeq) {
+      scan.columns->pop_back();
+    }
+    ARROW_ASSIGN_OR_RAISE(ice::ScanPlan pass, ice::PlanScan(bronze, io, scan));
+    ARROW_ASSIGN_OR_RAISE(auto batches, ice::ScanPlanBatches(io, std::move(pass)));
+    while (true) {
+      ARROW_ASSIGN_OR_RAISE(auto batch, batches->Next());
+      if (batch == nullptr) break;
+      ARROW_RETURN_NOT_OK(reader.ResolveFrom(*batch));
+    }
+  }
+
+  auto out = std::unique_ptr<Increment>(new Increment());
+  out->options_ = options;
+  out->rows_ = reader.rows_;
+  out->bytes_ = reader.bytes_;
+  out->live_estimate_ = std::max<int64_t>(0, reader.live_);
+  out->truncates_ = std::move(reader.truncates_);
+  if (reader.spill_ == nullptr) {
+    std::vector<std::shared_ptr<arrow::RecordBatch>> all = std::move(reader.in_memory_);
+    for (auto& t : out->truncates_) all.push_back(t);
+    ARROW_ASSIGN_OR_RAISE(out->all_, arrow::Table::FromRecordBatches(arrow_schema, all));
+    out->truncates_.clear();
+    return out;
+  }
+  out->spill_ = std::move(reader.spill_);
+  out->partitions_ = reader.partitions_;
+  out->spilled_for_buckets_ = reader.pow2_ ? 0 : options.silver_buckets;
+  out->partition_bytes_ = std::move(reader.partition_bytes_);
+  out->links_ = std::move(reader.links_);
+  return out;
+}
+
+std::vector<int32_t> Increment::PartitionsOfBucket(int32_t bucket,
+                                                   int32_t buckets) const {
+  if (!spilled()) return {0};
+  std::vector<int32_t> out;
+  const bool pow2 = spilled_for_buckets_ == 0;
+  if (pow2 && IsPowerOfTwo(buckets) && buckets <= partitions_) {
+    for (int32_t p = bucket; p < partitions_; p += buckets) out.push_back(p);
+  } else if ((pow2 && IsPowerOfTwo(buckets)) ||
+             (!pow2 && buckets == spilled_for_buckets_)) {
+    out.push_back(bucket % partitions_);
+  } else {
+    out.resize(partitions_);
+    std::iota(out.begin(), out.end(), 0);
+  }
+  return out;
+}
+
+std::vector<Slice> Increment::PlanSlices(int32_t buckets) const {
+  if (!spilled()) return {Slice{{0}, bytes_}};
+  Components together(partitions_);
+  for (const auto& [a, b] : links_) together.Join(a, b);
+  std::vector<std::vector<int32_t>> members(partitions_);
+  for (int32_t p = 0; p < partitions_; ++p) members[together.Find(p)].push_back(p);
+  // The order partitions are packed in: a bucket's partitions one after the other.
+  std::vector<std::vector<int32_t>> groups;
+  const bool pow2 = spilled_for_buckets_ == 0;
+  if (pow2 && IsPowerOfTwo(buckets) && buckets < partitions_) {
+    for (int32_t b = 0; b < buckets; ++b)
+      groups.push_back(PartitionsOfBucket(b, buckets));
+  } else {
+    for (int32_t p = 0; p < partitions_; ++p) groups.push_back({p});
+  }
+  std::vector<bool> assigned(partitions_, false);
+  std::vector<Slice> out;
+  Slice current;
+  const int64_t cap = options_.slice_bytes;
+  for (const auto& group : groups) {
+    // The group's partitions with every partition linked to them.
+    std::vector<std::vector<int32_t>> units;
+    int64_t group_bytes = 0;
+    for (int32_t p : group) {
+      if (assigned[p]) continue;
+      std::vector<int32_t> unit;
+      for (int32_t q : members[together.Find(p)]) {
+        if (assigned[q]) continue;
+        assigned[q] = true;
+        unit.push_back(q);
+        group_bytes += partition_bytes_[q];
+      }
+      units.push_back(std::move(unit));
+    }
+    if (units.empty()) continue;
+    // A group that fits a slice of its own is not split over two.
+    if (!current.partitions.empty() && current.bytes + group_bytes > cap &&
+        group_bytes <= cap) {
+      out.push_back(std::move(current));
+      current = Slice{};
+    }
+    for (auto& unit : units) {
+      int64_t unit_bytes = 0;
+      for (int32_t q : unit) unit_bytes += partition_bytes_[q];
+      if (!current.partitions.empty() && current.bytes + unit_bytes > cap) {
+        out.push_back(std::move(current));
+        current = Slice{};
+      }
+      current.partitions.insert(current.partitions.end(), unit.begin(), unit.end());
+      current.bytes += unit_bytes;
+    }
+  }
+  if (!current.partitions.empty()) out.push_back(std::move(current));
+  for (auto& slice : out) std::sort(slice.partitions.begin(), slice.partitions.end());
+  return out;
+}
+
+arrow::Result<std::shared_ptr<arrow::Table>> Increment::Load(const Slice& slice) const {
+  if (!spilled()) return all_;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  for (int32_t p : slice.partitions) ARROW_RETURN_NOT_OK(spill_->ReadInto(p, &batches));
+  for (const auto& t : truncates_) batches.push_back(t);
+  return arrow::Table::FromRecordBatches(spill_->schema(), batches);
+}
+
+}  // namespace floe::silver

@@ -1,0 +1,207 @@
+// A merge a slice of Silver's buckets at a time (docs/silver.md "Memory"): the
+// increment spilled by bucket (increment.h) is folded, looked up in Silver and
+// written one slice after the other, and everything the slices wrote is committed
+// together, in the one commit of the plan (merge_commit.cc).
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <arrow/api.h>
+#include <spdlog/spdlog.h>
+
+#include "floe/iceberg/schema.h"
+#include "floe/silver/merge_internal.h"
+
+namespace floe::silver::merge_internal {
+
+namespace ice = floe::iceberg;
+
+arrow::Result<std::vector<std::string>> BronzeColumnsOf(
+    const ice::TableMetadata& bronze) {
+  std::vector<std::string> columns;
+  ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
+  for (const RowColumn& c : row_columns) columns.push_back(c.bronze->name);
+  for (const char* c : {kCdcOp, kCdcCommitLsn, kCdcSeq, kCdcUnchanged}) {
+    if (bronze.CurrentSchema()->FindField(c) == nullptr) {
+      return arrow::Status::Invalid("Bronze table has no `", c,
+                                    "` column; is it a floe Bronze changelog?");
+    }
+    columns.push_back(c);
+  }
+  return columns;
+}
+
+arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
+                                      const MergeColumns& columns,
+                                      const ice::Table* silver, bool silver_has_rows,
+                                      ice::FileIO& io,
+                                      const std::vector<std::string>& key,
+                                      Changes* changes, MergeStats* stats) {
+  ARROW_ASSIGN_OR_RAISE(*changes, ChangesFromTable(rows, columns.bronze_names));
+  changes->names = columns.row_names;
+  for (const RowColumn& c : columns.row_columns) {
+    changes->former_names.push_back(c.former_names);
+    changes->former_through.push_back(c.former_through);
+  }
+  const std::vector<int>& key_columns = columns.key_columns;
+  ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(*changes, key_columns, silver_has_rows));
+  if (!fold.undecided.empty()) {
+    // Keys whose changes fit both a start with Silver's row and one without: ask
+    // Silver which it holds, and fold again.
+    ARROW_ASSIGN_OR_RAISE(std::unordered_set<std::string> held,
+                          HeldKeys(silver->metadata(), io, silver->schema(), *changes,
+                                   key_columns, key, fold.undecided));
+    ARROW_ASSIGN_OR_RAISE(fold, Fold(*changes, key_columns, silver_has_rows, &held));
+  }
+  stats->changes += changes->length();
+  stats->truncated = stats->truncated || fold.truncated;
+  stats->upserted += fold.upserts();
+  stats->deleted_keys += fold.deletes();
+  return fold;
+}
+
+int32_t SilverBuckets(const ice::Table& silver) {
+  const auto& fields = silver.spec().fields;
+  if (fields.size() == 1 && fields[0].transform.kind() == ice::TransformKind::kBucket) {
+    return fields[0].transform.param();
+  }
+  return 1;
+}
+
+namespace {
+
+// After which slice no later one can add deletes to a Silver partition: a bucket of
+// the current spec is done after the last slice holding a partition of its rows;
+// anything else (another spec's files, which any slice may touch) after the last.
+class DeletesDone {
+ public:
+  DeletesDone(const ice::Table& silver, const Increment& increment,
+              const std::vector<Slice>& slices)
+      : spec_id_(silver.spec().spec_id),
+        buckets_(SilverBuckets(silver)),
+        bucketed_(silver.spec().fields.size() == 1 &&
+                  silver.spec().fields[0].transform.kind() ==
+                      ice::TransformKind::kBucket),
+        increment_(increment),
+        last_(static_cast<int>(slices.size()) - 1),
+        slice_of_(increment.partitions(), last_) {
+    for (size_t s = 0; s < slices.size(); ++s) {
+      for (int32_t p : slices[s].partitions) slice_of_[p] = static_cast<int>(s);
+    }
+  }
+
+  // The slice after which the deletes in partition `where` (RowsByPartition's key)
+  // are complete.
+  int DoneAfter(const std::string& where, const ice::PartitionTuple& partition) const {
+    const std::string spec_prefix = std::to_string(spec_id_) + "/";
+    if (!bucketed_ || where.rfind(spec_prefix, 0) != 0 || partition.size() != 1 ||
+        !partition[0] || !std::holds_alternative<int32_t>(*partition[0])) {
+      return last_;
+    }
+    const int32_t bucket = std::get<int32_t>(*partition[0]);
+    int done = 0;
+    for (int32_t p : increment_.PartitionsOfBucket(bucket, buckets_)) {
+      done = std::max(done, slice_of_[p]);
+    }
+    return done;
+  }
+
+ private:
+  int32_t spec_id_;
+  int32_t buckets_;
+  bool bucketed_;
+  const Increment& increment_;
+  int last_;
+  std::vector<int> slice_of_;
+};
+
+// One slice: folded, its Silver rows found, its upserts written; its deletes added to
+// `pending`.
+arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
+                         ice::FileIO& io, const arrow::Table& rows,
+                         const MergeColumns& columns, const std::vector<std::string>& key,
+                         bool silver_has_rows, MergeFiles* files,
+                         std::set<std::string>* referenced, RowsByPartition* pending,
+                         bool* truncated, MergeStats* stats) {
+  Changes changes;
+  ARROW_ASSIGN_OR_RAISE(
+      FoldResult fold,
+      FoldChanges(rows, columns, &silver, silver_has_rows, io, key, &changes, stats));
+  *truncated = *truncated || fold.truncated;
+  SilverDeletes found;
+  if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
+    ARROW_ASSIGN_OR_RAISE(found, FindSilverDeletes(silver, planned, io, changes, fold,
+                                                   columns.key_columns, key, stats));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
+  ARROW_ASSIGN_OR_RAISE(
+      auto upserts,
+      BuildUpserts(changes, fold, fold.needs_existing ? &found.existing : nullptr,
+                   silver_arrow));
+  ARROW_ASSIGN_OR_RAISE(auto data, WriteUpserts(silver, upserts, key));
+  files->written.insert(files->written.end(), data.begin(), data.end());
+  files->data.insert(files->data.end(), data.begin(), data.end());
+  referenced->insert(found.referenced.begin(), found.referenced.end());
+  for (auto& [where, entry] : found.by_partition) {
+    auto& into = (*pending)[where];
+    into.first = entry.first;
+    into.second.insert(into.second.end(), std::make_move_iterator(entry.second.begin()),
+                       std::make_move_iterator(entry.second.end()));
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
+                          ice::FileIO& io, const Increment& increment,
+                          const MergeColumns& columns,
+                          const std::vector<std::string>& key, bool silver_has_rows,
+                          bool copy_on_write, MergeFiles* files,
+                          std::set<std::string>* referenced, bool* truncated,
+                          MergeStats* stats) {
+  const std::vector<Slice> slices = increment.PlanSlices(SilverBuckets(silver));
+  const DeletesDone done(silver, increment, slices);
+  stats->slices = static_cast<int32_t>(slices.size());
+  RowsByPartition pending;
+  arrow::Status status;
+  for (size_t s = 0; s < slices.size() && status.ok(); ++s) {
+    status = [&]() -> arrow::Status {
+      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
+                            increment.Load(slices[s]));
+      return WriteSlice(silver, planned, io, *rows, columns, key, silver_has_rows, files,
+                        referenced, &pending, truncated, stats);
+    }();
+    if (!status.ok()) break;
+    // The deletes of partitions no later slice adds to, written now.
+    RowsByPartition ready;
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (done.DoneAfter(it->first, it->second.first) <= static_cast<int>(s)) {
+        ready.insert(pending.extract(it++));
+      } else {
+        ++it;
+      }
+    }
+    if (!ready.empty()) {
+      status = WriteMergeDeletes(silver, planned.current_snapshot_id, ready,
+                                 copy_on_write, files, stats);
+    }
+  }
+  if (status.ok() && !pending.empty()) {
+    status = WriteMergeDeletes(silver, planned.current_snapshot_id, pending,
+                               copy_on_write, files, stats);
+  }
+  if (!status.ok()) {
+    DeleteFiles(io, files->written);
+    return status;
+  }
+  stats->data_files = static_cast<int32_t>(files->data.size());
+  stats->delete_files = static_cast<int32_t>(files->deletes.size());
+  return arrow::Status::OK();
+}
+
+}  // namespace floe::silver::merge_internal
