@@ -1,7 +1,10 @@
 // `floe silver`, `floe silver verify` (also `floe verify`) and `floe silver backfill`.
+#include <stdlib.h>
+
 #include <iostream>
 #include <memory>
 
+#include <arrow/memory_pool.h>
 #include <spdlog/spdlog.h>
 
 #include "floe/cli/command.h"
@@ -28,6 +31,10 @@ struct SilverArgs {
 // --metrics-listen or metrics.listen. Exit code 1 when a table failed (in the last
 // pass).
 int Silver(const SilverArgs& args) {
+  // The system allocator gives memory a merge frees back to the kernel, so
+  // silver.memory_limit holds for the process's RSS (Arrow's default, mimalloc, keeps
+  // it; docs/silver.md "Memory"). ARROW_DEFAULT_MEMORY_POOL set by hand wins.
+  ::setenv("ARROW_DEFAULT_MEMORY_POOL", "system", /*overwrite=*/0);
   auto config = LoadConfig(args.file, "not started");
   if (!config) return 1;
   silver::SilverOptions options;
@@ -42,7 +49,9 @@ int Silver(const SilverArgs& args) {
   const std::string schedule =
       options.every ? ", every " + std::to_string(options.every->count() / 1000) + " s"
                     : std::string();
-  spdlog::info("floe " FLOE_VERSION " silver: service {}{}", config->service, schedule);
+  spdlog::info("floe " FLOE_VERSION " silver: service {}{}, memory limit {} bytes",
+               config->service, schedule, config->silver.memory_limit);
+  spdlog::debug("Arrow memory pool: {}", arrow::default_memory_pool()->backend_name());
   arrow::Status st = silver::RunSilver(*config, options);
   if (!st.ok()) {
     spdlog::error("{}", st.message());

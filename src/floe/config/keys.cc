@@ -7,7 +7,7 @@ namespace floe::config::keys {
 
 namespace {
 
-constexpr std::array<const Key*, 27> kAll = {
+constexpr std::array<const Key*, 29> kAll = {
     &kService,
     &kSourceConninfo,
     &kSourceSlot,
@@ -34,6 +34,8 @@ constexpr std::array<const Key*, 27> kAll = {
     &kSilverWriteMode,
     &kSilverWriteModes,
     &kSilverTargetFileSize,
+    &kSilverMemoryLimit,
+    &kSilverSpillDir,
     &kMetricsListen,
 };
 

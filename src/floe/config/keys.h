@@ -232,6 +232,22 @@ inline constexpr Key kSilverTargetFileSize{
     0,
     {},
     "for example: 128MiB (the default), 512MiB, 1GiB"};
+inline constexpr Key kSilverMemoryLimit{
+    "silver.memory_limit",
+    Kind::kByteSize,
+    "`512MiB`",
+    "memory `floe silver` aims to stay under, shared by the tables merged at once; a "
+    "merge whose changes do not fit is spilled to `spill_dir` and done a slice of "
+    "buckets at a time ([silver.md](silver.md#memory)); at least 32MiB",
+    int64_t{512} << 20,
+    int64_t{32} << 20,
+    0,
+    {},
+    "for example: 512MiB (the default), 2GiB"};
+inline constexpr Key kSilverSpillDir{
+    "silver.spill_dir", Kind::kString, "the system's temporary directory",
+    "local directory a merge larger than its memory share spills its changes to "
+    "(removed after the merge)"};
 inline constexpr Key kMetricsListen{
     "metrics.listen", Kind::kOther, "`127.0.0.1:9464`",
     "`host:port` of /metrics, /healthz and /readyz (`floe run`); port 0 picks a free "

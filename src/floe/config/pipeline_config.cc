@@ -353,6 +353,16 @@ void ParseSilver(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
       cfg->silver.target_file_size = *b;
     }
   }
+  if (node["memory_limit"]) {
+    if (auto b = r.ByteSize(node["memory_limit"], keys::kSilverMemoryLimit)) {
+      cfg->silver.memory_limit = *b;
+    }
+  }
+  if (node["spill_dir"]) {
+    if (auto p = r.String(node["spill_dir"], "spill_dir")) {
+      cfg->silver.spill_dir = r.Resolve(*p);
+    }
+  }
   if (node["every"]) {
     if (auto d = r.Duration(node["every"], keys::kSilverEvery)) cfg->silver.every = *d;
   }
@@ -676,6 +686,12 @@ std::string PipelineConfig::ToRedactedYaml() const {
     out << YAML::EndMap;
   }
   out << YAML::Key << "target_file_size" << YAML::Value << silver.target_file_size;
+  out << YAML::Key << "memory_limit" << YAML::Value << silver.memory_limit;
+  std::error_code no_temp;
+  out << YAML::Key << "spill_dir" << YAML::Value
+      << (silver.spill_dir.empty()
+              ? std::filesystem::temp_directory_path(no_temp).string()
+              : silver.spill_dir);
   out << YAML::EndMap;
   out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "listen" << YAML::Value << metrics.listen;

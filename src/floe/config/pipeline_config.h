@@ -129,6 +129,10 @@ struct SilverConfig {
   /// Silver data files aim at this size, and a new table's bucket count is chosen
   /// for it (at least kMinSilverTargetFileSize).
   int64_t target_file_size = keys::kSilverTargetFileSize.number;
+  /// The memory floe silver aims to stay under, shared by the tables merged at once.
+  int64_t memory_limit = keys::kSilverMemoryLimit.number;
+  /// Where merges spill (empty: the system's temporary directory).
+  std::string spill_dir;
 
   /// The write mode of source table `table`.
   SilverWriteMode WriteModeOf(const QualifiedName& table) const;

@@ -402,7 +402,9 @@ TEST(PipelineConfig, SilverWriteModesAndTargetFileSize) {
       "    public.events: merge-on-read\n"
       "    public.not_published: merge-on-read\n"
       "    '\"Odd\".\"t.1\"': copy-on-write\n"
-      "  target_file_size: 64MiB\n");
+      "  target_file_size: 64MiB\n"
+      "  memory_limit: 64MiB\n"
+      "  spill_dir: /var/spill\n");
   ASSERT_TRUE(r.config) << AllErrors(r);
   const SilverConfig& c = r.config->silver;
   EXPECT_EQ(c.write_mode, SilverWriteMode::kCopyOnWrite);
@@ -411,6 +413,8 @@ TEST(PipelineConfig, SilverWriteModesAndTargetFileSize) {
   EXPECT_EQ(c.WriteModeOf({"public", "orders"}), SilverWriteMode::kCopyOnWrite);
   EXPECT_EQ(c.write_modes.size(), 3u);
   EXPECT_EQ(c.target_file_size, int64_t{64} << 20);
+  EXPECT_EQ(c.memory_limit, int64_t{64} << 20);
+  EXPECT_EQ(c.spill_dir, "/var/spill");
   const std::string dump = r.config->ToRedactedYaml();
   EXPECT_NE(dump.find("write_mode: copy-on-write"), std::string::npos) << dump;
   EXPECT_NE(dump.find("public.events: merge-on-read"), std::string::npos) << dump;
@@ -421,6 +425,8 @@ TEST(PipelineConfig, SilverWriteModesAndTargetFileSize) {
   ASSERT_TRUE(again.config) << AllErrors(again);
   EXPECT_EQ(again.config->silver.write_modes, c.write_modes);
   EXPECT_EQ(again.config->silver.target_file_size, c.target_file_size);
+  EXPECT_EQ(again.config->silver.memory_limit, c.memory_limit);
+  EXPECT_EQ(again.config->silver.spill_dir, c.spill_dir);
 
   auto bad = Parse(
       "source:\n  conninfo: host=db dbname=shop\nwarehouse: /wh\n"
@@ -429,10 +435,15 @@ TEST(PipelineConfig, SilverWriteModesAndTargetFileSize) {
       "  write_modes:\n"
       "    events: copy-on-write\n"
       "    public.a: merge_on_read\n"
-      "  target_file_size: 512KiB\n");
+      "  target_file_size: 512KiB\n"
+      "  memory_limit: 16MiB\n");
   ASSERT_FALSE(bad.config);
   const std::string all = AllErrors(bad);
-  ASSERT_EQ(bad.errors.size(), 4u) << all;
+  ASSERT_EQ(bad.errors.size(), 5u) << all;
+  EXPECT_NE(all.find("p.yaml:10:17: error: `silver.memory_limit` must be a size of "
+                     "at least 32MiB"),
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("p.yaml:5:15: error: `silver.write_mode` must be merge-on-read or "
                      "copy-on-write, not `cow`"),
             std::string::npos)

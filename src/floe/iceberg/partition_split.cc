@@ -515,4 +515,52 @@ arrow::Result<std::vector<PartitionedBatch>> SplitByPartition(
   return out;
 }
 
+arrow::Result<std::vector<int32_t>> BucketValues(const arrow::Array& array,
+                                                 const Type& type, int32_t num_buckets) {
+  if (num_buckets <= 0) return arrow::Status::Invalid("bucket[", num_buckets, "]");
+  std::vector<int32_t> out(static_cast<size_t>(array.length()), -1);
+  auto bucket_of = [num_buckets](uint32_t hash) {
+    return static_cast<int32_t>((hash & 0x7fffffffU) %
+                                static_cast<uint32_t>(num_buckets));
+  };
+  auto hash_long = [](int64_t v) {
+    uint8_t bytes[8];
+    const auto bits = static_cast<uint64_t>(v);
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(bits >> (8 * i));
+    return Murmur3Hash32(bytes, sizeof(bytes));
+  };
+  ARROW_ASSIGN_OR_RAISE(ArrowShape shape, ExpectedShape(type));
+  const TypeId id = type.id();
+  const bool int32_based = id == TypeId::kInt || id == TypeId::kDate;
+  const bool int64_based = id == TypeId::kLong || id == TypeId::kTime ||
+                           id == TypeId::kTimestamp || id == TypeId::kTimestampTz;
+  if (array.type_id() == shape.id && (int32_based || int64_based)) {
+    const auto& data = *array.data();
+    for (int64_t i = 0; i < array.length(); ++i) {
+      if (array.IsNull(i)) continue;
+      const int64_t v =
+          int32_based ? data.GetValues<int32_t>(1)[i] : data.GetValues<int64_t>(1)[i];
+      out[i] = bucket_of(hash_long(v));
+    }
+    return out;
+  }
+  if (id == TypeId::kString && array.type_id() == arrow::Type::STRING) {
+    const auto& strings = static_cast<const arrow::StringArray&>(array);
+    for (int64_t i = 0; i < array.length(); ++i) {
+      if (array.IsNull(i)) continue;
+      const std::string_view v = strings.GetView(i);
+      out[i] =
+          bucket_of(Murmur3Hash32(reinterpret_cast<const uint8_t*>(v.data()), v.size()));
+    }
+    return out;
+  }
+  for (int64_t i = 0; i < array.length(); ++i) {
+    ARROW_ASSIGN_OR_RAISE(std::optional<Literal> value,
+                          ArrowValueToLiteral(array, i, type));
+    if (!value) continue;
+    ARROW_ASSIGN_OR_RAISE(out[i], BucketValue(type, *value, num_buckets));
+  }
+  return out;
+}
+
 }  // namespace floe::iceberg

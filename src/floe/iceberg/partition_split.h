@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <arrow/result.h>
@@ -50,5 +51,12 @@ arrow::Result<std::vector<PartitionedBatch>> SplitByPartition(
 arrow::Result<std::optional<Literal>> ArrowValueToLiteral(const arrow::Array& array,
                                                           int64_t index,
                                                           const Type& type);
+
+/// bucket[N] of every row of `array` (a column of Iceberg primitive `type` in the
+/// Arrow type ToArrowType gives it), -1 for a null. Integers, dates, times,
+/// timestamps and strings are hashed straight from the Arrow buffers (as
+/// BucketValue hashes their Literals); other types go through ArrowValueToLiteral.
+arrow::Result<std::vector<int32_t>> BucketValues(const arrow::Array& array,
+                                                 const Type& type, int32_t num_buckets);
 
 }  // namespace floe::iceberg

@@ -397,6 +397,46 @@ TEST(SplitByPartition, WrongBatchShapeIsAnError) {
       << r.status().ToString();
 }
 
+// The vectorised bucket of a column is the bucket of each of its values, for the types
+// hashed from the buffers and those that go through a Literal, nulls -1.
+TEST(BucketValues, EveryRowBucketsLikeItsLiteral) {
+  const Schema schema = AllTypesSchema();
+  const std::vector<std::string> cols = {
+      "[0, 1, 2, 3]",
+      "[true, null, false, true]",
+      "[-7, 0, null, 2147483647]",
+      "[-9000000000, 34, 1, null]",
+      "[1.5, 2, 3, 4]",
+      "[-2.25, 0, 1, 2]",
+      R"(["-12.34", "0.01", null, "99.99"])",
+      "[19783, null, 0, -1]",
+      "[3600000000, 0, null, 1]",
+      "[-1, 0, 1709251200000000, null]",
+      "[1709251200000000, null, 0, 5]",
+      R"(["héllo", "", null, "iceberg"])",
+      R"(["0123456789abcdef", null, "fedcba9876543210", "aaaaaaaaaaaaaaaa"])",
+      R"(["\u0000xy", "", null, "z"])",
+      R"(["abcd", null, "wxyz", "0000"])",
+      R"([{"x": 3}, null, null, null])",
+  };
+  const auto batch = BatchFromJson(schema, cols);
+  for (int c : {2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14}) {
+    const Type& type = *schema.fields()[c].type;
+    for (int32_t n : {1, 7, 16, 1024}) {
+      auto buckets = BucketValues(*batch->column(c), type, n);
+      ASSERT_TRUE(buckets.ok()) << buckets.status().ToString();
+      ASSERT_EQ(buckets->size(), 4u);
+      for (int64_t i = 0; i < 4; ++i) {
+        auto value = ArrowValueToLiteral(*batch->column(c), i, type);
+        ASSERT_TRUE(value.ok());
+        int32_t want = -1;
+        if (value->has_value()) want = BucketValue(type, **value, n).ValueOrDie();
+        EXPECT_EQ((*buckets)[i], want) << type.ToString() << " row " << i << " of " << n;
+      }
+    }
+  }
+}
+
 TEST(ArrowValueToLiteral, EveryPrimitiveType) {
   const Schema schema = AllTypesSchema();
   std::vector<std::string> cols = {

@@ -19,36 +19,43 @@ arrow::Result<Schema> PositionDeleteSchema() {
 arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
                                                 const PartitionTuple& partition,
                                                 std::vector<PositionDelete> rows) {
-  if (rows.empty()) return arrow::Status::Invalid("a position delete file needs rows");
+  PositionsByFile positions;
+  for (auto& row : rows) positions[row.file_path].push_back(row.pos);
+  return WritePositionDeleteFile(table, partition, std::move(positions));
+}
+
+namespace {
+
+// Rows of a position delete file built and written at once.
+constexpr int64_t kBatchRows = 65536;
+
+}  // namespace
+
+arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
+                                                const PartitionTuple& partition,
+                                                PositionsByFile positions) {
   if (partition.size() != table.spec().fields.size()) {
     return arrow::Status::Invalid("partition tuple has ", partition.size(),
                                   " values; the table's spec has ",
                                   table.spec().fields.size(), " fields");
   }
-  for (const auto& row : rows) {
-    if (row.pos < 0) {
-      return arrow::Status::Invalid("negative position ", row.pos, " in ", row.file_path);
+  int64_t total = 0;
+  for (auto it = positions.begin(); it != positions.end();) {
+    auto& list = it->second;
+    for (int64_t pos : list) {
+      if (pos < 0) {
+        return arrow::Status::Invalid("negative position ", pos, " in ", it->first);
+      }
     }
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    total += static_cast<int64_t>(list.size());
+    it = list.empty() ? positions.erase(it) : std::next(it);
   }
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  if (total == 0) return arrow::Status::Invalid("a position delete file needs rows");
 
   ARROW_ASSIGN_OR_RAISE(Schema schema, PositionDeleteSchema());
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema));
-  arrow::StringBuilder paths;
-  arrow::Int64Builder positions;
-  ARROW_RETURN_NOT_OK(paths.Reserve(static_cast<int64_t>(rows.size())));
-  ARROW_RETURN_NOT_OK(positions.Reserve(static_cast<int64_t>(rows.size())));
-  for (const auto& row : rows) {
-    ARROW_RETURN_NOT_OK(paths.Append(row.file_path));
-    ARROW_RETURN_NOT_OK(positions.Append(row.pos));
-  }
-  std::vector<std::shared_ptr<arrow::Array>> columns(2);
-  ARROW_RETURN_NOT_OK(paths.Finish(&columns[0]));
-  ARROW_RETURN_NOT_OK(positions.Finish(&columns[1]));
-  auto batch = arrow::RecordBatch::Make(arrow_schema, static_cast<int64_t>(rows.size()),
-                                        std::move(columns));
-
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, table.WriterOptions());
   options.bloom_filters.clear();  // the data columns' filters do not apply here
   std::string location = table.NewDataFileLocation(partition);
@@ -57,7 +64,27 @@ arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
   ARROW_ASSIGN_OR_RAISE(auto sink, table.io().OpenOutput(location));
   ARROW_ASSIGN_OR_RAISE(auto writer,
                         ParquetFileWriter::Open(sink, arrow_schema, std::move(options)));
-  ARROW_RETURN_NOT_OK(writer->Write(*batch));
+  // Sorted by file_path then pos, as the spec requires: the map's order, then each
+  // file's sorted positions.
+  arrow::StringBuilder paths;
+  arrow::Int64Builder pos;
+  auto flush = [&]() -> arrow::Status {
+    if (pos.length() == 0) return arrow::Status::OK();
+    std::vector<std::shared_ptr<arrow::Array>> columns(2);
+    ARROW_RETURN_NOT_OK(paths.Finish(&columns[0]));
+    ARROW_RETURN_NOT_OK(pos.Finish(&columns[1]));
+    const int64_t rows = columns[1]->length();
+    return writer->Write(
+        *arrow::RecordBatch::Make(arrow_schema, rows, std::move(columns)));
+  };
+  for (const auto& [path, list] : positions) {
+    for (int64_t p : list) {
+      ARROW_RETURN_NOT_OK(paths.Append(path));
+      ARROW_RETURN_NOT_OK(pos.Append(p));
+      if (pos.length() >= kBatchRows) ARROW_RETURN_NOT_OK(flush());
+    }
+  }
+  ARROW_RETURN_NOT_OK(flush());
   ARROW_RETURN_NOT_OK(writer->Close());
   ARROW_RETURN_NOT_OK(table.io().Sync(location));
   ARROW_ASSIGN_OR_RAISE(const DataFileMetrics* metrics, writer->metrics());
@@ -65,11 +92,9 @@ arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
                         DataFileFromMetrics(schema, *metrics, location, partition));
   file.content = DataFileContent::kPositionDeletes;
   // Readers match file_path bounds against whole data file paths: keep them whole.
-  file.lower_bounds[kDeleteFilePathFieldId] = rows.front().file_path;
-  file.upper_bounds[kDeleteFilePathFieldId] = rows.back().file_path;
-  if (rows.front().file_path == rows.back().file_path) {
-    file.referenced_data_file = rows.front().file_path;
-  }
+  file.lower_bounds[kDeleteFilePathFieldId] = positions.begin()->first;
+  file.upper_bounds[kDeleteFilePathFieldId] = positions.rbegin()->first;
+  if (positions.size() == 1) file.referenced_data_file = positions.begin()->first;
   return file;
 }
 

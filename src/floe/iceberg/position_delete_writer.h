@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,5 +31,15 @@ arrow::Result<Schema> PositionDeleteSchema();
 arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
                                                 const PartitionTuple& partition,
                                                 std::vector<PositionDelete> rows);
+
+/// Deleted positions by data file path (each file's in any order, duplicates
+/// allowed): 8 bytes a row where PositionDelete holds the path in every row.
+using PositionsByFile = std::map<std::string, std::vector<int64_t>>;
+
+/// The same, from positions by file; the rows are built and written a batch at a
+/// time, so a file of many deletes never holds every path string at once.
+arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
+                                                const PartitionTuple& partition,
+                                                PositionsByFile positions);
 
 }  // namespace floe::iceberg

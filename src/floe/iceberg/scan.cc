@@ -20,12 +20,15 @@
 
 #include "floe/common/parse.h"
 #include "floe/iceberg/arrow_compute.h"
+#include "floe/iceberg/scan_filter.h"
 
 namespace floe::iceberg {
 
 namespace {
 
 namespace cp = arrow::compute;
+using scan_internal::ColumnMap;
+using scan_internal::EvalMask;
 
 // ---- planning --------------------------------------------------------------------
 
@@ -143,117 +146,6 @@ arrow::Result<std::shared_ptr<arrow::Array>> Conform(
   return cast.make_array();
 }
 
-arrow::Result<std::shared_ptr<arrow::Scalar>> LiteralToScalar(
-    const Literal& value, const std::shared_ptr<arrow::DataType>& type) {
-  return std::visit(
-      [&](const auto& v) -> arrow::Result<std::shared_ptr<arrow::Scalar>> {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, Decimal>) {
-          const auto u = static_cast<unsigned __int128>(v.unscaled);
-          arrow::Decimal128 d(static_cast<int64_t>(u >> 64), static_cast<uint64_t>(u));
-          return std::make_shared<arrow::Decimal128Scalar>(d, type);
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          return std::make_shared<arrow::StringScalar>(v);
-        } else if constexpr (std::is_same_v<T, Bytes>) {
-          auto buf = arrow::Buffer::FromString(std::string(v.begin(), v.end()));
-          if (type->id() == arrow::Type::FIXED_SIZE_BINARY) {
-            return std::make_shared<arrow::FixedSizeBinaryScalar>(buf, type);
-          }
-          return std::make_shared<arrow::BinaryScalar>(buf);
-        } else if constexpr (std::is_same_v<T, Uuid>) {
-          auto buf =
-              arrow::Buffer::FromString(std::string(v.bytes.begin(), v.bytes.end()));
-          return std::make_shared<arrow::FixedSizeBinaryScalar>(buf, type);
-        } else {
-          return arrow::MakeScalar(type, v);
-        }
-      },
-      value);
-}
-
-using ColumnMap = std::map<int32_t, std::shared_ptr<arrow::Array>>;
-
-arrow::Result<arrow::Datum> EvalMask(const ExpressionPtr& e, const ColumnMap& cols,
-                                     int64_t rows) {
-  switch (e->op()) {
-    case ExpressionOp::kTrue:
-    case ExpressionOp::kFalse: {
-      ARROW_ASSIGN_OR_RAISE(
-          auto a, arrow::MakeArrayFromScalar(
-                      arrow::BooleanScalar(e->op() == ExpressionOp::kTrue), rows));
-      return arrow::Datum(a);
-    }
-    case ExpressionOp::kAnd:
-    case ExpressionOp::kOr: {
-      ARROW_ASSIGN_OR_RAISE(auto l, EvalMask(e->left(), cols, rows));
-      ARROW_ASSIGN_OR_RAISE(auto r, EvalMask(e->right(), cols, rows));
-      return cp::CallFunction(e->op() == ExpressionOp::kAnd ? "and_kleene" : "or_kleene",
-                              {l, r});
-    }
-    case ExpressionOp::kNot:
-      return arrow::Status::Invalid("row filters must be bound (no NOT)");
-    default:
-      break;
-  }
-  auto it = cols.find(e->field_id());
-  if (it == cols.end()) {
-    return arrow::Status::Invalid("filter column ", e->column(), " was not read");
-  }
-  const arrow::Datum col(it->second);
-  const auto& type = it->second->type();
-  switch (e->op()) {
-    case ExpressionOp::kIsNull:
-      return cp::CallFunction("is_null", {col});
-    case ExpressionOp::kNotNull:
-      return cp::CallFunction("is_valid", {col});
-    case ExpressionOp::kIn:
-    case ExpressionOp::kNotIn: {
-      ARROW_ASSIGN_OR_RAISE(auto builder, arrow::MakeBuilder(type));
-      for (const Literal& v : e->literals()) {
-        ARROW_ASSIGN_OR_RAISE(auto s, LiteralToScalar(v, type));
-        ARROW_RETURN_NOT_OK(builder->AppendScalar(*s));
-      }
-      ARROW_ASSIGN_OR_RAISE(auto set, builder->Finish());
-      cp::SetLookupOptions options(set);
-      ARROW_ASSIGN_OR_RAISE(auto in, cp::CallFunction("is_in", {col}, &options));
-      if (e->op() == ExpressionOp::kIn) {
-        // is_in says false for null; SQL says unknown. Either way the row goes.
-        return in;
-      }
-      ARROW_ASSIGN_OR_RAISE(auto not_in, cp::CallFunction("invert", {in}));
-      ARROW_ASSIGN_OR_RAISE(auto valid, cp::CallFunction("is_valid", {col}));
-      return cp::CallFunction("and_kleene", {valid, not_in});
-    }
-    default:
-      break;
-  }
-  const char* fn = nullptr;
-  switch (e->op()) {
-    case ExpressionOp::kEq:
-      fn = "equal";
-      break;
-    case ExpressionOp::kNotEq:
-      fn = "not_equal";
-      break;
-    case ExpressionOp::kLt:
-      fn = "less";
-      break;
-    case ExpressionOp::kLtEq:
-      fn = "less_equal";
-      break;
-    case ExpressionOp::kGt:
-      fn = "greater";
-      break;
-    case ExpressionOp::kGtEq:
-      fn = "greater_equal";
-      break;
-    default:
-      return arrow::Status::Invalid("unexpected predicate ", e->ToString());
-  }
-  ARROW_ASSIGN_OR_RAISE(auto scalar, LiteralToScalar(e->literals()[0], type));
-  return cp::CallFunction(fn, {col, arrow::Datum(scalar)});
-}
-
 // Appends a self-delimiting encoding of row `i` of `array` to `key`: equal values
 // (and two nulls) give equal bytes.
 void AppendKey(const arrow::Array& array, int64_t i, std::string* key) {
@@ -347,11 +239,9 @@ arrow::Result<EqualityDeleteSet> ReadEqualityDeletes(FileIO& io, const DataFile&
 // schema's types, deletes and the row filter applied.
 class TaskReader {
  public:
-  static arrow::Result<std::unique_ptr<TaskReader>> Open(FileIO& io,
-                                                         const FileScanTask& task,
-                                                         const Schema& schema,
-                                                         const Schema& projection,
-                                                         const ExpressionPtr& filter) {
+  static arrow::Result<std::unique_ptr<TaskReader>> Open(
+      FileIO& io, const FileScanTask& task, const Schema& schema,
+      const Schema& projection, const ExpressionPtr& filter, int64_t batch_rows = 0) {
     ARROW_RETURN_NOT_OK(EnsureComputeInitialized());
     const std::string& format = task.data_file.file_format;
     if (format != "PARQUET" && format != "parquet") {
@@ -385,9 +275,24 @@ class TaskReader {
     }
 
     ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(r->path_));
+    r->batch_rows_ = batch_rows;
     try {
-      ARROW_ASSIGN_OR_RAISE(
-          r->reader_, parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+      if (batch_rows > 0) {
+        // Bounded: column chunks streamed through a buffer, rows decoded a batch at a
+        // time.
+        parquet::ReaderProperties properties;
+        properties.enable_buffered_stream();
+        properties.set_buffer_size(int64_t{1} << 20);
+        parquet::ArrowReaderProperties arrow_properties;
+        arrow_properties.set_batch_size(batch_rows);
+        parquet::arrow::FileReaderBuilder builder;
+        ARROW_RETURN_NOT_OK(builder.Open(input, properties));
+        builder.memory_pool(arrow::default_memory_pool())->properties(arrow_properties);
+        ARROW_ASSIGN_OR_RAISE(r->reader_, builder.Build());
+      } else {
+        ARROW_ASSIGN_OR_RAISE(
+            r->reader_, parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+      }
       for (const auto& f : r->reader_->manifest().schema_fields) {
         std::optional<int32_t> id = FieldIdOf(*f.field);
         if (!id || wanted.count(*id) == 0) continue;
@@ -401,17 +306,32 @@ class TaskReader {
     return r;
   }
 
-  /// The next row group's rows that survive deletes and the filter, or null at the
-  /// end.
+  /// The next row group's rows (or, reading in batches, the next batch of them) that
+  /// survive deletes and the filter, or null at the end.
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Next() {
-    if (row_group_ >= num_row_groups_) return nullptr;
-    const int rg = row_group_++;
     int64_t rows = 0;
     std::shared_ptr<arrow::Table> table;
     try {
-      rows = reader_->parquet_reader()->metadata()->RowGroup(rg)->num_rows();
-      if (!file_ids_.empty()) {
-        ARROW_ASSIGN_OR_RAISE(table, reader_->ReadRowGroup(rg, leaves_));
+      if (batch_rows_ > 0 && !file_ids_.empty()) {
+        std::shared_ptr<arrow::RecordBatch> batch;
+        while (batch == nullptr) {
+          if (row_group_reader_ == nullptr) {
+            if (row_group_ >= num_row_groups_) return nullptr;
+            ARROW_ASSIGN_OR_RAISE(row_group_reader_,
+                                  reader_->GetRecordBatchReader({row_group_++}, leaves_));
+          }
+          ARROW_RETURN_NOT_OK(row_group_reader_->ReadNext(&batch));
+          if (batch == nullptr) row_group_reader_.reset();
+        }
+        rows = batch->num_rows();
+        ARROW_ASSIGN_OR_RAISE(table, arrow::Table::FromRecordBatches({batch}));
+      } else {
+        if (row_group_ >= num_row_groups_) return nullptr;
+        const int rg = row_group_++;
+        rows = reader_->parquet_reader()->metadata()->RowGroup(rg)->num_rows();
+        if (!file_ids_.empty()) {
+          ARROW_ASSIGN_OR_RAISE(table, reader_->ReadRowGroup(rg, leaves_));
+        }
       }
     } catch (const parquet::ParquetException& e) {
       return arrow::Status::IOError("reading ", path_, ": ", e.what());
@@ -493,12 +413,16 @@ class TaskReader {
   std::shared_ptr<arrow::Schema> output_schema_;
   std::map<int32_t, std::shared_ptr<arrow::DataType>> types_;
   std::unique_ptr<parquet::arrow::FileReader> reader_;
+  /// Rows per batch (0: a row group per batch), and the reader of the row group
+  /// being read in batches.
+  int64_t batch_rows_ = 0;
+  std::unique_ptr<arrow::RecordBatchReader> row_group_reader_;
   std::vector<int> leaves_;
   /// Field ids of the top-level file columns read, in file order.
   std::vector<int32_t> file_ids_;
   int num_row_groups_ = 0;
   int row_group_ = 0;
-  /// Position in the file of the next row group's first row.
+  /// Position in the file of the next batch's first row.
   int64_t position_ = 0;
   /// Sorted positions deleted by the position delete files.
   std::vector<int64_t> deleted_;
@@ -724,6 +648,19 @@ arrow::Result<ScanPlan> PlanScan(const TableMetadata& metadata, FileIO& io,
 
 arrow::Result<ScanPlan> PlanScan(const Table& table, const ScanOptions& options) {
   return PlanScan(table.metadata(), table.io(), options);
+}
+
+arrow::Status ReadFileScanTaskInBatches(
+    FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
+    const ExpressionPtr& filter, int64_t batch_rows,
+    const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each) {
+  ARROW_ASSIGN_OR_RAISE(
+      auto reader, TaskReader::Open(io, task, schema, projection, filter, batch_rows));
+  while (true) {
+    ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
+    if (batch == nullptr) return arrow::Status::OK();
+    if (batch->num_rows() > 0) ARROW_RETURN_NOT_OK(each(std::move(batch)));
+  }
 }
 
 arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadFileScanTask(

@@ -8,9 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,14 @@ void AssignDeleteFiles(const std::vector<DeleteFileEntry>& deletes,
 arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadFileScanTask(
     FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
     const ExpressionPtr& filter);
+
+/// Reads one planned file like ReadFileScanTask, handing `each` batches of at most
+/// `batch_rows` rows as they are decoded (column chunks streamed through a bounded
+/// buffer), so the memory it takes does not grow with the file's row groups.
+arrow::Status ReadFileScanTaskInBatches(
+    FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
+    const ExpressionPtr& filter, int64_t batch_rows,
+    const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each);
 
 /// Reads a planned scan lazily, one data file at a time.
 /// REQUIRES: `io` outlives the reader.

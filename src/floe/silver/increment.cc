@@ -41,6 +41,14 @@ int64_t BytesOf(const arrow::RecordBatch& batch) {
   return size.ok() ? *size : 0;
 }
 
+// Rows per batch read from a Bronze file: about an eighth of a slice, from the
+// file's bytes per row (times 4: Parquet's encoding and compression undone).
+int64_t BatchRows(const ice::DataFile& file, int64_t slice_bytes) {
+  const int64_t per_row = std::max<int64_t>(
+      1, 4 * file.file_size_in_bytes / std::max<int64_t>(1, file.record_count));
+  return std::clamp<int64_t>(slice_bytes / 8 / per_row, 1024, 65536);
+}
+
 // A position in Bronze's total order.
 using Position = std::pair<int64_t, int32_t>;
 
@@ -87,6 +95,8 @@ class Increment::Spill {
     spill->writers_.resize(partitions);
     spill->outputs_.resize(partitions);
     spill->options_ = arrow::ipc::IpcWriteOptions::Defaults();
+    // Small messages: compressing them on the pool's threads costs more than it saves.
+    spill->options_.use_threads = false;
     if (arrow::util::Codec::IsAvailable(arrow::Compression::LZ4_FRAME)) {
       ARROW_ASSIGN_OR_RAISE(spill->options_.codec,
                             arrow::util::Codec::Create(arrow::Compression::LZ4_FRAME));
@@ -124,7 +134,12 @@ class Increment::Spill {
       return arrow::Status::OK();
     }
     ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(PathOf(partition)));
-    ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchStreamReader::Open(input));
+    // One thread: decompressing on the pool's threads spreads the slice over their
+    // malloc arenas, which keep it after it is freed.
+    auto read_options = arrow::ipc::IpcReadOptions::Defaults();
+    read_options.use_threads = false;
+    ARROW_ASSIGN_OR_RAISE(auto reader,
+                          arrow::ipc::RecordBatchStreamReader::Open(input, read_options));
     while (true) {
       ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
       if (batch == nullptr) break;
@@ -174,26 +189,28 @@ class IncrementReader {
       if (in_memory_bytes_ <= options_.slice_bytes) return arrow::Status::OK();
       return StartSpill();
     }
-    return SpillBatch(batch);
+    // Batches are gathered into chunks of half a slice before they are partitioned:
+    // each partition's share of a chunk is one write.
+    in_memory_.push_back(std::move(batch));
+    in_memory_bytes_ += bytes;
+    if (in_memory_bytes_ < options_.slice_bytes / 2) return arrow::Status::OK();
+    return SpillHeld();
   }
 
   // The rows' partition numbers in the spill.
   arrow::Result<std::vector<int32_t>> PartitionsOf(
       const arrow::RecordBatch& batch) const {
-    std::vector<int32_t> out(batch.num_rows(), 0);
     auto keys = batch.GetColumnByName(key_column_);
     if (keys == nullptr) {
       return arrow::Status::Invalid("the changes have no column `", key_column_, "`");
     }
     const bool by_partitions = pow2_;
     const int32_t modulus = by_partitions ? partitions_ : options_.silver_buckets;
-    for (int64_t i = 0; i < batch.num_rows(); ++i) {
-      ARROW_ASSIGN_OR_RAISE(std::optional<ice::Literal> value,
-                            ice::ArrowValueToLiteral(*keys, i, *key_type_));
-      if (!value) continue;
-      ARROW_ASSIGN_OR_RAISE(int32_t bucket,
-                            ice::BucketValue(*key_type_, *value, modulus));
-      out[i] = by_partitions ? bucket : bucket % partitions_;
+    ARROW_ASSIGN_OR_RAISE(std::vector<int32_t> out,
+                          ice::BucketValues(*keys, *key_type_, modulus));
+    for (int32_t& p : out) {
+      if (p < 0) p = 0;  // a null key: any partition holds it
+      if (!by_partitions) p %= partitions_;
     }
     return out;
   }
@@ -257,8 +274,9 @@ class IncrementReader {
   }
 
   arrow::Status Finish() {
-    if (spill_ != nullptr) ARROW_RETURN_NOT_OK(spill_->Finish());
-    return arrow::Status::OK();
+    if (spill_ == nullptr) return arrow::Status::OK();
+    ARROW_RETURN_NOT_OK(SpillHeld());
+    return spill_->Finish();
   }
 
   const std::map<Position, int32_t>& unresolved() const { return unresolved_; }
@@ -316,8 +334,8 @@ class IncrementReader {
     const double per_row =
         static_cast<double>(bytes_) / static_cast<double>(std::max<int64_t>(1, rows_));
     const double total = per_row * static_cast<double>(std::max(planned_rows_, rows_));
-    // Partitions of about a quarter of a slice, so slices can be packed evenly.
-    const double wanted = 4.0 * total / static_cast<double>(options_.slice_bytes);
+    // Partitions of about half a slice, so slices can be packed evenly.
+    const double wanted = 2.0 * total / static_cast<double>(options_.slice_bytes);
     partitions_ = 2;
     while (partitions_ < kMaxPartitions && partitions_ < wanted) partitions_ *= 2;
     pow2_ = options_.silver_buckets == 0 || IsPowerOfTwo(options_.silver_buckets);
@@ -327,14 +345,18 @@ class IncrementReader {
         spill_, Increment::Spill::Make(options_.spill_parent, partitions_, schema_));
     spdlog::debug("spilling a Silver increment of about {} bytes into {} partitions",
                   static_cast<int64_t>(total), partitions_);
+    return SpillHeld();
+  }
+
+  // The batches held, as one chunk, to the spill.
+  arrow::Status SpillHeld() {
+    if (in_memory_.empty()) return arrow::Status::OK();
     std::vector<std::shared_ptr<arrow::RecordBatch>> held;
     held.swap(in_memory_);
     in_memory_bytes_ = 0;
-    for (auto& batch : held) {
-      ARROW_RETURN_NOT_OK(SpillBatch(batch));
-      batch.reset();
-    }
-    return arrow::Status::OK();
+    ARROW_ASSIGN_OR_RAISE(auto chunk, arrow::ConcatenateRecordBatches(held));
+    held.clear();
+    return SpillBatch(chunk);
   }
 
   // One reordering of the batch by partition, then each partition's rows (a
@@ -406,10 +428,13 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
   IncrementReader reader(options, key_column, key_field->type, planned_rows);
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ice::ToArrowSchema(*plan.projection));
   for (const ice::FileScanTask& task : plan.tasks) {
-    ARROW_ASSIGN_OR_RAISE(
-        auto batches,
-        ice::ReadFileScanTask(io, task, *plan.schema, *plan.projection, plan.filter));
-    for (auto& batch : batches) ARROW_RETURN_NOT_OK(reader.Add(std::move(batch)));
+    ARROW_RETURN_NOT_OK(ice::ReadFileScanTaskInBatches(
+        io, task, *plan.schema, *plan.projection, plan.filter,
+        BatchRows(task.data_file, options.slice_bytes),
+        [&](std::shared_ptr<arrow::RecordBatch> batch) {
+          return reader.Add(std::move(batch));
+        }));
+    arrow::default_memory_pool()->ReleaseUnused();
   }
   ARROW_RETURN_NOT_OK(reader.Finish());
   if (reader.spill_ != nullptr && !reader.unresolved().empty()) {

@@ -423,7 +423,8 @@ enum class SilverState { kReady, kRebuilding, kUpToDate };
 // Brings an existing Silver table in line with Bronze before a plan: a key changed
 // while Bronze was copied again since drops it (kRebuilding: the next plan backfills
 // it), a key column renamed follows, the schema evolves and the pipeline file's
-// properties are set; kUpToDate when its watermark reached Bronze's commit LSN.
+// properties are set; kUpToDate (and so `stats`) when its watermark reached Bronze's
+// commit LSN.
 arrow::Result<SilverState> PrepareSilver(ice::Catalog* catalog, ice::Table* silver,
                                          const ice::TableMetadata& bronze,
                                          ice::FileIO& bronze_io,
@@ -504,6 +505,8 @@ arrow::Result<SilverState> PrepareSilver(ice::Catalog* catalog, ice::Table* silv
           silver_id.ToString(), Lsn(watermark).ToString(),
           Lsn(bronze_lsn).ToString());
     }
+    stats->outcome = MergeOutcome::kUpToDate;
+    stats->from_lsn = watermark;
     return SilverState::kUpToDate;
   }
   return SilverState::kReady;
@@ -574,6 +577,58 @@ void StartCounting(IoCounter* bronze_read, IoCounter* silver_read,
   stats->slices = 1;
 }
 
+// The merge's FileIOs, counting the Parquet bytes read from Bronze, read from Silver
+// and written to Silver.
+struct MergeIo {
+  explicit MergeIo(const std::shared_ptr<ice::FileIO>& base)
+      : bronze(std::make_shared<CountingFileIO>(base, &bronze_read, nullptr)),
+        silver(std::make_shared<CountingFileIO>(base, &silver_read, &silver_written)) {}
+  IoCounter bronze_read;
+  IoCounter silver_read;
+  IoCounter silver_written;
+  std::shared_ptr<ice::FileIO> bronze;
+  std::shared_ptr<ice::FileIO> silver;
+};
+
+// The changes lower < cdc_commit_lsn <= upper of `bronze`, in memory when they fit the
+// merge's memory share, else spilled by the bucket of the first key column.
+arrow::Result<std::unique_ptr<Increment>> ReadIncrement(const ice::TableMetadata& bronze,
+                                                        ice::FileIO& bronze_io,
+                                                        uint64_t lower, uint64_t upper,
+                                                        const MergeColumns& columns,
+                                                        const ice::Table* silver,
+                                                        const MergeOptions& options) {
+  ARROW_ASSIGN_OR_RAISE(const std::vector<std::string> bronze_columns,
+                        merge_internal::BronzeColumnsOf(bronze));
+  IncrementOptions read;
+  read.slice_bytes =
+      options.slice_bytes > 0 ? options.slice_bytes : SliceBytes(options.memory_limit);
+  read.spill_parent = options.spill_dir;
+  read.silver_buckets = silver != nullptr ? SilverBuckets(*silver) : 0;
+  return Increment::Read(bronze, bronze_io, lower, upper, bronze_columns,
+                         columns.bronze_names[columns.key_columns[0]], read);
+}
+
+// Writes a plan's files: from the changes folded in memory, or a slice at a time.
+arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& planned,
+                             ice::FileIO& io, const Increment& increment,
+                             const Changes& changes, const FoldResult& fold,
+                             const MergeColumns& columns,
+                             const std::vector<std::string>& key, bool silver_has_rows,
+                             bool copy_on_write, MergeFiles* files,
+                             std::set<std::string>* referenced, bool* truncated,
+                             MergeStats* stats) {
+  if (increment.spilled()) {
+    return WriteSlices(silver, planned, io, increment, columns, key, silver_has_rows,
+                       copy_on_write, files, referenced, truncated, stats);
+  }
+  ARROW_ASSIGN_OR_RAISE(SilverDeletes found,
+                        WritePlan(silver, planned, io, changes, fold, columns.key_columns,
+                                  key, silver_has_rows, copy_on_write, files, stats));
+  *referenced = std::move(found.referenced);
+  return arrow::Status::OK();
+}
+
 // Why a merge gave up: every plan lost its race or met a retryable failure (a full
 // disk, a failing catalog): says what the last attempt met, keeping its kind (the
 // next pass tries again).
@@ -600,15 +655,10 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                                      const MergeOptions& options) {
   ARROW_RETURN_NOT_OK(EnsureCompute());
   MergeStats stats;
-  // Parquet bytes read from Bronze, read from Silver, written to Silver (declared
-  // before the FileIOs and tables that count into them, so they outlive them).
-  IoCounter bronze_read;
-  IoCounter silver_read;
-  IoCounter silver_written;
-  const std::shared_ptr<ice::FileIO> bronze_io =
-      std::make_shared<CountingFileIO>(base_io, &bronze_read, nullptr);
-  const std::shared_ptr<ice::FileIO> io =
-      std::make_shared<CountingFileIO>(base_io, &silver_read, &silver_written);
+  // Declared before the tables that count into it, so that it outlives them.
+  MergeIo counted(base_io);
+  const std::shared_ptr<ice::FileIO>& bronze_io = counted.bronze;
+  const std::shared_ptr<ice::FileIO>& io = counted.silver;
   ARROW_ASSIGN_OR_RAISE(auto bronze_table,
                         ice::Table::Load(catalog, bronze_io, bronze_id));
   // The one Bronze snapshot this merge reads: its rows and its commit LSN.
@@ -629,14 +679,14 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   const uint64_t bronze_lsn = lake::CommittedLsnOf(bronze).value();
   stats.to_lsn = bronze_lsn;
 
-  ARROW_ASSIGN_OR_RAISE(const std::vector<std::string> bronze_columns,
-                        merge_internal::BronzeColumnsOf(bronze));
   std::unique_ptr<Increment> increment;  // the changes above increment_from
   uint64_t increment_from = 0;
+  int64_t increment_bronze_bytes = 0;  // the Bronze bytes reading it took
   arrow::Status last_lost;  // why the last plan could not commit
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     stats.attempts = attempt;
-    StartCounting(&bronze_read, &silver_read, &silver_written, &stats);
+    StartCounting(&counted.bronze_read, &counted.silver_read, &counted.silver_written,
+                  &stats);
     ARROW_ASSIGN_OR_RAISE(std::unique_ptr<ice::Table> silver,
                           LoadSilver(catalog, io, silver_id));
 
@@ -649,11 +699,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                         key, bronze_lsn, options, &stats));
       if (state == SilverState::kRebuilding) continue;
       watermark = SilverWatermark(silver->metadata());
-      if (state == SilverState::kUpToDate) {
-        stats.outcome = MergeOutcome::kUpToDate;
-        stats.from_lsn = watermark;
-        return stats;
-      }
+      if (state == SilverState::kUpToDate) return stats;
     }
     stats.from_lsn = watermark;
 
@@ -663,16 +709,11 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
     if (increment == nullptr || increment_from != watermark) {
       increment.reset();
-      IncrementOptions read;
-      read.slice_bytes = options.slice_bytes > 0 ? options.slice_bytes
-                                                 : SliceBytes(options.memory_limit);
-      read.spill_parent = options.spill_dir;
-      read.silver_buckets = silver != nullptr ? SilverBuckets(*silver) : 0;
       ARROW_ASSIGN_OR_RAISE(
-          increment,
-          Increment::Read(bronze, *bronze_io, watermark, bronze_lsn, bronze_columns,
-                          columns.bronze_names[columns.key_columns[0]], read));
+          increment, ReadIncrement(bronze, *bronze_io, watermark, bronze_lsn, columns,
+                                   silver.get(), options));
       increment_from = watermark;
+      increment_bronze_bytes = counted.bronze_read.bytes;
     }
     stats.increment_bytes = increment->bytes();
     Changes changes;
@@ -695,9 +736,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       }
       silver = std::move(*created);
     }
-    if (stats.buckets == 0 && !silver->spec().fields.empty()) {
-      stats.buckets = silver->spec().fields[0].transform.param();
-    }
+    if (stats.buckets == 0) stats.buckets = SilverBuckets(*silver);
 
     // Everything below is planned from this Silver snapshot, and the commit lands only
     // on it (one attempt: a concurrent commit makes the catalog's compare-and-swap
@@ -707,20 +746,12 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     MergeFiles files;
     std::set<std::string> referenced;
     bool truncated = fold.truncated;
-    if (increment->spilled()) {
-      ARROW_RETURN_NOT_OK(WriteSlices(*silver, planned, *io, *increment, columns, key,
-                                      silver_has_rows, options.copy_on_write, &files,
-                                      &referenced, &truncated, &stats));
-    } else {
-      ARROW_ASSIGN_OR_RAISE(
-          SilverDeletes found,
-          WritePlan(*silver, planned, *io, changes, fold, columns.key_columns, key,
-                    silver_has_rows, options.copy_on_write, &files, &stats));
-      referenced = std::move(found.referenced);
-    }
-    stats.bronze_bytes_read = bronze_read.bytes;
-    stats.silver_bytes_read = silver_read.bytes;
-    stats.bytes_written = silver_written.bytes;
+    ARROW_RETURN_NOT_OK(WriteIncrement(
+        *silver, planned, *io, *increment, changes, fold, columns, key, silver_has_rows,
+        options.copy_on_write, &files, &referenced, &truncated, &stats));
+    stats.bronze_bytes_read = increment_bronze_bytes + counted.bronze_read.bytes;
+    stats.silver_bytes_read = counted.silver_read.bytes;
+    stats.bytes_written = counted.silver_written.bytes;
 
     const arrow::Status committed =
         CommitPlan(*silver, *io, planned_snapshot, truncated, silver_has_rows, files,

@@ -83,7 +83,7 @@ inline constexpr int64_t kDefaultMemoryLimit = int64_t{512} << 20;
 inline constexpr int64_t kWorkingSetFactor = 8;
 /// The memory a merge needs beside its slice whatever the slice's size (manifests,
 /// Parquet writers, the program itself).
-inline constexpr int64_t kFixedWorkingSet = int64_t{24} << 20;
+inline constexpr int64_t kFixedWorkingSet = int64_t{48} << 20;
 
 struct MergeOptions {
   /// The merge key declared in the pipeline file (silver.keys); unset uses Bronze's

@@ -31,7 +31,9 @@ arrow::Status WriteMergeDeletes(ice::Table& silver, std::optional<int64_t> plann
     return arrow::Status::OK();
   }
   for (const auto& [where, entry] : deletes) {
-    stats->position_deletes += static_cast<int64_t>(entry.second.size());
+    for (const auto& [path, positions] : entry.second) {
+      stats->position_deletes += static_cast<int64_t>(positions.size());
+    }
     ARROW_ASSIGN_OR_RAISE(ice::DataFile file, ice::WritePositionDeleteFile(
                                                   silver, entry.first, entry.second));
     files->written.push_back(file);

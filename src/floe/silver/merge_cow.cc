@@ -59,16 +59,17 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> ReadWithout(
 // from when the table was merge-on-read may cover several data files of a bucket),
 // so that every such delete file can be removed: after a copy-on-write merge no
 // delete file refers to a live row the merge did not rewrite.
-arrow::Result<CowRewrite> RewriteForCopyOnWrite(
-    ice::Table& silver, std::optional<int64_t> snapshot_id,
-    const std::map<std::string,
-                   std::pair<ice::PartitionTuple, std::vector<ice::PositionDelete>>>&
-        deletes,
-    MergeStats* stats) {
+arrow::Result<CowRewrite> RewriteForCopyOnWrite(ice::Table& silver,
+                                                std::optional<int64_t> snapshot_id,
+                                                const RowsByPartition& deletes,
+                                                MergeStats* stats) {
   CowRewrite out;
   std::map<std::string, std::vector<int64_t>> drop;
   for (const auto& [where, entry] : deletes) {
-    for (const ice::PositionDelete& r : entry.second) drop[r.file_path].push_back(r.pos);
+    for (const auto& [path, positions] : entry.second) {
+      auto& into = drop[path];
+      into.insert(into.end(), positions.begin(), positions.end());
+    }
   }
   if (drop.empty()) return out;
   ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles(snapshot_id));

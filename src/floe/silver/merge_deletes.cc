@@ -271,7 +271,7 @@ arrow::Result<SilverDeletes> FindSilverDeletes(const ice::Table& silver,
         ice::PartitionPath(spec, silver.schema(), task.data_file.partition);
     auto& entry = out.by_partition[where];
     entry.first = task.data_file.partition;
-    for (auto& d : found) entry.second.push_back(std::move(d));
+    for (const auto& d : found) entry.second[d.file_path].push_back(d.pos);
   }
   stats->row_groups_read += scan_stats.row_groups_read;
   stats->row_groups_skipped_stats += scan_stats.row_groups_skipped_stats;

@@ -21,6 +21,7 @@
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/manifest.h"
 #include "floe/iceberg/position_delete.h"
+#include "floe/iceberg/position_delete_writer.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
 #include "floe/silver/fold.h"
@@ -48,10 +49,10 @@ arrow::Status EvolveSilver(iceberg::Table* silver, const iceberg::TableMetadata&
 
 // --- merge_deletes.cc
 
-/// The Silver rows a merge deletes, by partition ("<spec id>/<partition path>").
+/// The Silver rows a merge deletes, by partition ("<spec id>/<partition path>"):
+/// positions by data file.
 using RowsByPartition =
-    std::map<std::string,
-             std::pair<iceberg::PartitionTuple, std::vector<iceberg::PositionDelete>>>;
+    std::map<std::string, std::pair<iceberg::PartitionTuple, iceberg::PositionsByFile>>;
 
 struct SilverDeletes {
   RowsByPartition by_partition;

@@ -119,13 +119,43 @@ class DeletesDone {
   std::vector<int> slice_of_;
 };
 
+// The deletes slices found and not yet written.
+struct PendingDeletes {
+  RowsByPartition by_partition;
+
+  void Add(RowsByPartition found) {
+    for (auto& [where, entry] : found) {
+      auto& into = by_partition[where];
+      into.first = std::move(entry.first);
+      for (auto& [path, positions] : entry.second) {
+        auto& list = into.second[path];
+        list.insert(list.end(), positions.begin(), positions.end());
+      }
+    }
+  }
+
+  // Takes the partitions `done` says are complete.
+  template <typename Done>
+  RowsByPartition Take(const Done& done) {
+    RowsByPartition out;
+    for (auto it = by_partition.begin(); it != by_partition.end();) {
+      if (done(it->first, it->second.first)) {
+        out.insert(by_partition.extract(it++));
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+};
+
 // One slice: folded, its Silver rows found, its upserts written; its deletes added to
 // `pending`.
 arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
                          ice::FileIO& io, const arrow::Table& rows,
                          const MergeColumns& columns, const std::vector<std::string>& key,
                          bool silver_has_rows, MergeFiles* files,
-                         std::set<std::string>* referenced, RowsByPartition* pending,
+                         std::set<std::string>* referenced, PendingDeletes* pending,
                          bool* truncated, MergeStats* stats) {
   Changes changes;
   ARROW_ASSIGN_OR_RAISE(
@@ -146,12 +176,7 @@ arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
   files->written.insert(files->written.end(), data.begin(), data.end());
   files->data.insert(files->data.end(), data.begin(), data.end());
   referenced->insert(found.referenced.begin(), found.referenced.end());
-  for (auto& [where, entry] : found.by_partition) {
-    auto& into = (*pending)[where];
-    into.first = entry.first;
-    into.second.insert(into.second.end(), std::make_move_iterator(entry.second.begin()),
-                       std::make_move_iterator(entry.second.end()));
-  }
+  pending->Add(std::move(found.by_partition));
   return arrow::Status::OK();
 }
 
@@ -167,7 +192,7 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
   const std::vector<Slice> slices = increment.PlanSlices(SilverBuckets(silver));
   const DeletesDone done(silver, increment, slices);
   stats->slices = static_cast<int32_t>(slices.size());
-  RowsByPartition pending;
+  PendingDeletes pending;
   arrow::Status status;
   for (size_t s = 0; s < slices.size() && status.ok(); ++s) {
     status = [&]() -> arrow::Status {
@@ -177,23 +202,23 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
                         referenced, &pending, truncated, stats);
     }();
     if (!status.ok()) break;
+    // What the slice freed goes back to the system, not to the allocator's caches.
+    arrow::default_memory_pool()->ReleaseUnused();
     // The deletes of partitions no later slice adds to, written now.
-    RowsByPartition ready;
-    for (auto it = pending.begin(); it != pending.end();) {
-      if (done.DoneAfter(it->first, it->second.first) <= static_cast<int>(s)) {
-        ready.insert(pending.extract(it++));
-      } else {
-        ++it;
-      }
-    }
+    const RowsByPartition ready =
+        pending.Take([&](const std::string& where, const ice::PartitionTuple& tuple) {
+          return done.DoneAfter(where, tuple) <= static_cast<int>(s);
+        });
     if (!ready.empty()) {
       status = WriteMergeDeletes(silver, planned.current_snapshot_id, ready,
                                  copy_on_write, files, stats);
     }
   }
-  if (status.ok() && !pending.empty()) {
-    status = WriteMergeDeletes(silver, planned.current_snapshot_id, pending,
-                               copy_on_write, files, stats);
+  if (status.ok() && !pending.by_partition.empty()) {
+    status = WriteMergeDeletes(
+        silver, planned.current_snapshot_id,
+        pending.Take([](const std::string&, const ice::PartitionTuple&) { return true; }),
+        copy_on_write, files, stats);
   }
   if (!status.ok()) {
     DeleteFiles(io, files->written);

@@ -226,6 +226,10 @@ std::string Describe(const MergeStats& s) {
             std::to_string(s.rewrite_rows_copied) + " copied), " +
             std::to_string(s.delete_files_removed) + " delete files removed";
   }
+  if (s.slices > 1) {
+    text += "; " + std::to_string(s.increment_bytes) + " bytes of changes spilled and " +
+            "merged in " + std::to_string(s.slices) + " slices";
+  }
   if (s.truncated) text += ", truncated";
   if (s.attempts > 1) text += ", " + std::to_string(s.attempts) + " plans";
   return text;
@@ -245,9 +249,15 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
   std::vector<arrow::Result<TableJob>> jobs;
   ProgressReporter progress("silver", "Bronze rows", options.progress);
   int64_t tables_done = 0;
+  const int threads = std::max(
+      1, std::min<int>(config.silver.concurrency, static_cast<int>(tables.size())));
   for (const auto& bronze : tables) {
     jobs.push_back(JobFor(catalog, io, config, bronze));
-    if (jobs.back().ok()) progress.AddTotal(jobs.back()->pending_rows);
+    if (!jobs.back().ok()) continue;
+    progress.AddTotal(jobs.back()->pending_rows);
+    // silver.memory_limit is shared by the merges running at once.
+    jobs.back()->options.memory_limit = config.silver.memory_limit / threads;
+    jobs.back()->options.spill_dir = config.silver.spill_dir;
   }
   progress.SetDetail("0/" + std::to_string(tables.size()) + " tables");
   std::mutex mu;
@@ -337,8 +347,6 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       }
     }
   };
-  const int threads = std::max(
-      1, std::min<int>(config.silver.concurrency, static_cast<int>(tables.size())));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();

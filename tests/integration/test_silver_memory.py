@@ -1,0 +1,112 @@
+"""`floe silver` within `silver.memory_limit` (docs/silver.md "Memory"), end to end:
+a Bronze table from `floe run` on a real PostgreSQL, backfilled into Silver and then
+merged with an increment several times larger than a 64 MiB limit. Each `floe
+silver` runs alone and its peak RSS (the kernel's, from wait4) must stay under the
+limit plus a fixed allowance; its log must say the changes were spilled and merged
+in slices; and Silver, read by PyIceberg and DuckDB, must equal the source table."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+
+from floerun import floe  # noqa: F401
+from oracle import check_silver
+
+SERVICE = "svc"
+LIMIT = 64 << 20
+# What a merge may use beside its slices' working set: the program, its libraries,
+# manifests, Parquet writers (see kFixedWorkingSet in src/floe/silver/merge.h).
+ALLOWANCE = 48 << 20
+ROWS = 250_000
+NOTE = "md5(random()::text) || md5(random()::text) || md5(random()::text)"
+
+
+# Forks and execs the command from a fresh, small interpreter and prints the child's
+# peak RSS: a child forked straight from pytest would count pytest's own pages (the
+# source rows it holds) in its peak until it execs.
+PEAK_RSS = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(f"PEAK_RSS {usage.ru_maxrss * 1024}", flush=True)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def silver_measured(run) -> tuple[str, int]:
+    """Runs `floe silver` once; returns its output and its peak RSS in bytes."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS, str(run.floe_bin), "silver",
+                           str(run.config_path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=run.base,
+                          timeout=600)
+    out = proc.stdout.decode(errors="replace")
+    with open(run.base / "silver.log", "a") as log:
+        log.write(out)
+    assert proc.returncode == 0, f"floe silver exited {proc.returncode}:\n{out}"
+    peak = re.findall(r"^PEAK_RSS (\d+)$", out, re.M)
+    assert peak, out[-2000:]
+    return out, int(peak[-1])
+
+
+def wait_confirmed(run, pg) -> None:
+    """Waits until floe confirmed (so Bronze holds) every change made so far."""
+    target = pg.execute("SELECT pg_current_wal_lsn()")[0][0]
+    run.wait_until(
+        lambda: pg.execute(
+            "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots "
+            "WHERE slot_name = %s", (target, run.slot))[0][0],
+        timeout=300, what="floe to confirm every change")
+
+
+def spilled_slices(out: str) -> int:
+    found = re.findall(r"spilled and merged in (\d+) slices", out)
+    assert found, f"the merge was not spilled:\n{out[-3000:]}"
+    return max(int(n) for n in found)
+
+
+def test_a_merge_and_a_backfill_larger_than_the_memory_limit_stay_under_it(
+        floe, pg, duckdb_con):
+    pg.execute("CREATE TABLE orders (id bigint PRIMARY KEY, customer int, status text, "
+               "note text, amount numeric(12,2))")
+    pg.execute(f"INSERT INTO orders SELECT g, g % 5000, 'new', {NOTE}, g * 0.01 "
+               f"FROM generate_series(1, {ROWS}) g")
+    run = floe(service=SERVICE, extra_yaml=(
+        "silver:\n  memory_limit: 64MiB\n  target_file_size: 4MiB\n")).start()
+    run.wait_streaming(timeout=300)
+    wait_confirmed(run, pg)
+
+    # The backfill of the new Silver table: every row, in slices.
+    out, peak = silver_measured(run)
+    print(f"backfill: peak RSS {peak / 2**20:.1f} MiB")
+    assert spilled_slices(out) > 1
+    assert peak <= LIMIT + ALLOWANCE, f"backfill peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    check_silver(run, pg, duckdb_con, "public.orders", ["id"])
+
+    # An increment several times the limit: every row updated twice, new rows, deletes
+    # and key changes, from a few sessions' worth of transactions.
+    rng = random.Random(20261204)
+    pg.execute(f"UPDATE orders SET status = 'paid', note = {NOTE}")
+    pg.execute("UPDATE orders SET amount = amount + 1 WHERE id % 3 = 0")
+    pg.execute(f"UPDATE orders SET customer = customer + 1, note = {NOTE} WHERE id % 2 = 0")
+    pg.execute(f"INSERT INTO orders SELECT g, g % 5000, 'new', {NOTE}, 1 "
+               f"FROM generate_series({ROWS + 1}, {ROWS + 100_000}) g")
+    gone = rng.sample(range(1, ROWS), 30_000)
+    pg.execute("DELETE FROM orders WHERE id = ANY(%s)", (gone,))
+    moved = [i for i in rng.sample(range(1, ROWS), 2_000) if i not in set(gone)]
+    with pg.connect(autocommit=False) as c:
+        for n, i in enumerate(moved):
+            c.execute("UPDATE orders SET id = %s WHERE id = %s", (10_000_000 + n, i))
+        c.commit()
+    wait_confirmed(run, pg)
+
+    out, peak = silver_measured(run)
+    print(f"merge: peak RSS {peak / 2**20:.1f} MiB")
+    assert spilled_slices(out) > 4
+    assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    check_silver(run, pg, duckdb_con, "public.orders", ["id"])
+    run.stop()
