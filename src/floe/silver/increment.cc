@@ -1,6 +1,8 @@
 #include "floe/silver/increment.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -82,7 +84,9 @@ class Increment::Spill {
     fs::path base = parent.empty() ? fs::temp_directory_path(ec) : parent;
     if (ec) base = "/tmp";
     fs::create_directories(base, ec);
-    std::string templ = (base / "floe-spill-XXXXXX").string();
+    RemoveStaleSpills(base);
+    std::string templ =
+        (base / ("floe-spill-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     if (::mkdtemp(templ.data()) == nullptr) {
       return arrow::Status::IOError(
           "cannot make a spill directory under ", base.string(),
@@ -106,21 +110,58 @@ class Increment::Spill {
 
   arrow::Status Write(int32_t partition,
                       const std::shared_ptr<arrow::RecordBatch>& rows) {
-    if (writers_[partition] == nullptr) {
-      ARROW_ASSIGN_OR_RAISE(outputs_[partition],
-                            arrow::io::FileOutputStream::Open(PathOf(partition)));
-      ARROW_ASSIGN_OR_RAISE(
-          writers_[partition],
-          arrow::ipc::MakeStreamWriter(outputs_[partition], schema_, options_));
+    arrow::Status written = [&]() -> arrow::Status {
+      if (writers_[partition] == nullptr) {
+        ARROW_ASSIGN_OR_RAISE(outputs_[partition],
+                              arrow::io::FileOutputStream::Open(PathOf(partition)));
+        ARROW_ASSIGN_OR_RAISE(
+            writers_[partition],
+            arrow::ipc::MakeStreamWriter(outputs_[partition], schema_, options_));
+      }
+      return writers_[partition]->WriteRecordBatch(*rows);
+    }();
+    return Explained(written);
+  }
+
+  // A failure to write the spill, with what to do about it.
+  arrow::Status Explained(const arrow::Status& status) const {
+    if (status.ok()) return status;
+    return status.WithMessage(
+        "writing the spill of a Silver merge larger than its share of "
+        "silver.memory_limit to ",
+        dir_.string(), ": ", status.message(),
+        "; give silver.spill_dir a local directory with room for about twice the "
+        "increment's Bronze bytes, or raise silver.memory_limit");
+  }
+
+  // Spill directories of floe processes that are gone (killed in a merge), removed.
+  static void RemoveStaleSpills(const fs::path& base) {
+    std::error_code ec;
+    for (fs::directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const std::string prefix = "floe-spill-";
+      std::error_code is_dir;
+      if (name.rfind(prefix, 0) != 0 || !it->is_directory(is_dir)) continue;
+      const size_t dash = name.find('-', prefix.size());
+      if (dash == std::string::npos || dash == prefix.size()) continue;
+      const std::string pid_text = name.substr(prefix.size(), dash - prefix.size());
+      if (pid_text.size() > 9 ||
+          pid_text.find_first_not_of("0123456789") != std::string::npos) {
+        continue;
+      }
+      const auto pid = static_cast<pid_t>(std::stol(pid_text));
+      if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
+      std::error_code removed;
+      fs::remove_all(it->path(), removed);
+      if (!removed) spdlog::info("removed {}, left by a merge that was killed", name);
     }
-    return writers_[partition]->WriteRecordBatch(*rows);
   }
 
   arrow::Status Finish() {
     for (size_t p = 0; p < writers_.size(); ++p) {
       if (writers_[p] == nullptr) continue;
-      ARROW_RETURN_NOT_OK(writers_[p]->Close());
-      ARROW_RETURN_NOT_OK(outputs_[p]->Close());
+      ARROW_RETURN_NOT_OK(Explained(writers_[p]->Close()));
+      ARROW_RETURN_NOT_OK(Explained(outputs_[p]->Close()));
       writers_[p].reset();
       outputs_[p].reset();
       written_.push_back(static_cast<int32_t>(p));

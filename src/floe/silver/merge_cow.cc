@@ -21,33 +21,73 @@ namespace {
 namespace ice = floe::iceberg;
 namespace cp = arrow::compute;
 
-// The rows of `file` in Silver's current schema and file order, without the rows at
-// the positions `drop` (sorted).
-arrow::Result<std::shared_ptr<arrow::RecordBatch>> ReadWithout(
-    ice::Table& silver, const ice::LiveFile& file, const std::vector<int64_t>& drop) {
+// Rows of a data file read and written at once by a rewrite.
+constexpr int64_t kRewriteBatchRows = 65536;
+
+// Copies the rows of `file` (Silver's current schema, file order) without those at the
+// positions `drop` (sorted) into new data files of Silver's current spec: a batch at a
+// time, so that the memory a rewrite takes does not grow with the file. Counts the
+// rows copied and dropped in `stats`.
+arrow::Result<std::vector<ice::DataFile>> CopyWithout(ice::Table& silver,
+                                                      const ice::LiveFile& file,
+                                                      const std::vector<int64_t>& drop,
+                                                      MergeStats* stats) {
   ice::FileScanTask task;
   task.data_file = file.entry.data_file;
   task.spec_id = file.spec_id;
   task.data_sequence_number = file.entry.sequence_number.value_or(0);
   const ice::Schema& schema = silver.schema();
-  ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ice::ToArrowSchema(schema));
-  // No deletes and no filter: every row comes back, one batch per row group, so a
-  // row's ordinal among them is its position in the file.
-  ARROW_ASSIGN_OR_RAISE(
-      auto batches,
-      ice::ReadFileScanTask(silver.io(), task, schema, schema, ice::AlwaysTrue()));
-  ARROW_ASSIGN_OR_RAISE(auto rows, arrow::Table::FromRecordBatches(arrow_schema, batches));
-  ARROW_ASSIGN_OR_RAISE(auto batch, rows->CombineChunksToBatch());
-  arrow::BooleanBuilder keep;
-  ARROW_RETURN_NOT_OK(keep.Reserve(batch->num_rows()));
+  const ice::PartitionSpec& spec = silver.spec();
+  const bool same_spec = file.spec_id == spec.spec_id;
+  // A file of an older spec: its rows go to the partitions of the current one.
+  std::map<std::string, std::unique_ptr<ice::DataFileWriter>> writers;
+  auto writer_of =
+      [&](const ice::PartitionTuple& partition) -> arrow::Result<ice::DataFileWriter*> {
+    const std::string where = ice::PartitionPath(spec, schema, partition);
+    auto& writer = writers[where];
+    if (writer == nullptr) {
+      ARROW_ASSIGN_OR_RAISE(writer, silver.NewDataFileWriter(partition));
+    }
+    return writer.get();
+  };
+  int64_t position = 0;  // of the batch's first row in the file
   auto next = drop.begin();
-  for (int64_t pos = 0; pos < batch->num_rows(); ++pos) {
-    while (next != drop.end() && *next < pos) ++next;
-    keep.UnsafeAppend(next == drop.end() || *next != pos);
+  // No deletes and no filter: every row comes back, in file order, so a row's
+  // ordinal among the batches is its position in the file.
+  ARROW_RETURN_NOT_OK(ice::ReadFileScanTaskInBatches(
+      silver.io(), task, schema, schema, ice::AlwaysTrue(), kRewriteBatchRows,
+      [&](std::shared_ptr<arrow::RecordBatch> batch) -> arrow::Status {
+        arrow::BooleanBuilder keep;
+        ARROW_RETURN_NOT_OK(keep.Reserve(batch->num_rows()));
+        for (int64_t i = 0; i < batch->num_rows(); ++i) {
+          const int64_t pos = position + i;
+          while (next != drop.end() && *next < pos) ++next;
+          keep.UnsafeAppend(next == drop.end() || *next != pos);
+        }
+        position += batch->num_rows();
+        ARROW_ASSIGN_OR_RAISE(auto mask, keep.Finish());
+        ARROW_ASSIGN_OR_RAISE(arrow::Datum kept, cp::Filter(arrow::Datum(batch), mask));
+        const auto& rows = kept.record_batch();
+        stats->rewrite_rows_copied += rows->num_rows();
+        stats->rewrite_rows_dropped += batch->num_rows() - rows->num_rows();
+        if (rows->num_rows() == 0) return arrow::Status::OK();
+        if (same_spec) {
+          ARROW_ASSIGN_OR_RAISE(auto* writer, writer_of(file.entry.data_file.partition));
+          return writer->Write(*rows);
+        }
+        ARROW_ASSIGN_OR_RAISE(auto parts, ice::SplitByPartition(spec, schema, *rows));
+        for (const auto& part : parts) {
+          ARROW_ASSIGN_OR_RAISE(auto* writer, writer_of(part.partition));
+          ARROW_RETURN_NOT_OK(writer->Write(*part.batch));
+        }
+        return arrow::Status::OK();
+      }));
+  std::vector<ice::DataFile> out;
+  for (auto& [where, writer] : writers) {
+    ARROW_ASSIGN_OR_RAISE(auto files, writer->Finish());
+    for (auto& f : files) out.push_back(std::move(f));
   }
-  ARROW_ASSIGN_OR_RAISE(auto mask, keep.Finish());
-  ARROW_ASSIGN_OR_RAISE(arrow::Datum kept, cp::Filter(arrow::Datum(batch), mask));
-  return kept.record_batch();
+  return out;
 }
 
 }  // namespace
@@ -128,7 +168,6 @@ arrow::Result<CowRewrite> RewriteForCopyOnWrite(ice::Table& silver,
     }
   }
 
-  const ice::PartitionSpec& spec = silver.spec();
   for (const std::string& path : rewrite) {
     const ice::LiveFile& file = *data_files.at(path);
     std::vector<int64_t> positions = drop[path];
@@ -140,25 +179,7 @@ arrow::Result<CowRewrite> RewriteForCopyOnWrite(ice::Table& silver,
     }
     std::sort(positions.begin(), positions.end());
     positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
-    auto written = [&]() -> arrow::Result<std::vector<ice::DataFile>> {
-      ARROW_ASSIGN_OR_RAISE(auto kept, ReadWithout(silver, file, positions));
-      stats->rewrite_rows_dropped += file.entry.data_file.record_count - kept->num_rows();
-      stats->rewrite_rows_copied += kept->num_rows();
-      std::vector<ice::DataFile> files;
-      if (kept->num_rows() == 0) return files;
-      if (file.spec_id == spec.spec_id) {
-        return silver.WriteDataFiles({kept}, file.entry.data_file.partition);
-      }
-      // A file of an older spec: its rows go to the partitions of the current one.
-      ARROW_ASSIGN_OR_RAISE(auto parts,
-                            ice::SplitByPartition(spec, silver.schema(), *kept));
-      for (const auto& part : parts) {
-        ARROW_ASSIGN_OR_RAISE(auto part_files,
-                              silver.WriteDataFiles({part.batch}, part.partition));
-        for (auto& f : part_files) files.push_back(std::move(f));
-      }
-      return files;
-    }();
+    auto written = CopyWithout(silver, file, positions, stats);
     if (!written.ok()) {
       DeleteFiles(silver.io(), out.add);
       return written.status();

@@ -6,6 +6,8 @@
 // (many slices, hundreds of spill partitions) and into one merged whole; both must
 // equal the model after every round, in merge-on-read and copy-on-write.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -26,6 +28,7 @@ namespace {
 
 namespace ice = floe::iceberg;
 using testing::Row;
+namespace fs = std::filesystem;
 
 // The source table: id -> name.
 using Model = std::map<int64_t, std::string>;
@@ -181,6 +184,62 @@ TEST_P(MergeSlicesTest, ABackfillLargerThanASliceIsSlicedAndWhole) {
   int snapshots = 0;
   for (const auto& s : silver->metadata().snapshots) snapshots += s.snapshot_id != 0;
   EXPECT_EQ(snapshots, 1);
+}
+
+class SpillTest : public testing::BronzeFixture {
+ protected:
+  // Enough rows for a merge with 2 KB slices to spill.
+  void AppendRows() {
+    std::vector<Row> rows;
+    for (int64_t i = 1; i <= 400; ++i) {
+      rows.push_back({"c", 200, static_cast<int32_t>(i), i, "n" + std::to_string(i)});
+    }
+    Append(rows, 200);
+  }
+
+  arrow::Result<MergeStats> MergeWithSpill(const fs::path& spill_dir) {
+    MergeOptions options;
+    options.target_file_bytes = 4096;
+    options.slice_bytes = 2048;
+    options.spill_dir = spill_dir;
+    return MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
+  }
+
+  std::vector<std::string> SpillDirs(const fs::path& under) {
+    std::vector<std::string> out;
+    for (const auto& entry : fs::directory_iterator(under)) {
+      out.push_back(entry.path().filename().string());
+    }
+    return out;
+  }
+};
+
+// A spill directory left by a process that is gone (a merge killed mid-way) is
+// removed by the next merge that spills there; the merge removes its own.
+TEST_F(SpillTest, TheSpillIsRemovedAndSoIsOneLeftByAKilledMerge) {
+  const fs::path spill = dir_ / "spill";
+  fs::create_directories(spill / "floe-spill-999999999-AbCdEf");
+  std::ofstream(spill / "floe-spill-999999999-AbCdEf" / "p0.arrows") << "left over";
+  fs::create_directories(spill / "floe-spill-notapid-x");  // not floe's: kept
+  AppendRows();
+  auto stats = MergeWithSpill(spill);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_GT(stats->slices, 1);
+  EXPECT_EQ(SpillDirs(spill), std::vector<std::string>{"floe-spill-notapid-x"});
+  EXPECT_EQ(SilverRows().size(), 400u);
+}
+
+// A spill directory that cannot be made fails the merge with what to set, and leaves
+// nothing committed.
+TEST_F(SpillTest, AnUnusableSpillDirFailsTheMergeWithTheFix) {
+  std::ofstream(dir_ / "a-file") << "not a directory";
+  AppendRows();
+  auto stats = MergeWithSpill(dir_ / "a-file" / "spill");
+  ASSERT_FALSE(stats.ok());
+  EXPECT_NE(stats.status().message().find("silver.spill_dir"), std::string::npos)
+      << stats.status().ToString();
+  auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_);
+  EXPECT_TRUE(!silver.ok() || !(*silver)->metadata().current_snapshot_id.has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(WriteModes, MergeSlicesTest, ::testing::Bool(),
