@@ -77,13 +77,23 @@ using lake::kMaxBuckets;
 
 /// The default of silver.memory_limit.
 inline constexpr int64_t kDefaultMemoryLimit = int64_t{512} << 20;
+/// The memory of the floe silver process before any merge (its code and libraries,
+/// the catalog, the pipeline), taken once from silver.memory_limit; the rest is
+/// shared by the merges running at once (MergeShare).
+inline constexpr int64_t kProgramMemory = int64_t{40} << 20;
 /// The working memory of a merge per byte of changes it holds in Arrow form (the
 /// changes, their fold, the Silver rows they find, the sorted upserts, Parquet
-/// buffers): a slice holds at most memory_limit / kWorkingSetFactor bytes of changes.
+/// buffers): a slice holds at most (its share - kFixedWorkingSet) / kWorkingSetFactor
+/// bytes of changes.
 inline constexpr int64_t kWorkingSetFactor = 8;
 /// The memory a merge needs beside its slice whatever the slice's size (manifests,
-/// Parquet writers, the program itself).
-inline constexpr int64_t kFixedWorkingSet = int64_t{48} << 20;
+/// Parquet writers, the slices' plan).
+inline constexpr int64_t kFixedWorkingSet = int64_t{8} << 20;
+
+/// A merge's share of silver.memory_limit `limit` when `merges` run at once.
+inline int64_t MergeShare(int64_t limit, int merges) {
+  return (limit - kProgramMemory) / (merges < 1 ? 1 : merges);
+}
 
 struct MergeOptions {
   /// The merge key declared in the pipeline file (silver.keys); unset uses Bronze's
@@ -95,10 +105,10 @@ struct MergeOptions {
   /// Copy-on-write (silver.write_mode / write_modes): data files holding replaced rows
   /// are rewritten without them instead of getting position deletes.
   bool copy_on_write = false;
-  /// The memory this merge may use (silver.memory_limit shared by the tables merged
-  /// at once): an increment larger than fits is spilled to `spill_dir` and merged a
-  /// slice of Silver's buckets at a time (increment.h).
-  int64_t memory_limit = kDefaultMemoryLimit;
+  /// The memory this merge may use (its MergeShare of silver.memory_limit): an
+  /// increment larger than fits is spilled to `spill_dir` and merged a slice of
+  /// Silver's buckets at a time (increment.h).
+  int64_t memory_limit = MergeShare(kDefaultMemoryLimit, 1);
   /// The bytes of changes a slice holds; 0: from memory_limit (tests set it to
   /// slice small increments).
   int64_t slice_bytes = 0;

@@ -256,7 +256,7 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
     if (!jobs.back().ok()) continue;
     progress.AddTotal(jobs.back()->pending_rows);
     // silver.memory_limit is shared by the merges running at once.
-    jobs.back()->options.memory_limit = config.silver.memory_limit / threads;
+    jobs.back()->options.memory_limit = MergeShare(config.silver.memory_limit, threads);
     jobs.back()->options.spill_dir = config.silver.spill_dir;
   }
   progress.SetDetail("0/" + std::to_string(tables.size()) + " tables");
