@@ -73,7 +73,6 @@ silver run).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil

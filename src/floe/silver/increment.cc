@@ -73,7 +73,6 @@ bool ListsUnchanged(const arrow::Array* unchanged, int64_t i) {
 class Increment::Spill {
  public:
   ~Spill() {
-    writers_.clear();
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
@@ -96,8 +95,7 @@ class Increment::Spill {
     auto spill = std::unique_ptr<Spill>(new Spill());
     spill->dir_ = templ;
     spill->schema_ = std::move(schema);
-    spill->writers_.resize(partitions);
-    spill->outputs_.resize(partitions);
+    spill->written_.assign(partitions, false);
     spill->options_ = arrow::ipc::IpcWriteOptions::Defaults();
     // Small messages: compressing them on the pool's threads costs more than it saves.
     spill->options_.use_threads = false;
@@ -108,18 +106,21 @@ class Increment::Spill {
     return spill;
   }
 
+  // Appends `rows` to the partition's file as an IPC stream of its own: no writer
+  // (and no compression buffer) stays open per partition, so the spill's memory does
+  // not grow with the partition count.
   arrow::Status Write(int32_t partition,
                       const std::shared_ptr<arrow::RecordBatch>& rows) {
     arrow::Status written = [&]() -> arrow::Status {
-      if (writers_[partition] == nullptr) {
-        ARROW_ASSIGN_OR_RAISE(outputs_[partition],
-                              arrow::io::FileOutputStream::Open(PathOf(partition)));
-        ARROW_ASSIGN_OR_RAISE(
-            writers_[partition],
-            arrow::ipc::MakeStreamWriter(outputs_[partition], schema_, options_));
-      }
-      return writers_[partition]->WriteRecordBatch(*rows);
+      ARROW_ASSIGN_OR_RAISE(auto output, arrow::io::FileOutputStream::Open(
+                                             PathOf(partition), /*append=*/true));
+      ARROW_ASSIGN_OR_RAISE(auto writer,
+                            arrow::ipc::MakeStreamWriter(output, schema_, options_));
+      ARROW_RETURN_NOT_OK(writer->WriteRecordBatch(*rows));
+      ARROW_RETURN_NOT_OK(writer->Close());
+      return output->Close();
     }();
+    if (written.ok()) written_[partition] = true;
     return Explained(written);
   }
 
@@ -157,34 +158,26 @@ class Increment::Spill {
     }
   }
 
-  arrow::Status Finish() {
-    for (size_t p = 0; p < writers_.size(); ++p) {
-      if (writers_[p] == nullptr) continue;
-      ARROW_RETURN_NOT_OK(Explained(writers_[p]->Close()));
-      ARROW_RETURN_NOT_OK(Explained(outputs_[p]->Close()));
-      writers_[p].reset();
-      outputs_[p].reset();
-      written_.push_back(static_cast<int32_t>(p));
-    }
-    return arrow::Status::OK();
-  }
-
   arrow::Status ReadInto(int32_t partition,
                          std::vector<std::shared_ptr<arrow::RecordBatch>>* out) const {
-    if (!std::binary_search(written_.begin(), written_.end(), partition)) {
-      return arrow::Status::OK();
-    }
+    if (!written_[partition]) return arrow::Status::OK();
     ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(PathOf(partition)));
+    ARROW_ASSIGN_OR_RAISE(const int64_t size, input->GetSize());
     // One thread: decompressing on the pool's threads spreads the slice over their
     // malloc arenas, which keep it after it is freed.
     auto read_options = arrow::ipc::IpcReadOptions::Defaults();
     read_options.use_threads = false;
-    ARROW_ASSIGN_OR_RAISE(auto reader,
-                          arrow::ipc::RecordBatchStreamReader::Open(input, read_options));
+    // The streams written one after the other.
     while (true) {
-      ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
-      if (batch == nullptr) break;
-      out->push_back(std::move(batch));
+      ARROW_ASSIGN_OR_RAISE(const int64_t at, input->Tell());
+      if (at >= size) break;
+      ARROW_ASSIGN_OR_RAISE(
+          auto reader, arrow::ipc::RecordBatchStreamReader::Open(input, read_options));
+      while (true) {
+        ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
+        if (batch == nullptr) break;
+        out->push_back(std::move(batch));
+      }
     }
     return input->Close();
   }
@@ -200,9 +193,8 @@ class Increment::Spill {
   fs::path dir_;
   std::shared_ptr<arrow::Schema> schema_;
   arrow::ipc::IpcWriteOptions options_;
-  std::vector<std::shared_ptr<arrow::io::FileOutputStream>> outputs_;
-  std::vector<std::shared_ptr<arrow::ipc::RecordBatchWriter>> writers_;
-  std::vector<int32_t> written_;
+  /// Per partition: whether its file has rows.
+  std::vector<bool> written_;
 };
 
 namespace {
@@ -222,8 +214,9 @@ class IncrementReader {
     rows_ += batch->num_rows();
     ARROW_ASSIGN_OR_RAISE(batch, SetTruncatesApart(std::move(batch)));
     if (batch->num_rows() == 0) return arrow::Status::OK();
-    const int64_t bytes = BytesOf(*batch);
-    bytes_ += bytes;
+    bytes_ += BytesOf(*batch);
+    const int64_t bytes = WeightOf(*batch);
+    weight_ += bytes;
     if (spill_ == nullptr) {
       in_memory_.push_back(std::move(batch));
       in_memory_bytes_ += bytes;
@@ -316,8 +309,7 @@ class IncrementReader {
 
   arrow::Status Finish() {
     if (spill_ == nullptr) return arrow::Status::OK();
-    ARROW_RETURN_NOT_OK(SpillHeld());
-    return spill_->Finish();
+    return SpillHeld();
   }
 
   const std::map<Position, int32_t>& unresolved() const { return unresolved_; }
@@ -333,6 +325,8 @@ class IncrementReader {
   int64_t live_ = 0;
   std::vector<std::shared_ptr<arrow::RecordBatch>> in_memory_;
   int64_t in_memory_bytes_ = 0;
+  /// What the rows weigh in a slice (WeightOf).
+  int64_t weight_ = 0;
   std::vector<std::shared_ptr<arrow::RecordBatch>> truncates_;
   std::unique_ptr<Increment::Spill> spill_;
   int32_t partitions_ = 1;
@@ -369,11 +363,18 @@ class IncrementReader {
     return rest.record_batch();
   }
 
+  // What rows weigh in a slice: their bytes, or, when more, the Silver rows they may
+  // become or need (a change that leaves a TOAST value unchanged is small, the row it
+  // reads from Silver and writes back is not).
+  int64_t WeightOf(const arrow::RecordBatch& batch) const {
+    return std::max(BytesOf(batch), batch.num_rows() * options_.row_bytes);
+  }
+
   // Chooses the partition count from the rows planned and the bytes per row so far,
   // and moves the batches held in memory to the spill.
   arrow::Status StartSpill() {
     const double per_row =
-        static_cast<double>(bytes_) / static_cast<double>(std::max<int64_t>(1, rows_));
+        static_cast<double>(weight_) / static_cast<double>(std::max<int64_t>(1, rows_));
     const double total = per_row * static_cast<double>(std::max(planned_rows_, rows_));
     // Partitions of about half a slice, so slices can be packed evenly.
     const double wanted = 2.0 * total / static_cast<double>(options_.slice_bytes);
@@ -422,7 +423,7 @@ class IncrementReader {
       const int64_t n = starts[p + 1] - starts[p];
       if (n == 0) continue;
       auto part = rows->Slice(starts[p], n);
-      partition_bytes_[p] += BytesOf(*part);
+      partition_bytes_[p] += WeightOf(*part);
       ARROW_RETURN_NOT_OK(spill_->Write(p, part));
     }
     return arrow::Status::OK();

@@ -38,6 +38,10 @@ struct IncrementOptions {
   /// Silver's bucket count when the table exists; 0 before a backfill (whose bucket
   /// count is a power of two, chosen later).
   int32_t silver_buckets = 0;
+  /// The bytes of one of Silver's rows in Arrow form (0: unknown): a change weighs at
+  /// least that much in a slice, since the fold may read the key's Silver row and
+  /// writes a whole row back.
+  int64_t row_bytes = 0;
 };
 
 /// The partitions of an increment that one pass of the merge folds and writes.

@@ -605,6 +605,9 @@ arrow::Result<std::unique_ptr<Increment>> ReadIncrement(const ice::TableMetadata
       options.slice_bytes > 0 ? options.slice_bytes : SliceBytes(options.memory_limit);
   read.spill_parent = options.spill_dir;
   read.silver_buckets = silver != nullptr ? SilverBuckets(*silver) : 0;
+  if (silver != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(read.row_bytes, merge_internal::SilverRowBytes(*silver));
+  }
   return Increment::Read(bronze, bronze_io, lower, upper, bronze_columns,
                          columns.bronze_names[columns.key_columns[0]], read);
 }

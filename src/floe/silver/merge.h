@@ -85,7 +85,7 @@ inline constexpr int64_t kProgramMemory = int64_t{40} << 20;
 /// changes, their fold, the Silver rows they find, the sorted upserts, Parquet
 /// buffers): a slice holds at most (its share - kFixedWorkingSet) / kWorkingSetFactor
 /// bytes of changes.
-inline constexpr int64_t kWorkingSetFactor = 8;
+inline constexpr int64_t kWorkingSetFactor = 10;
 /// The memory a merge needs beside its slice whatever the slice's size (manifests,
 /// Parquet writers, the slices' plan).
 inline constexpr int64_t kFixedWorkingSet = int64_t{8} << 20;

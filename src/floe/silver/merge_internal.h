@@ -182,6 +182,10 @@ arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
 /// Silver's bucket count: the bucket transform's of its spec (1 when it has none).
 int32_t SilverBuckets(const iceberg::Table& silver);
 
+/// The bytes of one of Silver's rows, uncompressed (about its Arrow size): from the
+/// row groups of its largest live data files' footers; 0 for a table without rows.
+arrow::Result<int64_t> SilverRowBytes(const iceberg::Table& silver);
+
 /// Writes the plan made on snapshot `planned` of `silver` a slice of the spilled
 /// `increment` at a time: each slice folded, its Silver rows found, its upserts
 /// written; the deletes of a Silver partition written (a delete file, or the rewrite

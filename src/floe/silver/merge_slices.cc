@@ -11,6 +11,9 @@
 #include <vector>
 
 #include <arrow/api.h>
+#include <parquet/exception.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
 #include <spdlog/spdlog.h>
 
 #include "floe/iceberg/schema.h"
@@ -70,6 +73,42 @@ int32_t SilverBuckets(const ice::Table& silver) {
     return fields[0].transform.param();
   }
   return 1;
+}
+
+arrow::Result<int64_t> SilverRowBytes(const ice::Table& silver) {
+  if (!silver.metadata().current_snapshot_id) return 0;
+  ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles());
+  std::vector<const ice::DataFile*> data;
+  for (const auto& f : live) {
+    if (f.entry.data_file.content == ice::DataFileContent::kData &&
+        f.entry.data_file.record_count > 0) {
+      data.push_back(&f.entry.data_file);
+    }
+  }
+  // The largest files: the table's rows as most of them are.
+  constexpr size_t kSampled = 3;
+  const size_t sampled = std::min(kSampled, data.size());
+  std::partial_sort(data.begin(), data.begin() + sampled, data.end(),
+                    [](const ice::DataFile* a, const ice::DataFile* b) {
+                      return a->file_size_in_bytes > b->file_size_in_bytes;
+                    });
+  int64_t bytes = 0;
+  int64_t rows = 0;
+  for (size_t i = 0; i < sampled; ++i) {
+    ARROW_ASSIGN_OR_RAISE(auto input, silver.io().OpenInput(data[i]->file_path));
+    try {
+      auto reader = parquet::ParquetFileReader::Open(input);
+      const auto metadata = reader->metadata();
+      for (int rg = 0; rg < metadata->num_row_groups(); ++rg) {
+        bytes += metadata->RowGroup(rg)->total_byte_size();
+        rows += metadata->RowGroup(rg)->num_rows();
+      }
+    } catch (const parquet::ParquetException& e) {
+      return arrow::Status::IOError("reading the footer of ", data[i]->file_path, ": ",
+                                    e.what());
+    }
+  }
+  return rows == 0 ? 0 : bytes / rows;
 }
 
 namespace {
