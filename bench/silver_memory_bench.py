@@ -92,6 +92,7 @@ from pgcluster import PgCluster  # noqa: E402
 
 import peers_bench as pb  # noqa: E402  (read-only helpers)
 import stream_bench as sb  # noqa: E402
+from silver_layout_bench import current_summary, metadata, summary_fields  # noqa: E402
 
 BUILD = Path(os.environ.get("FLOE_BUILD_DIR", ROOT / "build" / "release")).resolve()
 FLOE = BUILD / "src" / "floe" / "cli" / "floe"
@@ -252,19 +253,6 @@ class Catalog:
             con.close()
 
 
-def metadata(location: str) -> dict:
-    return json.loads(Path(location.removeprefix("file://")).read_text())
-
-
-def current_summary(location: str) -> dict:
-    meta = metadata(location)
-    cur = meta.get("current-snapshot-id")
-    for snap in meta.get("snapshots", []):
-        if snap["snapshot-id"] == cur:
-            return snap.get("summary", {})
-    return {}
-
-
 def bucket_count(location: str) -> int | None:
     meta = metadata(location)
     spec_id = meta.get("default-spec-id", 0)
@@ -274,16 +262,6 @@ def bucket_count(location: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
-
-
-def summary_fields(location: str) -> dict:
-    s = current_summary(location)
-    out = {}
-    for k in SUMMARY_KEYS:
-        if k in s:
-            v = s[k]
-            out[k] = int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v
-    return out
 
 
 def table_state(location: str) -> dict:

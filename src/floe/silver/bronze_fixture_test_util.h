@@ -123,9 +123,10 @@ class BronzeFixture : public ::testing::Test {
     return stats.ok() ? *stats : MergeStats{};
   }
 
-  // Silver's rows as id -> name.
-  std::map<int64_t, std::string> SilverRows() {
-    auto table = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+  // Silver's rows as id -> name (SilverRowsOf: of another Silver table).
+  std::map<int64_t, std::string> SilverRows() { return SilverRowsOf(silver_id_); }
+  std::map<int64_t, std::string> SilverRowsOf(const ice::TableIdentifier& silver) {
+    auto table = ice::Table::Load(catalog_.get(), io_, silver).ValueOrDie();
     ice::ScanOptions scan;
     scan.columns = std::vector<std::string>{"id", "name"};
     auto rows = ice::ScanToArrow(*table, scan).ValueOrDie()->CombineChunks().ValueOrDie();

@@ -445,6 +445,13 @@ struct Components {
 
 }  // namespace
 
+iceberg::ExpressionPtr CommitLsnRange(uint64_t lower, uint64_t upper) {
+  ice::ExpressionPtr filter =
+      ice::LessThanOrEqual(kCdcCommitLsn, static_cast<int64_t>(upper));
+  if (lower == 0) return filter;
+  return ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)), filter);
+}
+
 Increment::~Increment() = default;
 
 arrow::Result<std::unique_ptr<Increment>> Increment::Read(
@@ -452,13 +459,7 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
     const std::vector<std::string>& columns, const std::string& key_column,
     const IncrementOptions& options) {
   ice::ScanOptions scan;
-  ice::ExpressionPtr filter =
-      ice::LessThanOrEqual(kCdcCommitLsn, static_cast<int64_t>(upper));
-  if (lower > 0) {
-    filter =
-        ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)), filter);
-  }
-  scan.filter = filter;
+  scan.filter = CommitLsnRange(lower, upper);
   scan.columns = columns;
   ARROW_ASSIGN_OR_RAISE(ice::ScanPlan plan, ice::PlanScan(bronze, io, scan));
   const ice::NestedField* key_field = plan.projection->FindField(key_column);

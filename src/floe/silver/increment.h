@@ -24,10 +24,14 @@
 #include <arrow/result.h>
 #include <arrow/table.h>
 
+#include "floe/iceberg/expression.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/table_metadata.h"
 
 namespace floe::silver {
+
+/// The Bronze rows lower < cdc_commit_lsn <= upper (lower 0: from the start).
+iceberg::ExpressionPtr CommitLsnRange(uint64_t lower, uint64_t upper);
 
 struct IncrementOptions {
   /// The raw Arrow bytes of changes one slice may hold (the merge's working memory is

@@ -186,13 +186,7 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(const ice::TableMetadata
                                                         ice::FileIO& io, uint64_t lower,
                                                         uint64_t upper) {
   ice::ScanOptions scan;
-  ice::ExpressionPtr filter =
-      ice::LessThanOrEqual(kCdcCommitLsn, static_cast<int64_t>(upper));
-  if (lower > 0) {
-    filter =
-        ice::And(ice::GreaterThan(kCdcCommitLsn, static_cast<int64_t>(lower)), filter);
-  }
-  scan.filter = filter;
+  scan.filter = CommitLsnRange(lower, upper);
   ARROW_ASSIGN_OR_RAISE(std::vector<std::string> columns,
                         merge_internal::BronzeColumnsOf(bronze));
   scan.columns = columns;

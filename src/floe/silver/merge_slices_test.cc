@@ -46,23 +46,6 @@ class MergeSlicesTest : public testing::BronzeFixture,
     return stats.ok() ? *stats : MergeStats{};
   }
 
-  Model Rows(const ice::TableIdentifier& silver) {
-    auto table = ice::Table::Load(catalog_.get(), io_, silver).ValueOrDie();
-    ice::ScanOptions scan;
-    scan.columns = std::vector<std::string>{"id", "name"};
-    auto rows = ice::ScanToArrow(*table, scan).ValueOrDie()->CombineChunks().ValueOrDie();
-    Model out;
-    if (rows->num_rows() == 0) return out;
-    const auto& ids = static_cast<const arrow::Int64Array&>(*rows->column(0)->chunk(0));
-    const auto& names =
-        static_cast<const arrow::StringArray&>(*rows->column(1)->chunk(0));
-    for (int64_t i = 0; i < rows->num_rows(); ++i) {
-      EXPECT_FALSE(out.contains(ids.Value(i))) << "key " << ids.Value(i) << " twice";
-      out[ids.Value(i)] = names.IsNull(i) ? "<null>" : std::string(names.GetView(i));
-    }
-    return out;
-  }
-
   // One transaction of random changes at `lsn`, applied to `model`.
   std::vector<Row> Transaction(std::mt19937_64& rng, int64_t lsn, Model* model) {
     std::vector<Row> rows;
@@ -157,8 +140,8 @@ class MergeSlicesTest : public testing::BronzeFixture,
       const MergeStats s = MergeInto(sliced, 2048);
       max_slices = std::max(max_slices, s.slices);
       MergeInto(whole, 0);
-      ASSERT_EQ(Rows(sliced), model) << "round " << round;
-      ASSERT_EQ(Rows(whole), model) << "round " << round;
+      ASSERT_EQ(SilverRowsOf(sliced), model) << "round " << round;
+      ASSERT_EQ(SilverRowsOf(whole), model) << "round " << round;
       if (HasFatalFailure()) return;
     }
     EXPECT_GT(max_slices, 4) << "the increments were never sliced";
