@@ -81,6 +81,8 @@ class Increment {
   /// copied rows minus deletes), for a new table's bucket count.
   int64_t live_estimate() const { return live_estimate_; }
   int32_t partitions() const { return partitions_; }
+  /// The bytes of changes a slice holds (IncrementOptions::slice_bytes).
+  int64_t slice_bytes() const { return options_.slice_bytes; }
 
   /// The slices for a Silver table of `buckets` buckets (a power of two, or the
   /// silver_buckets the rows were spilled for): partitions of one bucket together

@@ -161,14 +161,17 @@ class DeletesDone {
 // The deletes slices found and not yet written.
 struct PendingDeletes {
   RowsByPartition by_partition;
+  /// Positions held.
+  int64_t positions = 0;
 
   void Add(RowsByPartition found) {
     for (auto& [where, entry] : found) {
       auto& into = by_partition[where];
       into.first = std::move(entry.first);
-      for (auto& [path, positions] : entry.second) {
+      for (auto& [path, found_positions] : entry.second) {
         auto& list = into.second[path];
-        list.insert(list.end(), positions.begin(), positions.end());
+        list.insert(list.end(), found_positions.begin(), found_positions.end());
+        positions += static_cast<int64_t>(found_positions.size());
       }
     }
   }
@@ -179,6 +182,9 @@ struct PendingDeletes {
     RowsByPartition out;
     for (auto it = by_partition.begin(); it != by_partition.end();) {
       if (done(it->first, it->second.first)) {
+        for (const auto& [path, list] : it->second.second) {
+          positions -= static_cast<int64_t>(list.size());
+        }
         out.insert(by_partition.extract(it++));
       } else {
         ++it;
@@ -243,10 +249,15 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
     if (!status.ok()) break;
     // What the slice freed goes back to the system, not to the allocator's caches.
     arrow::default_memory_pool()->ReleaseUnused();
-    // The deletes of partitions no later slice adds to, written now.
+    // The deletes of partitions no later slice adds to, written now; merge-on-read
+    // writes them all once they pass a slice's size (a bucket larger than a slice then
+    // gets a delete file per such flush: copy-on-write must rewrite a file once).
+    const bool flush_all =
+        !copy_on_write && pending.positions * static_cast<int64_t>(sizeof(int64_t)) >
+                              increment.slice_bytes();
     const RowsByPartition ready =
         pending.Take([&](const std::string& where, const ice::PartitionTuple& tuple) {
-          return done.DoneAfter(where, tuple) <= static_cast<int>(s);
+          return flush_all || done.DoneAfter(where, tuple) <= static_cast<int>(s);
         });
     if (!ready.empty()) {
       status = WriteMergeDeletes(silver, planned.current_snapshot_id, ready,
