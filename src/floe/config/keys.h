@@ -238,16 +238,17 @@ inline constexpr Key kSilverMemoryLimit{
     "`512MiB`",
     "memory `floe silver` aims to stay under, shared by the tables merged at once; a "
     "merge whose changes do not fit is spilled to `spill_dir` and done a slice of "
-    "buckets at a time ([silver.md](silver.md#memory)); at least 32MiB",
+    "buckets at a time ([silver.md](silver.md#memory)); at least 64MiB (the program "
+    "itself takes about 40MiB)",
     int64_t{512} << 20,
-    int64_t{32} << 20,
+    int64_t{64} << 20,
     0,
     {},
     "for example: 512MiB (the default), 2GiB"};
 inline constexpr Key kSilverSpillDir{
     "silver.spill_dir", Kind::kString, "the system's temporary directory",
     "local directory a merge larger than its memory share spills its changes to "
-    "(removed after the merge)"};
+    "(removed after the merge); relative to the pipeline file's directory"};
 inline constexpr Key kMetricsListen{
     "metrics.listen", Kind::kOther, "`127.0.0.1:9464`",
     "`host:port` of /metrics, /healthz and /readyz (`floe run`); port 0 picks a free "

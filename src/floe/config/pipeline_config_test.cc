@@ -403,7 +403,7 @@ TEST(PipelineConfig, SilverWriteModesAndTargetFileSize) {
       "    public.not_published: merge-on-read\n"
       "    '\"Odd\".\"t.1\"': copy-on-write\n"
       "  target_file_size: 64MiB\n"
-      "  memory_limit: 64MiB\n"
+      "  memory_limit: 96MiB\n"
       "  spill_dir: /var/spill\n");
   ASSERT_TRUE(r.config) << AllErrors(r);
   const SilverConfig& c = r.config->silver;
@@ -413,7 +413,7 @@ TEST(PipelineConfig, SilverWriteModesAndTargetFileSize) {
   EXPECT_EQ(c.WriteModeOf({"public", "orders"}), SilverWriteMode::kCopyOnWrite);
   EXPECT_EQ(c.write_modes.size(), 3u);
   EXPECT_EQ(c.target_file_size, int64_t{64} << 20);
-  EXPECT_EQ(c.memory_limit, int64_t{64} << 20);
+  EXPECT_EQ(c.memory_limit, int64_t{96} << 20);
   EXPECT_EQ(c.spill_dir, "/var/spill");
   const std::string dump = r.config->ToRedactedYaml();
   EXPECT_NE(dump.find("write_mode: copy-on-write"), std::string::npos) << dump;
@@ -436,12 +436,12 @@ TEST(PipelineConfig, SilverWriteModesAndTargetFileSize) {
       "    events: copy-on-write\n"
       "    public.a: merge_on_read\n"
       "  target_file_size: 512KiB\n"
-      "  memory_limit: 16MiB\n");
+      "  memory_limit: 32MiB\n");
   ASSERT_FALSE(bad.config);
   const std::string all = AllErrors(bad);
   ASSERT_EQ(bad.errors.size(), 5u) << all;
   EXPECT_NE(all.find("p.yaml:10:17: error: `silver.memory_limit` must be a size of "
-                     "at least 32MiB"),
+                     "at least 64MiB"),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("p.yaml:5:15: error: `silver.write_mode` must be merge-on-read or "
