@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/array/concatenate.h>
 #include <arrow/compute/api.h>
 
 #include "floe/iceberg/expression.h"
@@ -185,34 +186,71 @@ arrow::Result<ice::ExpressionPtr> KeyFilter(
 
 // The Silver rows of the folded keys (all row columns), for values that
 // cdc_unchanged keeps.
+// Rows of Silver read and kept at once while looking for the existing rows.
+constexpr int64_t kExistingBatchRows = 8192;
+
 arrow::Result<ExistingRows> ReadExistingRows(const ice::TableMetadata& silver,
                                              ice::FileIO& io, const Changes& changes,
                                              const std::vector<int>& key_columns,
-                                             const ice::ExpressionPtr& filter) {
+                                             const ice::ExpressionPtr& filter,
+                                             const ice::KeyMatch* wanted = nullptr) {
   ice::ScanOptions scan;
   scan.filter = filter;
   scan.columns = changes.names;
-  ARROW_ASSIGN_OR_RAISE(auto table, ice::ScanToArrow(silver, io, scan));
-  ARROW_ASSIGN_OR_RAISE(table, table->CombineChunks());
+  ARROW_ASSIGN_OR_RAISE(ice::ScanPlan plan, ice::PlanScan(silver, io, scan));
+  // A batch at a time, only the rows of wanted keys kept: a filter that is a key range
+  // (too many keys for an IN list) matches every row of the range, and Silver's rows
+  // may be wide.
+  std::vector<arrow::ArrayVector> chunks(changes.names.size());
+  for (const ice::FileScanTask& task : plan.tasks) {
+    ARROW_RETURN_NOT_OK(ice::ReadFileScanTaskInBatches(
+        io, task, *plan.schema, *plan.projection, plan.filter, kExistingBatchRows,
+        [&](std::shared_ptr<arrow::RecordBatch> batch) -> arrow::Status {
+          std::vector<std::shared_ptr<arrow::Array>> columns;
+          for (int c = 0; c < batch->num_columns(); ++c) {
+            std::shared_ptr<arrow::Array> array = batch->column(c);
+            const auto& want = changes.columns[c]->type();
+            if (!array->type()->Equals(*want)) {
+              ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, want));
+              array = cast.make_array();
+            }
+            columns.push_back(std::move(array));
+          }
+          if (wanted != nullptr) {
+            std::vector<const arrow::Array*> keys;
+            for (int k : key_columns) keys.push_back(columns[k].get());
+            std::vector<int64_t> hits;
+            ARROW_RETURN_NOT_OK((*wanted)(keys, batch->num_rows(), &hits));
+            if (hits.empty()) return arrow::Status::OK();
+            arrow::Int64Builder indices;
+            ARROW_RETURN_NOT_OK(indices.AppendValues(hits));
+            ARROW_ASSIGN_OR_RAISE(auto take, indices.Finish());
+            for (auto& column : columns) {
+              ARROW_ASSIGN_OR_RAISE(arrow::Datum taken,
+                                    cp::Take(arrow::Datum(column), arrow::Datum(take)));
+              column = taken.make_array();
+            }
+          }
+          for (size_t c = 0; c < columns.size(); ++c) chunks[c].push_back(columns[c]);
+          return arrow::Status::OK();
+        }));
+  }
   ExistingRows out;
-  for (int c = 0; c < table->num_columns(); ++c) {
-    auto chunked = table->column(c);
-    std::shared_ptr<arrow::Array> array;
-    if (chunked->num_chunks() == 0) {
-      ARROW_ASSIGN_OR_RAISE(array, arrow::MakeEmptyArray(chunked->type()));
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const auto& type = changes.columns[c]->type();
+    if (chunks[c].empty()) {
+      ARROW_ASSIGN_OR_RAISE(auto empty, arrow::MakeEmptyArray(type));
+      out.columns.push_back(std::move(empty));
     } else {
-      array = chunked->chunk(0);
+      ARROW_ASSIGN_OR_RAISE(auto joined, arrow::Concatenate(chunks[c]));
+      out.columns.push_back(std::move(joined));
     }
-    const auto& want = changes.columns[c]->type();
-    if (!array->type()->Equals(*want)) {
-      ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, want));
-      array = cast.make_array();
-    }
-    out.columns.push_back(array);
+    chunks[c].clear();
   }
   std::vector<const arrow::Array*> keys;
   for (int k : key_columns) keys.push_back(out.columns[k].get());
-  for (int64_t i = 0; i < table->num_rows(); ++i) {
+  const int64_t rows = out.columns.empty() ? 0 : out.columns[0]->length();
+  for (int64_t i = 0; i < rows; ++i) {
     ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(keys, i));
     out.row_of_key.emplace(std::move(key), i);
   }
@@ -277,8 +315,8 @@ arrow::Result<SilverDeletes> FindSilverDeletes(const ice::Table& silver,
   stats->row_groups_skipped_stats += scan_stats.row_groups_skipped_stats;
   stats->row_groups_skipped_bloom += scan_stats.row_groups_skipped_bloom;
   if (fold.needs_existing) {
-    ARROW_ASSIGN_OR_RAISE(out.existing,
-                          ReadExistingRows(planned, io, changes, key_columns, filter));
+    ARROW_ASSIGN_OR_RAISE(out.existing, ReadExistingRows(planned, io, changes,
+                                                         key_columns, filter, &match));
   }
   return out;
 }
