@@ -20,9 +20,11 @@ from oracle import check_silver
 
 SERVICE = "svc"
 LIMIT = 64 << 20
-# What a merge may use beside its slices' working set: the program, its libraries,
-# manifests, Parquet writers (see kFixedWorkingSet in src/floe/silver/merge.h).
-ALLOWANCE = 64 << 20
+# What floe silver uses beyond the limit whatever the increment's size: the malloc
+# arenas' slack and what a merge keeps across its slices (the files written so far,
+# the Silver table's plan). Measured here: 63-107 MiB for the backfills and 67-116 MiB
+# for the merges, under a 64 MiB limit.
+ALLOWANCE = 72 << 20
 ROWS = 250_000
 DOCS = 20_000
 NOTE = "md5(random()::text) || md5(random()::text) || md5(random()::text)"
@@ -130,4 +132,32 @@ def test_merges_and_backfills_larger_than_the_memory_limit_stay_under_it(
     assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
     check_silver(run, pg, duckdb_con, "public.orders", ["id"])
     check_silver(run, pg, duckdb_con, "public.docs", ["tenant", "n"])
+    run.stop()
+
+
+def test_updates_leaving_wide_toast_values_alone_stay_under_the_limit(
+        floe, pg, duckdb_con):
+    """An update that leaves an 8 KB out-of-line value alone is a few bytes in Bronze,
+    but the merge reads the key's Silver row for it and writes the whole row back:
+    such changes weigh a Silver row in a slice, and the rows read from Silver are
+    read a batch at a time, the wanted keys kept (a break-it run found 2.5 GB under a
+    512 MiB limit)."""
+    pg.execute("CREATE TABLE wide (id bigint PRIMARY KEY, a int, big text)")
+    pg.execute("ALTER TABLE wide ALTER COLUMN big SET STORAGE EXTERNAL")
+    pg.execute("INSERT INTO wide SELECT g, 0, repeat(md5(random()::text), 256) "
+               "FROM generate_series(1, 20000) g")
+    run = floe(service=SERVICE, extra_yaml="silver:\n  memory_limit: 64MiB\n").start()
+    run.wait_streaming(timeout=300)
+    wait_confirmed(run, pg)
+    out, peak = silver_measured(run)
+    print(f"backfill: peak RSS {peak / 2**20:.1f} MiB")
+    assert peak <= LIMIT + ALLOWANCE, f"backfill peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+
+    pg.execute("UPDATE wide SET a = a + 1")
+    wait_confirmed(run, pg)
+    out, peak = silver_measured(run)
+    print(f"merge: peak RSS {peak / 2**20:.1f} MiB")
+    assert spilled_slices(out) > 1
+    assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    check_silver(run, pg, duckdb_con, "public.wide", ["id"])
     run.stop()

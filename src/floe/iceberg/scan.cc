@@ -241,7 +241,8 @@ class TaskReader {
  public:
   static arrow::Result<std::unique_ptr<TaskReader>> Open(
       FileIO& io, const FileScanTask& task, const Schema& schema,
-      const Schema& projection, const ExpressionPtr& filter, int64_t batch_rows = 0) {
+      const Schema& projection, const ExpressionPtr& filter, int64_t batch_rows = 0,
+      int64_t batch_bytes = 0) {
     ARROW_RETURN_NOT_OK(EnsureComputeInitialized());
     const std::string& format = task.data_file.file_format;
     if (format != "PARQUET" && format != "parquet") {
@@ -276,6 +277,7 @@ class TaskReader {
 
     ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(r->path_));
     r->batch_rows_ = batch_rows;
+    r->batch_bytes_ = batch_bytes;
     try {
       if (batch_rows > 0) {
         // Bounded: column chunks streamed through a buffer, rows decoded a batch at a
@@ -317,6 +319,16 @@ class TaskReader {
         while (batch == nullptr) {
           if (row_group_reader_ == nullptr) {
             if (row_group_ >= num_row_groups_) return nullptr;
+            if (batch_bytes_ > 0) {
+              // Wide rows: fewer of them a batch (the row group's uncompressed bytes
+              // per row; compression says nothing of a value's size in memory).
+              const auto group =
+                  reader_->parquet_reader()->metadata()->RowGroup(row_group_);
+              const int64_t per_row = std::max<int64_t>(
+                  1, group->total_byte_size() / std::max<int64_t>(1, group->num_rows()));
+              reader_->set_batch_size(
+                  std::clamp<int64_t>(batch_bytes_ / per_row, 64, batch_rows_));
+            }
             ARROW_ASSIGN_OR_RAISE(row_group_reader_,
                                   reader_->GetRecordBatchReader({row_group_++}, leaves_));
           }
@@ -416,6 +428,8 @@ class TaskReader {
   /// Rows per batch (0: a row group per batch), and the reader of the row group
   /// being read in batches.
   int64_t batch_rows_ = 0;
+  /// When set, fewer rows a batch for wide rows: about this many bytes.
+  int64_t batch_bytes_ = 0;
   std::unique_ptr<arrow::RecordBatchReader> row_group_reader_;
   std::vector<int> leaves_;
   /// Field ids of the top-level file columns read, in file order.
@@ -653,9 +667,10 @@ arrow::Result<ScanPlan> PlanScan(const Table& table, const ScanOptions& options)
 arrow::Status ReadFileScanTaskInBatches(
     FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
     const ExpressionPtr& filter, int64_t batch_rows,
-    const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each) {
-  ARROW_ASSIGN_OR_RAISE(
-      auto reader, TaskReader::Open(io, task, schema, projection, filter, batch_rows));
+    const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each,
+    int64_t batch_bytes) {
+  ARROW_ASSIGN_OR_RAISE(auto reader, TaskReader::Open(io, task, schema, projection,
+                                                      filter, batch_rows, batch_bytes));
   while (true) {
     ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
     if (batch == nullptr) return arrow::Status::OK();

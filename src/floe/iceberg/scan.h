@@ -117,11 +117,14 @@ arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadFileScanTask
 
 /// Reads one planned file like ReadFileScanTask, handing `each` batches of at most
 /// `batch_rows` rows as they are decoded (column chunks streamed through a bounded
-/// buffer), so the memory it takes does not grow with the file's row groups.
+/// buffer), so the memory it takes does not grow with the file's row groups. With
+/// `batch_bytes`, a row group of wide rows (its uncompressed bytes per row) is read in
+/// batches of about that many bytes instead (at least 64 rows).
 arrow::Status ReadFileScanTaskInBatches(
     FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
     const ExpressionPtr& filter, int64_t batch_rows,
-    const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each);
+    const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each,
+    int64_t batch_bytes = 0);
 
 /// Reads a planned scan lazily, one data file at a time.
 /// REQUIRES: `io` outlives the reader.

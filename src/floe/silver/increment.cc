@@ -476,7 +476,8 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
         BatchRows(task.data_file, options.slice_bytes),
         [&](std::shared_ptr<arrow::RecordBatch> batch) {
           return reader.Add(std::move(batch));
-        }));
+        },
+        options.slice_bytes / 8));
     arrow::default_memory_pool()->ReleaseUnused();
   }
   ARROW_RETURN_NOT_OK(reader.Finish());

@@ -21,8 +21,10 @@ namespace {
 namespace ice = floe::iceberg;
 namespace cp = arrow::compute;
 
-// Rows of a data file read and written at once by a rewrite.
+// Rows of a data file read and written at once by a rewrite, at most, and about how
+// many bytes.
 constexpr int64_t kRewriteBatchRows = 65536;
+constexpr int64_t kRewriteBatchBytes = int64_t{4} << 20;
 
 // Copies the rows of `file` (Silver's current schema, file order) without those at the
 // positions `drop` (sorted) into new data files of Silver's current spec: a batch at a
@@ -81,7 +83,8 @@ arrow::Result<std::vector<ice::DataFile>> CopyWithout(ice::Table& silver,
           ARROW_RETURN_NOT_OK(writer->Write(*part.batch));
         }
         return arrow::Status::OK();
-      }));
+      },
+      kRewriteBatchBytes));
   std::vector<ice::DataFile> out;
   for (auto& [where, writer] : writers) {
     ARROW_ASSIGN_OR_RAISE(auto files, writer->Finish());

@@ -186,8 +186,10 @@ arrow::Result<ice::ExpressionPtr> KeyFilter(
 
 // The Silver rows of the folded keys (all row columns), for values that
 // cdc_unchanged keeps.
-// Rows of Silver read and kept at once while looking for the existing rows.
+// Rows of Silver read at once while looking for the existing rows, at most, and
+// about how many bytes.
 constexpr int64_t kExistingBatchRows = 8192;
+constexpr int64_t kExistingBatchBytes = int64_t{1} << 20;
 
 arrow::Result<ExistingRows> ReadExistingRows(const ice::TableMetadata& silver,
                                              ice::FileIO& io, const Changes& changes,
@@ -233,7 +235,8 @@ arrow::Result<ExistingRows> ReadExistingRows(const ice::TableMetadata& silver,
           }
           for (size_t c = 0; c < columns.size(); ++c) chunks[c].push_back(columns[c]);
           return arrow::Status::OK();
-        }));
+        },
+        kExistingBatchBytes));
   }
   ExistingRows out;
   for (size_t c = 0; c < chunks.size(); ++c) {
