@@ -523,12 +523,6 @@ arrow::Result<std::vector<int32_t>> BucketValues(const arrow::Array& array,
     return static_cast<int32_t>((hash & 0x7fffffffU) %
                                 static_cast<uint32_t>(num_buckets));
   };
-  auto hash_long = [](int64_t v) {
-    uint8_t bytes[8];
-    const auto bits = static_cast<uint64_t>(v);
-    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(bits >> (8 * i));
-    return Murmur3Hash32(bytes, sizeof(bytes));
-  };
   ARROW_ASSIGN_OR_RAISE(ArrowShape shape, ExpectedShape(type));
   const TypeId id = type.id();
   const bool int32_based = id == TypeId::kInt || id == TypeId::kDate;
@@ -540,7 +534,7 @@ arrow::Result<std::vector<int32_t>> BucketValues(const arrow::Array& array,
       if (array.IsNull(i)) continue;
       const int64_t v =
           int32_based ? data.GetValues<int32_t>(1)[i] : data.GetValues<int64_t>(1)[i];
-      out[i] = bucket_of(hash_long(v));
+      out[i] = bucket_of(IcebergHashLong(v));
     }
     return out;
   }

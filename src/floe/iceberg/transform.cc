@@ -114,6 +114,8 @@ uint32_t Murmur3Hash32(const uint8_t* data, size_t size, uint32_t seed) {
   return h;
 }
 
+uint32_t IcebergHashLong(int64_t value) { return HashLong(value); }
+
 arrow::Result<int32_t> IcebergHash32(const Type& type, const Literal& value) {
   ARROW_RETURN_NOT_OK(CheckLiteralType(type, value));
   uint32_t h = 0;

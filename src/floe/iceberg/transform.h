@@ -80,6 +80,10 @@ class Transform {
 /// 32-bit Murmur3, x86 variant, of `data` with `seed` (the spec uses seed 0).
 uint32_t Murmur3Hash32(const uint8_t* data, size_t size, uint32_t seed = 0);
 
+/// The spec's hash of a long (and of the int, date, time and timestamp types that hash
+/// as one): Murmur3Hash32 of its 8 little-endian bytes.
+uint32_t IcebergHashLong(int64_t value);
+
 /// The spec's 32-bit hash of one value (Appendix B): ints, longs, dates, times and
 /// timestamps hash as 8-byte little-endian longs; decimals as the minimal big-endian
 /// two's complement bytes of the unscaled value; strings as UTF-8; uuids as their 16
