@@ -1487,6 +1487,32 @@ def test_an_update_of_a_declared_key_under_replica_identity_full_moves_the_row(
     check_silver(run, pg, duckdb_con, "public.kc", ["code"])
 
 
+def test_a_declared_merge_key_that_is_null_is_refused_not_collapsed(floe, pg,
+                                                                   duckdb_con):
+    """silver.keys declares a nullable column: two source rows with a NULL there are
+    one key to the merge, so Silver would silently keep one of them (before the fix it
+    did). The merge is refused with the fix; once the source gives the rows keys, the
+    next pass merges and Silver equals the source."""
+    pg.execute("CREATE TABLE nk (id int PRIMARY KEY, code text, v text)")
+    pg.execute("ALTER TABLE nk REPLICA IDENTITY FULL")
+    pg.execute("INSERT INTO nk SELECT g, 'c' || g, 'v' || g FROM generate_series(1, 5) g")
+    run = floe(service=SERVICE,
+               extra_yaml="silver:\n  keys:\n    public.nk: [code]\n").start()
+    run.wait_streaming()
+    silver(run)
+    pg.execute("INSERT INTO nk VALUES (6, NULL, 'six'), (7, NULL, 'seven')")
+    pg.execute("UPDATE nk SET v = 'changed' WHERE id = 2")
+    wait_flushed(run, pg)
+    out = silver(run, None, expect_rc=1)
+    assert "NULL in merge key column `code`: 2 change(s)" in out, out
+    assert "silver.keys" in out, out
+    pg.execute("UPDATE nk SET code = 'c' || id WHERE code IS NULL")
+    pg.execute("ALTER TABLE nk ALTER COLUMN code SET NOT NULL")
+    wait_flushed(run, pg)
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.nk", ["code"])
+
+
 def test_a_column_added_by_a_rewrite_whose_default_is_dropped_at_once(floe, pg,
                                                                       duckdb_con):
     """`ADD COLUMN y timestamptz NOT NULL DEFAULT clock_timestamp()` then `DROP

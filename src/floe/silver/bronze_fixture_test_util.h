@@ -29,7 +29,7 @@ struct Row {
   std::string op;
   int64_t lsn;
   int32_t seq;
-  int64_t id;
+  std::optional<int64_t> id;  // null: a `t` row, or a key the test leaves NULL
   std::optional<std::string> name;
   /// cdc_unchanged (null when empty).
   std::vector<std::string> unchanged = {};
@@ -87,7 +87,7 @@ class BronzeFixture : public ::testing::Test {
       ASSERT_TRUE(op.Append(r.op).ok());
       ASSERT_TRUE(lsn.Append(r.lsn).ok());
       ASSERT_TRUE(seq.Append(r.seq).ok());
-      ASSERT_TRUE(id.Append(r.id).ok());
+      ASSERT_TRUE((r.id ? id.Append(*r.id) : id.AppendNull()).ok());
       ASSERT_TRUE((r.name ? name.Append(*r.name) : name.AppendNull()).ok());
     }
     auto schema = ice::ToArrowSchema(bronze_->schema()).ValueOrDie();

@@ -38,6 +38,58 @@ arrow::Result<std::vector<std::string>> BronzeColumnsOf(
   return columns;
 }
 
+namespace {
+
+// A row kept with a NULL in a key column: rows with NULL keys are one key to the fold,
+// so Silver would silently hold one of them. A primary key is never NULL; a key
+// declared in silver.keys on nullable columns can be.
+arrow::Status RefuseNullKeys(const Changes& changes, const FoldResult& fold,
+                             const std::vector<int>& key_columns,
+                             const std::vector<std::string>& key) {
+  auto null_key = [&](int64_t row, std::set<std::string>* columns) {
+    bool any = false;
+    for (size_t i = 0; i < key_columns.size(); ++i) {
+      if (!changes.columns[key_columns[i]]->IsNull(row)) continue;
+      any = true;
+      if (columns != nullptr) {
+        columns->insert(i < key.size() ? key[i] : changes.names[key_columns[i]]);
+      }
+    }
+    return any;
+  };
+  if (std::none_of(fold.keys.begin(), fold.keys.end(), [&](const FoldedKey& k) {
+        return !k.deleted && null_key(k.key_row, nullptr);
+      })) {
+    return arrow::Status::OK();
+  }
+  // Name every change writing such a row (not `d`, not `t`), and the first of them.
+  const auto& op = static_cast<const arrow::StringArray&>(*changes.op);
+  const auto& lsn = static_cast<const arrow::Int64Array&>(*changes.commit_lsn);
+  const auto& seq = static_cast<const arrow::Int32Array&>(*changes.seq);
+  std::set<std::string> columns;
+  int64_t count = 0;
+  std::pair<int64_t, int32_t> first{INT64_MAX, INT32_MAX};
+  for (int64_t row = 0; row < changes.length(); ++row) {
+    const std::string_view o = op.GetView(row);
+    if (o == "d" || o == "t" || !null_key(row, &columns)) continue;
+    ++count;
+    first = std::min(first, std::pair(lsn.Value(row), seq.Value(row)));
+  }
+  std::string names;
+  for (const std::string& c : columns) names += (names.empty() ? "`" : ", `") + c + "`";
+  return arrow::Status::Invalid(
+      "Silver would keep a row with a NULL in merge key column ", names, ": ", count,
+      " change(s) in Bronze write such rows (the first at cdc_commit_lsn ", first.first,
+      ", cdc_seq ", first.second,
+      "). Rows whose key is NULL cannot be told apart, so nothing is merged rather "
+      "than keep one of them. Give those rows a key in the source (UPDATE ... SET ",
+      *columns.begin(), " = ... WHERE ", *columns.begin(),
+      " IS NULL) and make the column NOT NULL, or declare a key whose columns are "
+      "NOT NULL (silver.keys); the next pass merges the table");
+}
+
+}  // namespace
+
 arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
                                       const MergeColumns& columns,
                                       const ice::Table* silver, bool silver_has_rows,
@@ -60,6 +112,7 @@ arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
                                    key_columns, key, fold.undecided));
     ARROW_ASSIGN_OR_RAISE(fold, Fold(*changes, key_columns, silver_has_rows, &held));
   }
+  ARROW_RETURN_NOT_OK(RefuseNullKeys(*changes, fold, key_columns, key));
   stats->changes += changes->length();
   stats->truncated = stats->truncated || fold.truncated;
   stats->upserted += fold.upserts();

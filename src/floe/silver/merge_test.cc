@@ -176,6 +176,56 @@ TEST_F(MergeTableTest, OnlyCommittedBronzeRowsAreRead) {
             (std::map<int64_t, std::string>{{1, "one"}, {2, "two"}, {3, "three"}}));
 }
 
+TEST_F(MergeTableTest, ARowWithANullKeyIsRefusedNotCollapsed) {
+  // A key declared in silver.keys on a nullable column: two rows with a NULL key
+  // are one key to the fold, so merging would keep one of them. Nothing is merged,
+  // in memory or a slice at a time, until the source gives them keys.
+  Append({{"r", 100, 0, 1, "one"}}, 100);
+  Merge();
+  Append({{"c", 200, 0, std::nullopt, "first"},
+          {"c", 210, 0, std::nullopt, "second"},
+          {"u", 210, 1, 1, "one again"}},
+         210);
+  for (int64_t slice : {int64_t{0}, int64_t{64}}) {
+    MergeOptions options;
+    options.target_file_bytes = 2048;
+    options.slice_bytes = slice;
+    auto stats =
+        MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
+    ASSERT_FALSE(stats.ok()) << "slice " << slice;
+    const std::string error = stats.status().message();
+    EXPECT_NE(error.find("NULL in merge key column `id`: 2 change(s)"), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("cdc_commit_lsn 200, cdc_seq 0"), std::string::npos) << error;
+    EXPECT_NE(error.find("silver.keys"), std::string::npos) << error;
+    EXPECT_EQ(SilverSummary().at(lake::kWatermarkSummaryKey), "100");
+    EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{{1, "one"}}));
+  }
+  // The source gives both rows a key (floe run writes a declared key's change as a
+  // delete and an insert): the NULL key ends deleted and the merge goes through.
+  Append({{"d", 300, 0, std::nullopt, "first"},
+          {"c", 300, 1, 2, "first"},
+          {"d", 300, 2, std::nullopt, "second"},
+          {"c", 300, 3, 3, "second"}},
+         300);
+  EXPECT_EQ(Merge().outcome, MergeOutcome::kMerged);
+  EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{
+                              {1, "one again"}, {2, "first"}, {3, "second"}}));
+}
+
+TEST_F(MergeTableTest, ABackfillWithANullKeyCreatesNoTable) {
+  Append({{"r", 100, 0, 1, "one"}, {"r", 100, 1, std::nullopt, "no key"}}, 100);
+  MergeOptions options;
+  options.target_file_bytes = 2048;
+  auto stats =
+      MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
+  ASSERT_FALSE(stats.ok());
+  EXPECT_NE(stats.status().message().find("NULL in merge key column `id`"),
+            std::string::npos)
+      << stats.status().ToString();
+  EXPECT_FALSE(catalog_->TableExists(silver_id_).ValueOrDie());
+}
+
 TEST_F(MergeTableTest, TableWithoutKeyGetsNoSilverTable) {
   ASSERT_TRUE(
       bronze_
