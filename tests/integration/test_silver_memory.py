@@ -17,6 +17,7 @@ import sys
 
 from floerun import floe  # noqa: F401
 from oracle import check_silver
+from test_silver_tools import tool as silver_tool
 
 SERVICE = "svc"
 LIMIT = 64 << 20
@@ -45,9 +46,10 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def silver_measured(run) -> tuple[str, int]:
-    """Runs `floe silver` once; returns its output and its peak RSS in bytes."""
-    proc = subprocess.run([sys.executable, "-c", PEAK_RSS, str(run.floe_bin), "silver",
+def silver_measured(run, command: str = "silver") -> tuple[str, int]:
+    """Runs `floe silver` (or `floe verify`) once; returns its output and its peak RSS
+    in bytes."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS, str(run.floe_bin), command,
                            str(run.config_path)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=run.base,
                           timeout=600)
@@ -132,7 +134,23 @@ def test_merges_and_backfills_larger_than_the_memory_limit_stay_under_it(
     assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
     check_silver(run, pg, duckdb_con, "public.orders", ["id"])
     check_silver(run, pg, duckdb_con, "public.docs", ["tenant", "n"])
+
+    # floe verify folds the whole Bronze history (copy and increment) a slice at a
+    # time and compares Silver, the fold and the source a partition of keys at a time.
+    out, peak = silver_measured(run, "verify")
+    print(f"verify: peak RSS {peak / 2**20:.1f} MiB")
+    assert peak <= LIMIT + ALLOWANCE, f"verify peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    for table in ("public.orders", "public.docs"):
+        report = out[out.index(table):]
+        assert "Silver vs fold(Bronze <= watermark): OK" in report, out
+        assert "Silver vs source: OK" in report, out
+    # A row deleted while floe run is stopped (Bronze has nothing newer): verify says
+    # the source differs and names the key, found in its partition of keys.
     run.stop()
+    gone = pg.execute("DELETE FROM orders WHERE id = (SELECT min(id) FROM orders) "
+                      "RETURNING id")[0][0]
+    out = silver_tool(run, "verify", str(run.config_path), expect_rc=1)
+    assert f"id={gone}: in Silver, not in the source" in out, out
 
 
 def test_updates_leaving_wide_toast_values_alone_stay_under_the_limit(

@@ -25,16 +25,19 @@ struct SilverArgs {
   CLI::Option* metrics_listen_option = nullptr;
 };
 
+// The system allocator gives memory a merge (or verify) frees back to the kernel, so
+// silver.memory_limit holds for the process's RSS (Arrow's default, mimalloc, keeps
+// it; docs/silver.md "Memory"). ARROW_DEFAULT_MEMORY_POOL set by hand wins. Before
+// Arrow's default pool is first used.
+void UseSystemAllocator() { ::setenv("ARROW_DEFAULT_MEMORY_POOL", "system", 0); }
+
 // `floe silver FILE [--every [DURATION]]`: merges every Bronze table into its Silver
 // replica once, or (with --every; no value means `silver.every` of the file) again
 // and again until SIGTERM / SIGINT, serving /metrics, /healthz and /readyz on
 // --metrics-listen or metrics.listen. Exit code 1 when a table failed (in the last
 // pass).
 int Silver(const SilverArgs& args) {
-  // The system allocator gives memory a merge frees back to the kernel, so
-  // silver.memory_limit holds for the process's RSS (Arrow's default, mimalloc, keeps
-  // it; docs/silver.md "Memory"). ARROW_DEFAULT_MEMORY_POOL set by hand wins.
-  ::setenv("ARROW_DEFAULT_MEMORY_POOL", "system", /*overwrite=*/0);
+  UseSystemAllocator();
   auto config = LoadConfig(args.file, "not started");
   if (!config) return 1;
   silver::SilverOptions options;
@@ -73,6 +76,7 @@ struct VerifyArgs {
 // (Silver != fold(Bronze), or the source differs although Bronze has nothing newer),
 // 2 when a table (or everything) could not be verified.
 int Verify(const VerifyArgs& args) {
+  UseSystemAllocator();
   auto config = LoadConfig(args.file, "not verified");
   if (!config) return 2;
   SetUpLogging(args.json_logs);

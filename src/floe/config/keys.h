@@ -187,7 +187,8 @@ inline constexpr Key kSilverKeys{
     "silver.keys",
     Kind::kOther,
     "the source's primary key",
-    "non-empty list of key columns; every change must carry them (the primary key, or "
+    "non-empty list of key columns, never NULL (a merge that would keep a row with a "
+    "NULL key is refused); every change must carry them (the primary key, or "
     "`REPLICA IDENTITY FULL` / `USING INDEX` over them), else `floe silver` refuses the "
     "table ([silver.md](silver.md)); `floe run` also treats an update changing them as "
     "a key change; an entry added or changed for a table Bronze already holds (with a "
@@ -236,10 +237,11 @@ inline constexpr Key kSilverMemoryLimit{
     "silver.memory_limit",
     Kind::kByteSize,
     "`512MiB`",
-    "memory `floe silver` aims to stay under, shared by the tables merged at once; a "
-    "merge whose changes do not fit is spilled to `spill_dir` and done a slice of "
-    "buckets at a time ([silver.md](silver.md#memory)); at least 64MiB (the program "
-    "itself takes about 40MiB)",
+    "memory `floe silver` and `floe verify` aim to stay under, shared by the tables "
+    "merged at once; a merge whose changes do not fit is spilled to `spill_dir` and "
+    "done a slice of buckets at a time, a verification a partition of keys at a time "
+    "([silver.md](silver.md#memory)); at least 64MiB (the program itself takes about "
+    "40MiB)",
     int64_t{512} << 20,
     int64_t{64} << 20,
     0,
@@ -247,8 +249,8 @@ inline constexpr Key kSilverMemoryLimit{
     "for example: 512MiB (the default), 2GiB"};
 inline constexpr Key kSilverSpillDir{
     "silver.spill_dir", Kind::kString, "the system's temporary directory",
-    "local directory a merge larger than its memory share spills its changes to "
-    "(removed after the merge); relative to the pipeline file's directory"};
+    "local directory a merge (or verification) larger than its memory share spills "
+    "to (removed after it); relative to the pipeline file's directory"};
 inline constexpr Key kMetricsListen{
     "metrics.listen", Kind::kOther, "`127.0.0.1:9464`",
     "`host:port` of /metrics, /healthz and /readyz (`floe run`); port 0 picks a free "

@@ -1,12 +1,7 @@
 #include "floe/silver/increment.h"
 
-#include <signal.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -15,10 +10,7 @@
 
 #include <arrow/api.h>
 #include <arrow/compute/api.h>
-#include <arrow/io/file.h>
-#include <arrow/ipc/api.h>
 #include <arrow/util/byte_size.h>
-#include <arrow/util/compression.h>
 #include <spdlog/spdlog.h>
 
 #include "floe/iceberg/expression.h"
@@ -68,134 +60,6 @@ bool ListsUnchanged(const arrow::Array* unchanged, int64_t i) {
 }
 
 }  // namespace
-
-// The partition files in a directory of their own, removed with it.
-class Increment::Spill {
- public:
-  ~Spill() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  static arrow::Result<std::unique_ptr<Spill>> Make(
-      const fs::path& parent, int32_t partitions, std::shared_ptr<arrow::Schema> schema) {
-    std::error_code ec;
-    fs::path base = parent.empty() ? fs::temp_directory_path(ec) : parent;
-    if (ec) base = "/tmp";
-    fs::create_directories(base, ec);
-    RemoveStaleSpills(base);
-    std::string templ =
-        (base / ("floe-spill-" + std::to_string(::getpid()) + "-XXXXXX")).string();
-    if (::mkdtemp(templ.data()) == nullptr) {
-      return arrow::Status::IOError(
-          "cannot make a spill directory under ", base.string(),
-          " for a Silver merge larger than silver.memory_limit: ", std::strerror(errno),
-          "; set silver.spill_dir to a writable local directory");
-    }
-    auto spill = std::unique_ptr<Spill>(new Spill());
-    spill->dir_ = templ;
-    spill->schema_ = std::move(schema);
-    spill->written_.assign(partitions, false);
-    spill->options_ = arrow::ipc::IpcWriteOptions::Defaults();
-    // Small messages: compressing them on the pool's threads costs more than it saves.
-    spill->options_.use_threads = false;
-    if (arrow::util::Codec::IsAvailable(arrow::Compression::LZ4_FRAME)) {
-      ARROW_ASSIGN_OR_RAISE(spill->options_.codec,
-                            arrow::util::Codec::Create(arrow::Compression::LZ4_FRAME));
-    }
-    return spill;
-  }
-
-  // Appends `rows` to the partition's file as an IPC stream of its own: no writer
-  // (and no compression buffer) stays open per partition, so the spill's memory does
-  // not grow with the partition count.
-  arrow::Status Write(int32_t partition,
-                      const std::shared_ptr<arrow::RecordBatch>& rows) {
-    arrow::Status written = [&]() -> arrow::Status {
-      ARROW_ASSIGN_OR_RAISE(auto output, arrow::io::FileOutputStream::Open(
-                                             PathOf(partition), /*append=*/true));
-      ARROW_ASSIGN_OR_RAISE(auto writer,
-                            arrow::ipc::MakeStreamWriter(output, schema_, options_));
-      ARROW_RETURN_NOT_OK(writer->WriteRecordBatch(*rows));
-      ARROW_RETURN_NOT_OK(writer->Close());
-      return output->Close();
-    }();
-    if (written.ok()) written_[partition] = true;
-    return Explained(written);
-  }
-
-  // A failure to write the spill, with what to do about it.
-  arrow::Status Explained(const arrow::Status& status) const {
-    if (status.ok()) return status;
-    return status.WithMessage(
-        "writing the spill of a Silver merge larger than its share of "
-        "silver.memory_limit to ",
-        dir_.string(), ": ", status.message(),
-        "; give silver.spill_dir a local directory with room for about twice the "
-        "increment's Bronze bytes, or raise silver.memory_limit");
-  }
-
-  // Spill directories of floe processes that are gone (killed in a merge), removed.
-  static void RemoveStaleSpills(const fs::path& base) {
-    std::error_code ec;
-    for (fs::directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      const std::string prefix = "floe-spill-";
-      std::error_code is_dir;
-      if (name.rfind(prefix, 0) != 0 || !it->is_directory(is_dir)) continue;
-      const size_t dash = name.find('-', prefix.size());
-      if (dash == std::string::npos || dash == prefix.size()) continue;
-      const std::string pid_text = name.substr(prefix.size(), dash - prefix.size());
-      if (pid_text.size() > 9 ||
-          pid_text.find_first_not_of("0123456789") != std::string::npos) {
-        continue;
-      }
-      const auto pid = static_cast<pid_t>(std::stol(pid_text));
-      if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
-      std::error_code removed;
-      fs::remove_all(it->path(), removed);
-      if (!removed) spdlog::info("removed {}, left by a merge that was killed", name);
-    }
-  }
-
-  arrow::Status ReadInto(int32_t partition,
-                         std::vector<std::shared_ptr<arrow::RecordBatch>>* out) const {
-    if (!written_[partition]) return arrow::Status::OK();
-    ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(PathOf(partition)));
-    ARROW_ASSIGN_OR_RAISE(const int64_t size, input->GetSize());
-    // One thread: decompressing on the pool's threads spreads the slice over their
-    // malloc arenas, which keep it after it is freed.
-    auto read_options = arrow::ipc::IpcReadOptions::Defaults();
-    read_options.use_threads = false;
-    // The streams written one after the other.
-    while (true) {
-      ARROW_ASSIGN_OR_RAISE(const int64_t at, input->Tell());
-      if (at >= size) break;
-      ARROW_ASSIGN_OR_RAISE(
-          auto reader, arrow::ipc::RecordBatchStreamReader::Open(input, read_options));
-      while (true) {
-        ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
-        if (batch == nullptr) break;
-        out->push_back(std::move(batch));
-      }
-    }
-    return input->Close();
-  }
-
-  const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
-
- private:
-  Spill() = default;
-  std::string PathOf(int32_t partition) const {
-    return (dir_ / ("p" + std::to_string(partition) + ".arrows")).string();
-  }
-
-  fs::path dir_;
-  std::shared_ptr<arrow::Schema> schema_;
-  arrow::ipc::IpcWriteOptions options_;
-  /// Per partition: whether its file has rows.
-  std::vector<bool> written_;
-};
 
 namespace {
 
@@ -328,7 +192,7 @@ class IncrementReader {
   /// What the rows weigh in a slice (WeightOf).
   int64_t weight_ = 0;
   std::vector<std::shared_ptr<arrow::RecordBatch>> truncates_;
-  std::unique_ptr<Increment::Spill> spill_;
+  std::unique_ptr<PartitionSpill> spill_;
   int32_t partitions_ = 1;
   bool pow2_ = true;
   std::vector<int64_t> partition_bytes_;
@@ -383,8 +247,8 @@ class IncrementReader {
     pow2_ = options_.silver_buckets == 0 || IsPowerOfTwo(options_.silver_buckets);
     partition_bytes_.assign(partitions_, 0);
     schema_ = in_memory_.front()->schema();
-    ARROW_ASSIGN_OR_RAISE(
-        spill_, Increment::Spill::Make(options_.spill_parent, partitions_, schema_));
+    ARROW_ASSIGN_OR_RAISE(spill_, PartitionSpill::Make(options_.spill_parent, partitions_,
+                                                       schema_, kMergeSpill));
     spdlog::debug("spilling a Silver increment of about {} bytes into {} partitions",
                   static_cast<int64_t>(total), partitions_);
     return SpillHeld();

@@ -27,6 +27,7 @@
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/table_metadata.h"
+#include "floe/silver/spill.h"
 
 namespace floe::silver {
 
@@ -97,14 +98,11 @@ class Increment {
   /// The rows of `slice`: its partitions' and every `t` row.
   arrow::Result<std::shared_ptr<arrow::Table>> Load(const Slice& slice) const;
 
-  /// The partition files (increment.cc).
-  class Spill;
-
  private:
   Increment() = default;
 
   std::shared_ptr<arrow::Table> all_;
-  std::unique_ptr<Spill> spill_;
+  std::unique_ptr<PartitionSpill> spill_;
   /// The `t` rows (kept apart, added to every slice).
   std::vector<std::shared_ptr<arrow::RecordBatch>> truncates_;
   /// Partitions that must share a slice (a key-changing update's two keys).

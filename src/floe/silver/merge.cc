@@ -550,12 +550,6 @@ arrow::Result<std::unique_ptr<ice::Table>> LoadSilver(
   return silver;
 }
 
-// The memory limit's share for the changes of one slice.
-int64_t SliceBytes(int64_t memory_limit) {
-  return std::max<int64_t>(int64_t{1} << 20,
-                           (memory_limit - kFixedWorkingSet) / kWorkingSetFactor);
-}
-
 // Each plan counts from zero: the bytes it reads and writes, the row groups it reads
 // and skips.
 void StartCounting(IoCounter* bronze_read, IoCounter* silver_read,

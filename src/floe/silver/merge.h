@@ -7,6 +7,7 @@
 // without a Silver replica yet is backfilled from its whole Bronze history.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -93,6 +94,12 @@ inline constexpr int64_t kFixedWorkingSet = int64_t{8} << 20;
 /// A merge's share of silver.memory_limit `limit` when `merges` run at once.
 inline int64_t MergeShare(int64_t limit, int merges) {
   return (limit - kProgramMemory) / (merges < 1 ? 1 : merges);
+}
+
+/// The bytes of changes one slice of a merge with `share` of memory holds.
+inline int64_t SliceBytes(int64_t share) {
+  return std::max<int64_t>(int64_t{1} << 20,
+                           (share - kFixedWorkingSet) / kWorkingSetFactor);
 }
 
 struct MergeOptions {

@@ -1,92 +1,33 @@
 #include "floe/silver/verify.h"
-#include "floe/lake/catalog.h"
-#include "floe/lake/keys.h"
-#include "floe/lake/metadata.h"
-#include "floe/silver/silver.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <set>
-#include <unordered_map>
 #include <utility>
 
 #include <arrow/api.h>
-#include <arrow/array/concatenate.h>
 #include <arrow/compute/api.h>
-#include <arrow/compute/initialize.h>
-#include <nlohmann/json.hpp>
 
 #include "floe/common/lsn.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/catalog.h"
+#include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/silver/fold.h"
+#include "floe/silver/increment.h"
 #include "floe/silver/merge.h"
-#include "floe/source/postgres/pg_connection.h"
-#include "floe/source/postgres/table_description.h"
-#include "floe/source/postgres/type_mapping.h"
+#include "floe/silver/merge_internal.h"
+#include "floe/silver/silver.h"
+#include "floe/silver/verify_internal.h"
 
 namespace floe::silver {
 namespace {
 
 namespace ice = floe::iceberg;
 namespace cp = arrow::compute;
-namespace pg = floe::postgres;
-using json = nlohmann::json;
-
-constexpr uint64_t kFnvOffset = 14695981039346656037ull;
-constexpr uint64_t kFnvPrime = 1099511628211ull;
-// The hash of a null value (no text hashes to it in practice).
-constexpr uint64_t kNullHash = 0x6e756c6c9e3779b9ull;
-
-uint64_t Fnv1a(std::string_view bytes) {
-  uint64_t h = kFnvOffset;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= kFnvPrime;
-  }
-  return h;
-}
-
-// splitmix64's finalizer: spreads the bits of a combined hash.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-arrow::Status EnsureCompute() {
-  static std::once_flag once;
-  static arrow::Status status;
-  std::call_once(once, [] { status = cp::Initialize(); });
-  return status;
-}
-
-bool CastsToText(const arrow::DataType& type) {
-  return arrow::is_integer(type.id()) || arrow::is_floating(type.id()) ||
-         arrow::is_decimal(type.id()) || arrow::is_temporal(type.id()) ||
-         type.id() == arrow::Type::BOOL;
-}
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
-
-arrow::Result<std::shared_ptr<arrow::Array>> Flatten(const arrow::ChunkedArray& chunked) {
-  if (chunked.num_chunks() == 1) return chunked.chunk(0);
-  if (chunked.num_chunks() == 0) return arrow::MakeEmptyArray(chunked.type());
-  return arrow::Concatenate(chunked.chunks());
-}
 
 std::string LsnText(uint64_t lsn) { return Lsn(lsn).ToString(); }
 
@@ -110,297 +51,34 @@ std::shared_ptr<arrow::Array> CastIfPossible(
   return cast->make_array();
 }
 
-arrow::Status AppendCanonical(const arrow::Array& array, int64_t i, std::string* out);
+// How Bronze's row columns line up with Silver's, through the field-id map (so a
+// rename not merged yet still lines up).
+struct HistoryColumns {
+  /// What is read of Bronze: the row columns, then the CDC columns (Bronze names).
+  std::vector<std::string> bronze_columns;
+  /// The row columns (Bronze names).
+  std::vector<std::string> bronze_names;
+  /// Per row column: its Silver name (a name no Silver field has when Silver lacks
+  /// it), and the names cdc_unchanged may know it by, as the merge folds them.
+  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> former_names;
+  std::vector<std::vector<std::pair<int64_t, int32_t>>> former_through;
+  /// The key's row columns, in key order.
+  std::vector<int> ordered_key;
+};
 
-// An element of a nested value: its canonical text prefixed with its length, so that
-// ["a,b"] and ["a", "b"] differ.
-arrow::Status AppendElement(const arrow::Array& array, int64_t i, std::string* out) {
-  std::string text;
-  ARROW_RETURN_NOT_OK(AppendCanonical(array, i, &text));
-  out->append(array.IsNull(i) ? "" : std::to_string(text.size()) + "#");
-  out->append(text);
-  return arrow::Status::OK();
-}
-
-// The canonical text of a value of any type, nested ones by their structure (lists
-// as [a,b], structs as {name:value,...}) so that field names of list elements and
-// the like do not matter.
-arrow::Status AppendCanonical(const arrow::Array& array, int64_t i, std::string* out) {
-  if (array.IsNull(i)) {
-    out->append("null");
-    return arrow::Status::OK();
-  }
-  switch (array.type_id()) {
-    case arrow::Type::STRING:
-      out->append(static_cast<const arrow::StringArray&>(array).GetView(i));
-      return arrow::Status::OK();
-    case arrow::Type::LARGE_STRING:
-      out->append(static_cast<const arrow::LargeStringArray&>(array).GetView(i));
-      return arrow::Status::OK();
-    case arrow::Type::BINARY:
-      out->append(Hex(static_cast<const arrow::BinaryArray&>(array).GetView(i)));
-      return arrow::Status::OK();
-    case arrow::Type::LARGE_BINARY:
-      out->append(Hex(static_cast<const arrow::LargeBinaryArray&>(array).GetView(i)));
-      return arrow::Status::OK();
-    case arrow::Type::FIXED_SIZE_BINARY:
-      out->append(Hex(static_cast<const arrow::FixedSizeBinaryArray&>(array).GetView(i)));
-      return arrow::Status::OK();
-    case arrow::Type::LIST:
-    case arrow::Type::LARGE_LIST:
-    case arrow::Type::FIXED_SIZE_LIST:
-    case arrow::Type::MAP: {
-      std::shared_ptr<arrow::Array> values;
-      if (array.type_id() == arrow::Type::LARGE_LIST) {
-        values = static_cast<const arrow::LargeListArray&>(array).value_slice(i);
-      } else if (array.type_id() == arrow::Type::FIXED_SIZE_LIST) {
-        values = static_cast<const arrow::FixedSizeListArray&>(array).value_slice(i);
-      } else {
-        values = static_cast<const arrow::ListArray&>(array).value_slice(i);
-      }
-      out->push_back('[');
-      for (int64_t k = 0; k < values->length(); ++k) {
-        if (k > 0) out->push_back(',');
-        ARROW_RETURN_NOT_OK(AppendElement(*values, k, out));
-      }
-      out->push_back(']');
-      return arrow::Status::OK();
-    }
-    case arrow::Type::STRUCT: {
-      const auto& st = static_cast<const arrow::StructArray&>(array);
-      out->push_back('{');
-      for (int f = 0; f < st.num_fields(); ++f) {
-        if (f > 0) out->push_back(',');
-        out->append(st.type()->field(f)->name());
-        out->push_back(':');
-        ARROW_RETURN_NOT_OK(AppendElement(*st.field(f), i, out));
-      }
-      out->push_back('}');
-      return arrow::Status::OK();
-    }
-    default: {
-      ARROW_ASSIGN_OR_RAISE(auto scalar, array.GetScalar(i));
-      out->append(scalar->ToString());
-      return arrow::Status::OK();
-    }
-  }
-}
-
-}  // namespace
-
-arrow::Result<std::vector<uint64_t>> CanonicalValueHashes(
-    const arrow::Array& column, std::vector<std::string>* texts) {
-  ARROW_RETURN_NOT_OK(EnsureCompute());
-  const int64_t n = column.length();
-  std::vector<uint64_t> out(static_cast<size_t>(n));
-  if (texts != nullptr) texts->assign(static_cast<size_t>(n), "null");
-  auto emit = [&](int64_t i, std::string_view text) {
-    out[i] = Mix(Fnv1a(text));
-    if (texts != nullptr) (*texts)[i] = std::string(text);
-  };
-  const arrow::DataType& type = *column.type();
-  std::shared_ptr<arrow::Array> as_text;
-  if (type.id() == arrow::Type::STRING || type.id() == arrow::Type::LARGE_STRING) {
-    as_text = arrow::MakeArray(column.data());
-  } else if (CastsToText(type)) {
-    ARROW_ASSIGN_OR_RAISE(arrow::Datum cast,
-                          cp::Cast(arrow::MakeArray(column.data()), arrow::utf8()));
-    as_text = cast.make_array();
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (column.IsNull(i)) {
-      out[i] = kNullHash;
-      continue;
-    }
-    if (as_text != nullptr) {
-      if (as_text->type_id() == arrow::Type::LARGE_STRING) {
-        emit(i, static_cast<const arrow::LargeStringArray&>(*as_text).GetView(i));
-      } else {
-        emit(i, static_cast<const arrow::StringArray&>(*as_text).GetView(i));
-      }
-      continue;
-    }
-    std::string text;
-    ARROW_RETURN_NOT_OK(AppendCanonical(column, i, &text));
-    emit(i, text);
-  }
-  return out;
-}
-
-arrow::Result<RowSet> DigestRows(const arrow::Table& table,
-                                 const std::vector<std::string>& key,
-                                 const std::vector<std::string>& columns) {
-  const auto n = static_cast<size_t>(table.num_rows());
-  std::vector<uint64_t> row_hash(n, kFnvOffset);
-  std::vector<std::string> key_text(n);
-  auto column_of =
-      [&](const std::string& name) -> arrow::Result<std::shared_ptr<arrow::Array>> {
-    auto chunked = table.GetColumnByName(name);
-    if (chunked == nullptr) {
-      return arrow::Status::Invalid("no column `", name, "` to compare");
-    }
-    return Flatten(*chunked);
-  };
-  for (size_t c = 0; c < columns.size(); ++c) {
-    ARROW_ASSIGN_OR_RAISE(auto array, column_of(columns[c]));
-    ARROW_ASSIGN_OR_RAISE(auto hashes, CanonicalValueHashes(*array));
-    for (size_t i = 0; i < n; ++i) {
-      row_hash[i] = Mix(row_hash[i] ^ (hashes[i] + c * 0x9e3779b97f4a7c15ull));
-    }
-  }
-  for (const auto& k : key) {
-    ARROW_ASSIGN_OR_RAISE(auto array, column_of(k));
-    std::vector<std::string> texts;
-    ARROW_RETURN_NOT_OK(CanonicalValueHashes(*array, &texts).status());
-    for (size_t i = 0; i < n; ++i) {
-      if (!key_text[i].empty()) key_text[i] += ", ";
-      key_text[i] += k + "=" + texts[i];
-    }
-  }
-  RowSet out;
-  out.digest.rows = static_cast<int64_t>(n);
-  for (size_t i = 0; i < n; ++i) {
-    out.digest.checksum += row_hash[i];
-    out.by_key[std::move(key_text[i])].push_back(row_hash[i]);
-  }
-  for (auto& [k, hashes] : out.by_key) std::sort(hashes.begin(), hashes.end());
-  return out;
-}
-
-std::vector<KeyDifference> CompareRowSets(const RowSet& actual, const RowSet& expected,
-                                          const std::string& actual_name,
-                                          const std::string& expected_name, size_t limit,
-                                          int64_t* total) {
-  std::vector<KeyDifference> out;
-  *total = 0;
-  auto report = [&](const std::string& key, std::string what) {
-    ++*total;
-    if (out.size() < limit) out.push_back({key, std::move(what)});
-  };
-  auto a = actual.by_key.begin();
-  auto e = expected.by_key.begin();
-  while (a != actual.by_key.end() || e != expected.by_key.end()) {
-    if (e == expected.by_key.end() || (a != actual.by_key.end() && a->first < e->first)) {
-      report(a->first, "in " + actual_name + ", not in " + expected_name +
-                           (a->second.size() > 1
-                                ? " (" + std::to_string(a->second.size()) + " rows)"
-                                : ""));
-      ++a;
-    } else if (a == actual.by_key.end() || e->first < a->first) {
-      report(e->first, "in " + expected_name + ", missing from " + actual_name);
-      ++e;
-    } else {
-      if (a->second.size() != e->second.size()) {
-        report(a->first, std::to_string(a->second.size()) + " rows in " + actual_name +
-                             ", " + std::to_string(e->second.size()) + " in " +
-                             expected_name);
-      } else if (a->second != e->second) {
-        report(a->first,
-               "values differ between " + actual_name + " and " + expected_name);
-      }
-      ++a;
-      ++e;
-    }
-  }
-  return out;
-}
-
-arrow::Result<std::vector<std::string>> DifferingColumns(
-    const arrow::Table& a, const arrow::Table& b,
-    const std::vector<std::string>& columns) {
-  std::vector<std::string> out;
-  for (const auto& c : columns) {
-    ARROW_ASSIGN_OR_RAISE(RowSet da, DigestRows(a, {}, {c}));
-    ARROW_ASSIGN_OR_RAISE(RowSet db, DigestRows(b, {}, {c}));
-    if (!(da.digest == db.digest)) out.push_back(c);
-  }
-  return out;
-}
-
-SourceReader PostgresSourceReader(std::string conninfo, std::string publication) {
-  return [conninfo = std::move(conninfo), publication = std::move(publication)](
-             const config::QualifiedName& table) -> arrow::Result<SourceRows> {
-    ARROW_ASSIGN_OR_RAISE(auto conn, pg::PgConnection::Connect(conninfo));
-    ARROW_RETURN_NOT_OK(
-        conn->Query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").status());
-    // The first statement takes the snapshot; the LSN is read inside it.
-    ARROW_ASSIGN_OR_RAISE(auto lsn_rows,
-                          conn->Query("SELECT pg_current_wal_lsn()::text"));
-    ARROW_ASSIGN_OR_RAISE(std::string schema_q, conn->QuoteIdentifier(table.schema));
-    ARROW_ASSIGN_OR_RAISE(std::string table_q, conn->QuoteIdentifier(table.table));
-    // The columns floe replicates, as every path describes them (no generated
-    // columns: Silver has none).
-    ARROW_ASSIGN_OR_RAISE(auto described,
-                          pg::DescribeTable(*conn, table.schema, table.table,
-                                            publication));
-    if (!described || described->Replicated().empty()) {
-      return arrow::Status::KeyError("source table ", table.ToString(),
-                                     " does not exist (or has no columns)");
-    }
-    pg::PgTypeResolver types(conn.get());
-    std::vector<pg::ColumnConverter> converters;
-    std::string select;
-    for (const pg::DescribedColumn& c : described->Replicated()) {
-      ARROW_ASSIGN_OR_RAISE(pg::PgTypeInfo type,
-                            types.Resolve(c.type_oid, c.type_modifier));
-      converters.emplace_back(c.name, pg::MapType(type));
-      ARROW_ASSIGN_OR_RAISE(std::string q, conn->QuoteIdentifier(c.name));
-      select += (select.empty() ? "" : ", ") + q;
-    }
-    ARROW_ASSIGN_OR_RAISE(
-        auto rows,
-        conn->Query("SELECT " + select + " FROM " + schema_q + "." + table_q +
-                    (described->row_filter.empty()
-                         ? ""
-                         : " WHERE (" + described->row_filter + ")")));
-    ARROW_RETURN_NOT_OK(conn->Query("COMMIT").status());
-    arrow::FieldVector fields;
-    arrow::ArrayVector arrays;
-    std::vector<pg::ConversionIssue> issues;
-    for (size_t c = 0; c < converters.size(); ++c) {
-      ARROW_ASSIGN_OR_RAISE(auto builder, converters[c].MakeBuilder());
-      for (const auto& row : rows) {
-        if (row[c]) {
-          ARROW_RETURN_NOT_OK(converters[c].Append(*row[c], builder.get(), &issues));
-        } else {
-          ARROW_RETURN_NOT_OK(converters[c].AppendNull(builder.get()));
-        }
-      }
-      std::shared_ptr<arrow::Array> array;
-      ARROW_RETURN_NOT_OK(builder->Finish(&array));
-      fields.push_back(arrow::field(converters[c].column_name(), array->type()));
-      arrays.push_back(std::move(array));
-    }
-    SourceRows out;
-    out.rows = arrow::Table::Make(arrow::schema(fields), arrays,
-                                  static_cast<int64_t>(rows.size()));
-    if (!lsn_rows.empty() && lsn_rows[0][0]) {
-      ARROW_ASSIGN_OR_RAISE(Lsn lsn, Lsn::Parse(*lsn_rows[0][0]));
-      out.lsn = lsn.value();
-    }
-    return out;
-  };
-}
-
-namespace {
-
-// The Bronze history up to the watermark, its columns renamed to Silver's names
-// (through the field-id map, so a rename not merged yet still lines up); the key
-// columns' indexes in key order in `ordered_key_out`, their Silver names in v->key.
-arrow::Result<Changes> SilverHistory(const ice::TableMetadata& bronze,
-                                     const ice::TableMetadata& silver, ice::FileIO& io,
-                                     const std::vector<std::string>& key,
-                                     std::vector<int>* ordered_key_out,
-                                     TableVerification* v) {
+// The columns of the Bronze history; the key's Silver names in v->key.
+arrow::Result<HistoryColumns> HistoryColumnsOf(const ice::TableMetadata& bronze,
+                                               const ice::TableMetadata& silver,
+                                               const std::vector<std::string>& key,
+                                               TableVerification* v) {
   const ice::Schema& silver_schema = *silver.CurrentSchema();
   const ice::Schema& bronze_schema = *bronze.CurrentSchema();
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> history,
-                        ReadBronze(bronze, io, 0, v->watermark));
-  std::vector<std::string> bronze_names;
-  for (const auto& f : history->schema()->fields()) {
-    if (!IsCdcColumn(f->name())) bronze_names.push_back(f->name());
+  HistoryColumns h;
+  ARROW_ASSIGN_OR_RAISE(h.bronze_columns, merge_internal::BronzeColumnsOf(bronze));
+  for (const auto& c : h.bronze_columns) {
+    if (!IsCdcColumn(c)) h.bronze_names.push_back(c);
   }
-  ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(*history, bronze_names));
   const std::map<int32_t, int32_t> ids = FieldMapOf(silver, bronze_schema);
   // The key names source columns; a Bronze field may be named otherwise (a name
   // Iceberg cannot hold as it is, a `__<type>` suffix after a type change).
@@ -413,17 +91,17 @@ arrow::Result<Changes> SilverHistory(const ice::TableMetadata& bronze,
         rc != row_columns.end() && rc->bronze != nullptr ? rc->bronze->name : k);
   }
   std::vector<int> key_columns;
-  for (size_t c = 0; c < changes.names.size(); ++c) {
-    const ice::NestedField* bf = bronze_schema.FindField(changes.names[c]);
+  for (size_t c = 0; c < h.bronze_names.size(); ++c) {
+    const std::string& bronze_name = h.bronze_names[c];
+    const ice::NestedField* bf = bronze_schema.FindField(bronze_name);
     const ice::NestedField* sf = nullptr;
     if (bf != nullptr) {
       auto it = ids.find(bf->id);
       if (it != ids.end()) sf = silver_schema.FindField(it->second);
     }
-    const std::string bronze_name = changes.names[c];
     // A column Silver does not have yet is left out of the upserts under a name
     // no Silver field has.
-    changes.names[c] = sf != nullptr ? sf->name : "\x01" + bronze_name;
+    h.names.push_back(sf != nullptr ? sf->name : "\x01" + bronze_name);
     // cdc_unchanged names source columns as they were named when the row was
     // written: the column's former names with their positions, as the merge folds
     // them, and its source name where Silver's differs.
@@ -436,14 +114,14 @@ arrow::Result<Changes> SilverHistory(const ice::TableMetadata& bronze,
         former = rc->former_names;
         through = rc->former_through;
         through.resize(former.size(), {0, 0});
-        if (rc->name != changes.names[c]) {
+        if (rc->name != h.names.back()) {
           former.push_back(rc->name);
           through.push_back({0, 0});
         }
       }
     }
-    changes.former_names.push_back(std::move(former));
-    changes.former_through.push_back(std::move(through));
+    h.former_names.push_back(std::move(former));
+    h.former_through.push_back(std::move(through));
     if (std::find(key_fields.begin(), key_fields.end(), bronze_name) !=
         key_fields.end()) {
       key_columns.push_back(static_cast<int>(c));
@@ -453,78 +131,167 @@ arrow::Result<Changes> SilverHistory(const ice::TableMetadata& bronze,
     return arrow::Status::Invalid("merge key of ", v->bronze,
                                   " is not among its columns");
   }
-  // Key columns in key order.
-  std::vector<int> ordered_key;
   for (const auto& k : key_fields) {
     for (int c : key_columns) {
-      if (bronze_names[c] == k) ordered_key.push_back(c);
+      if (h.bronze_names[c] == k) h.ordered_key.push_back(c);
     }
   }
-  for (int c : ordered_key) v->key.push_back(changes.names[c]);
-  *ordered_key_out = std::move(ordered_key);
-  return changes;
+  for (int c : h.ordered_key) v->key.push_back(h.names[c]);
+  return h;
 }
+
+// What verify may hold at once: the working memory of a fold of one slice of
+// Bronze, or of two partitions' RowSets; the digests of each side hold an eighth.
+struct Budget {
+  int64_t slice_bytes = 0;
+  RowDigests::Options digests;
+};
+
+// The fold of Bronze's history up to the watermark, a slice of Silver's buckets at a
+// time when it does not fit, into `expected`.
+arrow::Status FoldDigests(const ice::TableMetadata& bronze, const ice::Table& silver,
+                          ice::FileIO& io, const HistoryColumns& h, uint64_t watermark,
+                          const Budget& budget, RowDigests* expected) {
+  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
+  IncrementOptions read;
+  read.slice_bytes = budget.slice_bytes;
+  read.spill_parent = budget.digests.spill_dir;
+  read.silver_buckets = merge_internal::SilverBuckets(silver);
+  ARROW_ASSIGN_OR_RAISE(read.row_bytes, merge_internal::SilverRowBytes(silver));
+  ARROW_ASSIGN_OR_RAISE(auto history,
+                        Increment::Read(bronze, io, 0, watermark, h.bronze_columns,
+                                        h.bronze_names[h.ordered_key[0]], read));
+  auto fold_into = [&](const arrow::Table& rows) -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(rows, h.bronze_names));
+    changes.names = h.names;
+    changes.former_names = h.former_names;
+    changes.former_through = h.former_through;
+    ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, h.ordered_key, false));
+    ARROW_ASSIGN_OR_RAISE(auto upserts,
+                          BuildUpserts(changes, fold, nullptr, silver_arrow));
+    return expected->Add(*upserts);
+  };
+  if (!history->spilled()) return fold_into(*history->All());
+  for (const Slice& slice : history->PlanSlices(read.silver_buckets)) {
+    ARROW_ASSIGN_OR_RAISE(auto rows, history->Load(slice));
+    ARROW_RETURN_NOT_OK(fold_into(*rows));
+  }
+  return arrow::Status::OK();
+}
+
+// Silver's rows (deletes applied), a batch at a time, into `out` (over its columns).
+arrow::Status SilverDigests(const ice::Table& silver, RowDigests* out) {
+  ice::ScanOptions scan;
+  scan.columns = out->columns();
+  ARROW_ASSIGN_OR_RAISE(ice::ScanPlan plan, ice::PlanScan(silver, scan));
+  for (const ice::FileScanTask& task : plan.tasks) {
+    ARROW_RETURN_NOT_OK(ice::ReadFileScanTaskInBatches(
+        silver.io(), task, *plan.schema, *plan.projection, plan.filter, 8192,
+        [&](std::shared_ptr<arrow::RecordBatch> batch) { return out->Add(*batch); },
+        int64_t{1} << 20));
+  }
+  return arrow::Status::OK();
+}
+
+// The live source table's rows, over the Silver columns it still has (cast to
+// Silver's types), into digests of their own.
+class LiveDigests : public SourceSink {
+ public:
+  LiveDigests(TableVerification* v, std::shared_ptr<arrow::Schema> silver_arrow,
+              RowDigests::Options options)
+      : v_(v), silver_arrow_(std::move(silver_arrow)), options_(std::move(options)) {}
+
+  arrow::Status Begin(const std::shared_ptr<arrow::Schema>& schema,
+                      uint64_t lsn) override {
+    v_->source_lsn = lsn;
+    std::vector<std::string> missing;
+    for (const auto& name : v_->columns) {
+      if (schema->GetFieldIndex(name) < 0) {
+        missing.push_back(name);
+      } else {
+        v_->source_columns.push_back(name);
+      }
+    }
+    for (const auto& k : v_->key) {
+      if (std::find(missing.begin(), missing.end(), k) != missing.end()) {
+        no_key_ = "not compared: the source table has no key column `" + k + "`";
+        return arrow::Status::Cancelled(no_key_);
+      }
+    }
+    if (!missing.empty()) {
+      std::string names;
+      for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+      v_->source_note = "Silver columns the source no longer has, not compared: " + names;
+    }
+    digests_ = std::make_unique<RowDigests>(v_->key, v_->source_columns, options_);
+    return arrow::Status::OK();
+  }
+
+  arrow::Status Add(const std::shared_ptr<arrow::RecordBatch>& rows) override {
+    arrow::FieldVector fields;
+    arrow::ArrayVector arrays;
+    for (const auto& name : v_->source_columns) {
+      auto array = CastIfPossible(rows->GetColumnByName(name),
+                                  silver_arrow_->GetFieldByName(name)->type());
+      fields.push_back(arrow::field(name, array->type()));
+      arrays.push_back(std::move(array));
+    }
+    return digests_->Add(
+        *arrow::RecordBatch::Make(arrow::schema(fields), rows->num_rows(), arrays));
+  }
+
+  const std::string& no_key() const { return no_key_; }
+  std::unique_ptr<RowDigests> digests_;
+
+ private:
+  TableVerification* v_;
+  std::shared_ptr<arrow::Schema> silver_arrow_;
+  RowDigests::Options options_;
+  std::string no_key_;
+};
 
 // Silver against the live source table (read by `source`) over the columns the source
 // still has; a difference with changes above the watermark in Bronze (read again) is
-// the source having moved on.
+// the source having moved on. `actual`: Silver's digests over every column.
 arrow::Status CompareWithSource(ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
                                 const ice::TableIdentifier& bronze_id,
                                 const config::QualifiedName& source_name,
                                 const SourceReader& source,
                                 const VerifyTableOptions& options,
-                                const std::shared_ptr<arrow::Table>& actual,
-                                const std::shared_ptr<arrow::Schema>& silver_arrow,
-                                TableVerification* v) {
-  auto read = source(source_name);
-  if (!read.ok()) {
-    v->source_note = "not compared: " + read.status().message();
+                                const ice::Table& silver, const RowDigests& actual,
+                                const Budget& budget, TableVerification* v) {
+  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
+  LiveDigests live(v, silver_arrow, budget.digests);
+  const arrow::Status read = source(source_name, &live);
+  if (!live.no_key().empty()) {
+    v->source_note = live.no_key();
     return arrow::Status::OK();
   }
-  v->source_lsn = read->lsn;
-  const arrow::Table& live = *read->rows;
-  arrow::FieldVector fields;
-  arrow::ArrayVector arrays;
-  std::vector<std::string> missing;
-  for (const auto& name : v->columns) {
-    auto column = live.GetColumnByName(name);
-    if (column == nullptr) {
-      missing.push_back(name);
-      continue;
-    }
-    ARROW_ASSIGN_OR_RAISE(auto array, Flatten(*column));
-    array = CastIfPossible(array, silver_arrow->GetFieldByName(name)->type());
-    fields.push_back(arrow::field(name, array->type()));
-    arrays.push_back(array);
-    v->source_columns.push_back(name);
+  if (!read.ok()) {
+    v->source_note = "not compared: " + read.message();
+    v->source_columns.clear();
+    return arrow::Status::OK();
   }
-  for (const auto& k : v->key) {
-    if (std::find(missing.begin(), missing.end(), k) != missing.end()) {
-      v->source_note = "not compared: the source table has no key column `" + k + "`";
-      return arrow::Status::OK();
-    }
+  // Silver over the same columns: its digests when the source has all of them.
+  const RowDigests* silver_digests = &actual;
+  std::unique_ptr<RowDigests> narrower;
+  if (v->source_columns != v->columns) {
+    narrower = std::make_unique<RowDigests>(v->key, v->source_columns, budget.digests);
+    ARROW_RETURN_NOT_OK(SilverDigests(silver, narrower.get()));
+    silver_digests = narrower.get();
   }
-  auto live_table = arrow::Table::Make(arrow::schema(fields), arrays, live.num_rows());
-  ARROW_ASSIGN_OR_RAISE(RowSet silver_set,
-                        DigestRows(*actual, v->key, v->source_columns));
-  ARROW_ASSIGN_OR_RAISE(RowSet live_set,
-                        DigestRows(*live_table, v->key, v->source_columns));
-  v->silver_source_digest = silver_set.digest;
-  v->source_digest = live_set.digest;
-  v->source_differences = CompareRowSets(silver_set, live_set, "Silver", "the source",
-                                         options.max_keys, &v->source_differences_total);
-  if (!missing.empty()) {
-    std::string names;
-    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
-    v->source_note = "Silver columns the source no longer has, not compared: " + names;
-  }
+  v->silver_source_digest = silver_digests->digest();
+  v->source_digest = live.digests_->digest();
+  ARROW_ASSIGN_OR_RAISE(
+      v->source_differences,
+      CompareDigests(*silver_digests, *live.digests_, "Silver", "the source",
+                     options.max_keys, &v->source_differences_total));
   if (v->source_differences_total == 0 && v->silver_source_digest == v->source_digest) {
     v->source = SourceCheck::kMatches;
     return arrow::Status::OK();
   }
   if (v->silver_source_digest.rows == v->source_digest.rows) {
-    ARROW_ASSIGN_OR_RAISE(v->source_differing_columns,
-                          DifferingColumns(*actual, *live_table, v->source_columns));
+    v->source_differing_columns = DifferingColumns(*silver_digests, *live.digests_);
   }
   // Bronze read again after the source: changes above the watermark explain a
   // difference (the source moved on; Silver catches up on its next merge).
@@ -544,7 +311,7 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
                                              const config::QualifiedName& source_name,
                                              const SourceReader* source,
                                              const VerifyTableOptions& options) {
-  ARROW_RETURN_NOT_OK(EnsureCompute());
+  ARROW_RETURN_NOT_OK(verify_internal::EnsureCompute());
   TableVerification v;
   v.table = source_name.ToString();
   v.bronze = bronze_id.ToString();
@@ -569,7 +336,8 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
     }
     return loaded.status();
   }
-  const ice::TableMetadata silver = (*loaded)->metadata();
+  const ice::Table& silver_table = **loaded;
+  const ice::TableMetadata& silver = silver_table.metadata();
   if (!silver.current_snapshot_id) {
     v.skipped =
         "the Silver table has no snapshot yet (the next `floe silver` pass "
@@ -577,38 +345,47 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
     return v;
   }
   v.watermark = SilverWatermark(silver);
-  const ice::Schema& silver_schema = *silver.CurrentSchema();
-  for (const auto& f : silver_schema.fields()) {
+  for (const auto& f : silver.CurrentSchema()->fields()) {
     if (f.name != kCdcCommitLsn) v.columns.push_back(f.name);
   }
+  ARROW_ASSIGN_OR_RAISE(HistoryColumns h, HistoryColumnsOf(bronze, silver, key, &v));
 
-  // The Bronze history up to the watermark, in Silver's names.
-  std::vector<int> ordered_key;
-  ARROW_ASSIGN_OR_RAISE(Changes changes,
-                        SilverHistory(bronze, silver, *io, key, &ordered_key, &v));
-  ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, ordered_key, false));
-  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver_schema));
-  ARROW_ASSIGN_OR_RAISE(auto expected_batch,
-                        BuildUpserts(changes, fold, nullptr, silver_arrow));
-  ARROW_ASSIGN_OR_RAISE(auto expected, arrow::Table::FromRecordBatches({expected_batch}));
+  // The sides are compared a partition of keys at a time, as many as the rows of the
+  // Silver table (the data files' counts) need.
+  Budget budget;
+  budget.slice_bytes =
+      options.slice_bytes > 0 ? options.slice_bytes : SliceBytes(options.memory_limit);
+  budget.digests.memory_bytes = std::max<int64_t>(1, options.memory_limit / 8);
+  budget.digests.spill_dir = options.spill_dir;
+  budget.digests.partitions = options.partitions;
+  if (budget.digests.partitions <= 0) {
+    ARROW_ASSIGN_OR_RAISE(ice::ScanPlan plan, ice::PlanScan(silver_table, {}));
+    int64_t rows = 0;
+    for (const auto& task : plan.tasks) rows += task.data_file.record_count;
+    budget.digests.partitions = DigestPartitions(rows, options.memory_limit / 2);
+  }
 
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> actual,
-                        ice::ScanToArrow(silver, *io, {}));
-  ARROW_ASSIGN_OR_RAISE(RowSet actual_set, DigestRows(*actual, v.key, v.columns));
-  ARROW_ASSIGN_OR_RAISE(RowSet expected_set, DigestRows(*expected, v.key, v.columns));
-  v.silver_digest = actual_set.digest;
-  v.fold_digest = expected_set.digest;
-  v.fold_differences =
-      CompareRowSets(actual_set, expected_set, "Silver", "the fold of Bronze",
-                     options.max_keys, &v.fold_differences_total);
-  if (v.silver_differs_from_bronze() && v.silver_digest.rows == v.fold_digest.rows) {
-    ARROW_ASSIGN_OR_RAISE(v.fold_differing_columns,
-                          DifferingColumns(*actual, *expected, v.columns));
+  // Silver == the fold of the Bronze history up to the watermark, in Silver's names.
+  auto actual = std::make_unique<RowDigests>(v.key, v.columns, budget.digests);
+  {
+    RowDigests expected(v.key, v.columns, budget.digests);
+    ARROW_RETURN_NOT_OK(
+        FoldDigests(bronze, silver_table, *io, h, v.watermark, budget, &expected));
+    ARROW_RETURN_NOT_OK(SilverDigests(silver_table, actual.get()));
+    v.silver_digest = actual->digest();
+    v.fold_digest = expected.digest();
+    ARROW_ASSIGN_OR_RAISE(
+        v.fold_differences,
+        CompareDigests(*actual, expected, "Silver", "the fold of Bronze",
+                       options.max_keys, &v.fold_differences_total));
+    if (v.silver_differs_from_bronze() && v.silver_digest.rows == v.fold_digest.rows) {
+      v.fold_differing_columns = DifferingColumns(*actual, expected);
+    }
   }
 
   if (source == nullptr) return v;
   ARROW_RETURN_NOT_OK(CompareWithSource(catalog, io, bronze_id, source_name, *source,
-                                        options, actual, silver_arrow, &v));
+                                        options, silver_table, *actual, budget, &v));
   return v;
 }
 
@@ -744,6 +521,8 @@ arrow::Result<std::vector<TableVerification>> VerifySilver(
     VerifyTableOptions table_options;
     table_options.key = names.key;
     table_options.max_keys = options.max_keys;
+    table_options.memory_limit = MergeShare(config.silver.memory_limit, 1);
+    table_options.spill_dir = config.silver.spill_dir;
     auto verified =
         VerifyTable(catalog.get(), io, names.bronze, names.silver, table,
                     options.compare_source ? &reader : nullptr, table_options);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <arrow/record_batch.h>
 #include <arrow/result.h>
 #include <arrow/status.h>
 #include <arrow/table.h>
@@ -31,6 +33,8 @@
 #include "floe/config/pipeline_config.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
+#include "floe/silver/merge.h"
+#include "floe/silver/spill.h"
 
 namespace floe::silver {
 
@@ -82,24 +86,89 @@ std::vector<KeyDifference> CompareRowSets(const RowSet& actual, const RowSet& ex
                                           const std::string& expected_name, size_t limit,
                                           int64_t* total);
 
-/// The columns of `columns` whose digests (all rows, one column) differ between `a`
-/// and `b`.
-arrow::Result<std::vector<std::string>> DifferingColumns(
-    const arrow::Table& a, const arrow::Table& b,
-    const std::vector<std::string>& columns);
+/// The rows of one side of a comparison reduced to (key text, row hash) and spread
+/// over partitions by key: in memory while they fit, spilled to local disk after
+/// (spill.h), so that tables of any size are compared a partition at a time
+/// (CompareDigests) within silver.memory_limit.
+class RowDigests {
+ public:
+  struct Options {
+    /// A power of two; the sides of a comparison must have the same.
+    int32_t partitions = 1;
+    /// The bytes of (key, hash) pairs held before they are spilled.
+    int64_t memory_bytes = int64_t{64} << 20;
+    /// Where the spill goes (empty: the system's temporary directory).
+    std::filesystem::path spill_dir;
+  };
+  /// Rows keyed by `key` (column names), hashed over `columns`, as DigestRows does.
+  RowDigests(std::vector<std::string> key, std::vector<std::string> columns,
+             Options options);
+  ~RowDigests();
+  RowDigests(const RowDigests&) = delete;
+  RowDigests& operator=(const RowDigests&) = delete;
+
+  /// Adds rows; a column of `columns` or `key` missing from `rows` is an error.
+  arrow::Status Add(const arrow::RecordBatch& rows);
+  /// The digest of every row added.
+  const RowDigest& digest() const { return digest_; }
+  /// Per column: the digest of its values alone (DifferingColumns).
+  const std::vector<RowDigest>& column_digests() const { return column_digests_; }
+  const std::vector<std::string>& columns() const { return columns_; }
+  int32_t partitions() const { return options_.partitions; }
+  bool spilled() const { return spill_ != nullptr; }
+  /// The rows of partition `p` as a RowSet (its by_key only).
+  arrow::Result<RowSet> Partition(int32_t p) const;
+
+ private:
+  arrow::Status SpillHeld();
+
+  std::vector<std::string> key_;
+  std::vector<std::string> columns_;
+  Options options_;
+  RowDigest digest_;
+  std::vector<RowDigest> column_digests_;
+  /// Per partition: the keys and hashes held in memory.
+  std::vector<std::vector<std::string>> keys_;
+  std::vector<std::vector<uint64_t>> hashes_;
+  int64_t held_bytes_ = 0;
+  std::unique_ptr<PartitionSpill> spill_;
+};
+
+/// CompareRowSets of every partition of two RowDigests of the same partition count:
+/// the first `limit` differing keys in key order, all of them counted in *total.
+arrow::Result<std::vector<KeyDifference>> CompareDigests(const RowDigests& actual,
+                                                         const RowDigests& expected,
+                                                         const std::string& actual_name,
+                                                         const std::string& expected_name,
+                                                         size_t limit, int64_t* total);
+
+/// The columns whose digests (all rows, one column) differ between two RowDigests
+/// over the same columns.
+std::vector<std::string> DifferingColumns(const RowDigests& a, const RowDigests& b);
+
+/// The partitions of a comparison of tables of about `rows` rows in `memory` bytes
+/// (two partitions' RowSets must fit): a power of two.
+int32_t DigestPartitions(int64_t rows, int64_t memory);
 
 // ---------------------------------------------------------------------------
 // Verifying tables
 
-/// The live source table read in one REPEATABLE READ transaction: every column, each
-/// converted from Postgres' text form as `floe run` converts it, and the WAL position
-/// (pg_current_wal_lsn) of that transaction.
-struct SourceRows {
-  std::shared_ptr<arrow::Table> rows;
-  uint64_t lsn = 0;
+/// Where a SourceReader hands the live source table it reads.
+class SourceSink {
+ public:
+  virtual ~SourceSink() = default;
+  /// Before any rows: their schema (every column, named as in the source) and the
+  /// WAL position (pg_current_wal_lsn) of the snapshot they are read in.
+  virtual arrow::Status Begin(const std::shared_ptr<arrow::Schema>& schema,
+                              uint64_t lsn) = 0;
+  /// The next rows (in Begin's schema).
+  virtual arrow::Status Add(const std::shared_ptr<arrow::RecordBatch>& rows) = 0;
 };
+
+/// Reads a live source table in one REPEATABLE READ transaction, batch by batch,
+/// each value converted from Postgres' text form as `floe run` converts it.
 using SourceReader =
-    std::function<arrow::Result<SourceRows>(const config::QualifiedName& table)>;
+    std::function<arrow::Status(const config::QualifiedName& table, SourceSink* sink)>;
 
 /// Reads source tables over `conninfo` (a connection per call): what `publication`
 /// publishes of them (its column list and row filter; every row and column when
@@ -168,6 +237,15 @@ struct VerifyTableOptions {
   std::optional<std::vector<std::string>> key;
   /// Differing keys reported per comparison.
   size_t max_keys = 10;
+  /// The memory the verification may use (MergeShare of silver.memory_limit): tables
+  /// larger than fits are folded a slice and compared a partition of keys at a time,
+  /// spilled to `spill_dir`.
+  int64_t memory_limit = MergeShare(kDefaultMemoryLimit, 1);
+  std::filesystem::path spill_dir;
+  /// The bytes of Bronze changes folded at once; 0: from memory_limit (tests set it).
+  int64_t slice_bytes = 0;
+  /// The partitions of the comparison; 0: from memory_limit and the table's size.
+  int32_t partitions = 0;
 };
 
 /// Verifies one Silver table against its Bronze changelog and, when `source` is set,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -101,17 +102,100 @@ TEST(DigestRows, OrderDoesNotMatterButEveryRowAndValueDoes) {
   EXPECT_FALSE(DigestRows(*IdNameTable({1}, {"a"}), {"id"}, {"nope"}).ok());
 }
 
-class VerifyTableTest : public BronzeFixture {
+TEST(RowDigests, PartitionedAndSpilledTheyCompareAsWholeRowSets) {
+  // Seeded random sides (duplicates, missing keys, changed values): CompareDigests
+  // over 8 partitions, spilled after every batch, says what CompareRowSets of the
+  // whole tables says.
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    auto side = [&] {
+      std::vector<int64_t> ids;
+      std::vector<std::string> names;
+      for (int i = 0; i < 300; ++i) {
+        if (rng() % 10 == 0) continue;
+        ids.push_back(i);
+        names.push_back(rng() % 20 == 0 ? "changed" : "v" + std::to_string(i));
+        if (rng() % 30 == 0) {
+          ids.push_back(i);
+          names.push_back("again");
+        }
+      }
+      return IdNameTable(ids, names);
+    };
+    auto a = side();
+    auto b = side();
+    int64_t whole_total = 0;
+    auto whole = CompareRowSets(*DigestRows(*a, {"id"}, {"id", "name"}),
+                                *DigestRows(*b, {"id"}, {"id", "name"}), "A", "B", 10,
+                                &whole_total);
+    RowDigests::Options options;
+    options.partitions = 8;
+    options.memory_bytes = 1;
+    options.spill_dir = fs::temp_directory_path() / "floe_row_digests_test";
+    RowDigests da({"id"}, {"id", "name"}, options);
+    RowDigests db({"id"}, {"id", "name"}, options);
+    for (auto [table, digests] : {std::pair{a, &da}, std::pair{b, &db}}) {
+      arrow::TableBatchReader batches(*table);
+      batches.set_chunksize(50);
+      std::shared_ptr<arrow::RecordBatch> batch;
+      while (batches.ReadNext(&batch).ok() && batch != nullptr) {
+        ASSERT_TRUE(digests->Add(*batch).ok());
+      }
+    }
+    EXPECT_TRUE(da.spilled());
+    EXPECT_EQ(da.digest(), DigestRows(*a, {"id"}, {"id", "name"})->digest);
+    int64_t total = 0;
+    auto parts = CompareDigests(da, db, "A", "B", 10, &total);
+    ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+    EXPECT_EQ(total, whole_total);
+    ASSERT_EQ(parts->size(), whole.size());
+    for (size_t i = 0; i < whole.size(); ++i) {
+      EXPECT_EQ((*parts)[i].key, whole[i].key);
+      EXPECT_EQ((*parts)[i].what, whole[i].what);
+    }
+  }
+}
+
+// Bronze folded a few hundred bytes of changes at a time, and every side's digests
+// spilled after each batch and compared in 8 partitions, or everything in memory.
+class VerifyTableTest : public BronzeFixture, public ::testing::WithParamInterface<bool> {
  protected:
   TableVerification Verify(const SourceReader* source = nullptr) {
-    auto v =
-        VerifyTable(catalog_.get(), io_, bronze_id_, silver_id_, {"public", "t"}, source);
+    VerifyTableOptions options;
+    if (GetParam()) {
+      options.memory_limit = 8;
+      options.slice_bytes = 256;
+      options.partitions = 8;
+      options.spill_dir = dir_ / "spill";
+    }
+    auto v = VerifyTable(catalog_.get(), io_, bronze_id_, silver_id_, {"public", "t"},
+                         source, options);
     EXPECT_TRUE(v.ok()) << v.status().ToString();
+    // Nothing is left behind.
+    EXPECT_TRUE(!fs::exists(dir_ / "spill") || fs::is_empty(dir_ / "spill"));
     return v.ok() ? *v : TableVerification{};
   }
 };
 
-TEST_F(VerifyTableTest, SilverEqualsTheFoldUntilDamaged) {
+INSTANTIATE_TEST_SUITE_P(InMemoryAndSpilled, VerifyTableTest, ::testing::Bool());
+
+// A source reader handing `live`'s rows in batches of 7 rows, read at LSN 400.
+SourceReader FakeSource(const std::shared_ptr<arrow::Table>* live) {
+  return [live](const config::QualifiedName&, SourceSink* sink) -> arrow::Status {
+    ARROW_RETURN_NOT_OK(sink->Begin((*live)->schema(), 400));
+    arrow::TableBatchReader batches(**live);
+    batches.set_chunksize(7);
+    while (true) {
+      std::shared_ptr<arrow::RecordBatch> batch;
+      ARROW_RETURN_NOT_OK(batches.ReadNext(&batch));
+      if (batch == nullptr) return arrow::Status::OK();
+      ARROW_RETURN_NOT_OK(sink->Add(batch));
+    }
+  };
+}
+
+TEST_P(VerifyTableTest, SilverEqualsTheFoldUntilDamaged) {
   EXPECT_EQ(Verify().skipped,
             "no Silver table yet (the next `floe silver` pass builds it)");
   std::vector<Row> rows;
@@ -138,9 +222,7 @@ TEST_F(VerifyTableTest, SilverEqualsTheFoldUntilDamaged) {
 
   // A fake source: as Silver, then one row changed.
   std::shared_ptr<arrow::Table> live;
-  SourceReader reader = [&](const config::QualifiedName&) -> arrow::Result<SourceRows> {
-    return SourceRows{live, 400};
-  };
+  SourceReader reader = FakeSource(&live);
   auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
   ice::ScanOptions scan;
   scan.columns = std::vector<std::string>{"id", "name"};
@@ -186,6 +268,36 @@ TEST_F(VerifyTableTest, SilverEqualsTheFoldUntilDamaged) {
   EXPECT_NE(report.find("id=999: in Silver, not in the fold of Bronze"),
             std::string::npos)
       << report;
+}
+
+TEST_P(VerifyTableTest, ManyBucketsKeyChangesAndATruncate) {
+  std::vector<Row> rows;
+  for (int64_t i = 0; i < 400; ++i) {
+    rows.push_back({"r", 100, static_cast<int32_t>(i), i, "v" + std::to_string(i)});
+  }
+  Append(rows, 100);
+  Merge();
+  // Key changes (a `d` of the old key, a `c` of the new one), deletes, updates.
+  std::vector<Row> changes;
+  for (int32_t i = 0; i < 60; ++i) {
+    changes.push_back({"d", 200, 2 * i, i, std::nullopt});
+    changes.push_back({"c", 200, 2 * i + 1, 1000 + i, "moved " + std::to_string(i)});
+  }
+  for (int32_t i = 0; i < 40; ++i) changes.push_back({"u", 210, i, 100 + i, "upd"});
+  Append(changes, 210);
+  Merge();
+  TableVerification v = Verify();
+  EXPECT_TRUE(v.consistent()) << FormatVerification(v);
+  EXPECT_EQ(v.silver_digest.rows, 400);
+  // A truncate and a copy again of fewer rows.
+  std::vector<Row> copy = {{"t", 300, 0, std::nullopt, std::nullopt}};
+  for (int32_t i = 0; i < 150; ++i) copy.push_back({"r", 300, i + 1, 5000 + i, "copied"});
+  Append(copy, 300);
+  Merge();
+  v = Verify();
+  EXPECT_TRUE(v.consistent()) << FormatVerification(v);
+  EXPECT_EQ(v.silver_digest.rows, 150);
+  EXPECT_EQ(v.fold_digest.rows, 150);
 }
 
 }  // namespace

@@ -1,0 +1,133 @@
+#include "floe/silver/spill.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <utility>
+
+#include <arrow/io/file.h>
+#include <arrow/ipc/api.h>
+#include <arrow/util/compression.h>
+#include <spdlog/spdlog.h>
+
+namespace floe::silver {
+
+namespace fs = std::filesystem;
+
+const SpillPurpose kMergeSpill{
+    "a Silver merge larger than its share of silver.memory_limit",
+    "about twice the increment's Bronze bytes"};
+
+PartitionSpill::~PartitionSpill() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+arrow::Result<std::unique_ptr<PartitionSpill>> PartitionSpill::Make(
+    const fs::path& parent, int32_t partitions, std::shared_ptr<arrow::Schema> schema,
+    SpillPurpose purpose) {
+  std::error_code ec;
+  fs::path base = parent.empty() ? fs::temp_directory_path(ec) : parent;
+  if (ec) base = "/tmp";
+  fs::create_directories(base, ec);
+  RemoveStaleSpills(base);
+  std::string templ =
+      (base / ("floe-spill-" + std::to_string(::getpid()) + "-XXXXXX")).string();
+  if (::mkdtemp(templ.data()) == nullptr) {
+    return arrow::Status::IOError("cannot make a spill directory under ", base.string(),
+                                  " for ", purpose.work, ": ", std::strerror(errno),
+                                  "; set silver.spill_dir to a writable local directory");
+  }
+  auto spill = std::unique_ptr<PartitionSpill>(new PartitionSpill());
+  spill->dir_ = templ;
+  spill->schema_ = std::move(schema);
+  spill->purpose_ = std::move(purpose);
+  spill->written_.assign(partitions, false);
+  spill->options_ = arrow::ipc::IpcWriteOptions::Defaults();
+  // Small messages: compressing them on the pool's threads costs more than it saves.
+  spill->options_.use_threads = false;
+  if (arrow::util::Codec::IsAvailable(arrow::Compression::LZ4_FRAME)) {
+    ARROW_ASSIGN_OR_RAISE(spill->options_.codec,
+                          arrow::util::Codec::Create(arrow::Compression::LZ4_FRAME));
+  }
+  return spill;
+}
+
+arrow::Status PartitionSpill::Write(int32_t partition,
+                                    const std::shared_ptr<arrow::RecordBatch>& rows) {
+  arrow::Status written = [&]() -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(auto output, arrow::io::FileOutputStream::Open(
+                                           PathOf(partition), /*append=*/true));
+    ARROW_ASSIGN_OR_RAISE(auto writer,
+                          arrow::ipc::MakeStreamWriter(output, schema_, options_));
+    ARROW_RETURN_NOT_OK(writer->WriteRecordBatch(*rows));
+    ARROW_RETURN_NOT_OK(writer->Close());
+    return output->Close();
+  }();
+  if (written.ok()) written_[partition] = true;
+  return Explained(written);
+}
+
+arrow::Status PartitionSpill::Explained(const arrow::Status& status) const {
+  if (status.ok()) return status;
+  return status.WithMessage("writing the spill of ", purpose_.work, " to ", dir_.string(),
+                            ": ", status.message(),
+                            "; give silver.spill_dir a local directory with room for ",
+                            purpose_.room, ", or raise silver.memory_limit");
+}
+
+void PartitionSpill::RemoveStaleSpills(const fs::path& base) {
+  std::error_code ec;
+  for (fs::directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::string prefix = "floe-spill-";
+    std::error_code is_dir;
+    if (name.rfind(prefix, 0) != 0 || !it->is_directory(is_dir)) continue;
+    const size_t dash = name.find('-', prefix.size());
+    if (dash == std::string::npos || dash == prefix.size()) continue;
+    const std::string pid_text = name.substr(prefix.size(), dash - prefix.size());
+    if (pid_text.size() > 9 ||
+        pid_text.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(pid_text));
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
+    std::error_code removed;
+    fs::remove_all(it->path(), removed);
+    if (!removed) spdlog::info("removed {}, left by a process that was killed", name);
+  }
+}
+
+arrow::Status PartitionSpill::ReadInto(
+    int32_t partition, std::vector<std::shared_ptr<arrow::RecordBatch>>* out) const {
+  if (!written_[partition]) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(PathOf(partition)));
+  ARROW_ASSIGN_OR_RAISE(const int64_t size, input->GetSize());
+  // One thread: decompressing on the pool's threads spreads the slice over their
+  // malloc arenas, which keep it after it is freed.
+  auto read_options = arrow::ipc::IpcReadOptions::Defaults();
+  read_options.use_threads = false;
+  // The streams written one after the other.
+  while (true) {
+    ARROW_ASSIGN_OR_RAISE(const int64_t at, input->Tell());
+    if (at >= size) break;
+    ARROW_ASSIGN_OR_RAISE(auto reader,
+                          arrow::ipc::RecordBatchStreamReader::Open(input, read_options));
+    while (true) {
+      ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
+      if (batch == nullptr) break;
+      out->push_back(std::move(batch));
+    }
+  }
+  return input->Close();
+}
+
+std::string PartitionSpill::PathOf(int32_t partition) const {
+  return (dir_ / ("p" + std::to_string(partition) + ".arrows")).string();
+}
+
+}  // namespace floe::silver
