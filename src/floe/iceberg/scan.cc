@@ -21,6 +21,7 @@
 #include "floe/common/parse.h"
 #include "floe/iceberg/arrow_compute.h"
 #include "floe/iceberg/scan_filter.h"
+#include "floe/iceberg/table_internal.h"
 
 namespace floe::iceberg {
 
@@ -542,9 +543,31 @@ std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
 
 void AssignDeleteFiles(const std::vector<DeleteFileEntry>& deletes,
                        std::vector<FileScanTask>* tasks) {
+  // The delete files of each partition (unpartitioned ones apply to every partition):
+  // a task looks at its own partition's, not at every delete file of the table.
+  std::map<table_internal::PartitionKey, std::vector<const DeleteFileEntry*>>
+      by_partition;
+  std::vector<const DeleteFileEntry*> global;
+  for (const DeleteFileEntry& d : deletes) {
+    if (d.file.content == DataFileContent::kEqualityDeletes && d.file.partition.empty()) {
+      global.push_back(&d);
+    } else {
+      by_partition[table_internal::MakePartitionKey(d.spec_id, d.file.partition)]
+          .push_back(&d);
+    }
+  }
+  const std::vector<const DeleteFileEntry*> none;
   for (FileScanTask& task : *tasks) {
     const int64_t seq = task.data_sequence_number;
-    for (const DeleteFileEntry& d : deletes) {
+    auto it = by_partition.find(
+        table_internal::MakePartitionKey(task.spec_id, task.data_file.partition));
+    const auto& local = it == by_partition.end() ? none : it->second;
+    std::vector<const DeleteFileEntry*> candidates = local;
+    candidates.insert(candidates.end(), global.begin(), global.end());
+    // In the order the table lists them.
+    std::sort(candidates.begin(), candidates.end());
+    for (const DeleteFileEntry* entry : candidates) {
+      const DeleteFileEntry& d = *entry;
       bool applies = false;
       switch (d.file.content) {
         case DataFileContent::kPositionDeletes:
@@ -657,6 +680,7 @@ arrow::Result<ScanPlan> PlanScan(const TableMetadata& metadata, FileIO& io,
     }
   }
   AssignDeleteFiles(deletes, &plan.tasks);
+  plan.delete_files = std::move(deletes);
   return plan;
 }
 

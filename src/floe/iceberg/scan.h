@@ -89,6 +89,9 @@ struct ScanPlan {
   /// The filter bound to `schema` (AlwaysTrue when none).
   ExpressionPtr filter;
   std::vector<FileScanTask> tasks;
+  /// Every live delete file of the partitions the filter keeps (the tasks' ones
+  /// among them).
+  std::vector<DeleteFileEntry> delete_files;
   ScanPlanStats stats;
 };
 

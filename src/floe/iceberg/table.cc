@@ -501,7 +501,9 @@ arrow::Result<Snapshot> Table::RowDelta(const RowDeltaRequest& request,
                                    request.referenced_data_files.end());
   PendingSnapshot pending;
   pending.what = "row delta";
-  pending.operation = request.add_data_files.empty() ? "delete" : "overwrite";
+  pending.operation =
+      request.add_data_files.empty() && request.remove_delete_files.empty() ? "delete"
+                                                                            : "overwrite";
   for (const auto& file : request.add_data_files) {
     if (IsDeleteFile(file)) {
       return arrow::Status::Invalid("row delta: ", file.file_path,
@@ -516,6 +518,14 @@ arrow::Result<Snapshot> Table::RowDelta(const RowDeltaRequest& request,
     }
     if (file.referenced_data_file) referenced.insert(*file.referenced_data_file);
     pending.add_files.push_back(file);
+  }
+  for (const auto& file : request.remove_delete_files) {
+    if (!IsDeleteFile(file)) {
+      return arrow::Status::Invalid("row delta: ", file.file_path,
+                                    " is a data file; a row delta removes delete files "
+                                    "only");
+    }
+    pending.remove_paths.insert(file.file_path);
   }
   pending.validate_from = request.validate_from_snapshot_id
                               ? request.validate_from_snapshot_id
@@ -745,6 +755,13 @@ arrow::Status Table::UpdateMetadata(const MetadataChange& change,
 
 arrow::Result<std::vector<LiveFile>> Table::LiveFiles(
     std::optional<int64_t> snapshot_id) const {
+  return LiveFiles(snapshot_id, nullptr);
+}
+
+arrow::Result<std::vector<LiveFile>> Table::LiveFiles(
+    std::optional<int64_t> snapshot_id,
+    const std::function<bool(const std::vector<ManifestFile>& all,
+                             const ManifestFile& manifest)>& keep) const {
   std::vector<LiveFile> files;
   const Snapshot* snapshot =
       snapshot_id ? metadata_.FindSnapshot(*snapshot_id) : metadata_.CurrentSnapshot();
@@ -754,6 +771,7 @@ arrow::Result<std::vector<LiveFile>> Table::LiveFiles(
   }
   ARROW_ASSIGN_OR_RAISE(auto manifests, ReadManifestList(*io_, snapshot->manifest_list));
   for (const ManifestFile& manifest : manifests) {
+    if (keep && !keep(manifests, manifest)) continue;
     ARROW_ASSIGN_OR_RAISE(TypePtr type,
                           PartitionTypeOf(metadata_, manifest.partition_spec_id));
     ARROW_ASSIGN_OR_RAISE(auto entries, ReadManifest(*io_, manifest, *type));

@@ -86,6 +86,9 @@ struct RowDeltaRequest {
   std::vector<DataFile> add_data_files;
   /// Position (or equality) delete files.
   std::vector<DataFile> add_delete_files;
+  /// Delete files the added ones replace (their positions among the new ones'); each
+  /// must still be live when the delta lands.
+  std::vector<DataFile> remove_delete_files;
   /// Data files the new position deletes point into. Each delete file's
   /// referenced_data_file is added automatically. If a concurrent commit removed one
   /// of them, the RowDelta fails with a validation failure.
@@ -342,6 +345,11 @@ class Table {
   /// empty without one).
   arrow::Result<std::vector<LiveFile>> LiveFiles(
       std::optional<int64_t> snapshot_id = std::nullopt) const;
+  /// The same, of only the manifests `keep` takes (from the snapshot's manifest list).
+  arrow::Result<std::vector<LiveFile>> LiveFiles(
+      std::optional<int64_t> snapshot_id,
+      const std::function<bool(const std::vector<ManifestFile>& all,
+                               const ManifestFile& manifest)>& keep) const;
 
  private:
   friend class DataFileWriter;

@@ -233,6 +233,44 @@ TEST_F(TableOperationsTest, RowDeltaWithRowsAndDeletesIsAnOverwriteAtOneSequence
   EXPECT_EQ(new_files, 2);
 }
 
+TEST_F(TableOperationsTest, RowDeltaReplacesDeleteFilesThatAreStillLive) {
+  auto table = CreateTable();
+  DataFile data = Write(*table, 0, 10);
+  ValueOrDie(table->AppendFiles({data}));
+  DataFile first = Deletes(*table, data, {1});
+  RowDeltaRequest once;
+  once.add_delete_files = {first};
+  ValueOrDie(table->RowDelta(once));
+  // A merge folds the first delete file into its own and removes it.
+  auto stale = Load();
+  RowDeltaRequest replace;
+  replace.add_delete_files = {Deletes(*table, data, {1, 5})};
+  replace.remove_delete_files = {first};
+  Snapshot snap = ValueOrDie(table->RowDelta(replace));
+  EXPECT_EQ(snap.operation, "overwrite");
+  EXPECT_EQ(snap.summary.at("total-delete-files"), "1");
+  EXPECT_EQ(snap.summary.at("total-position-deletes"), "2");
+  int live_deletes = 0;
+  for (const auto& f : ValueOrDie(table->LiveFiles())) {
+    if (f.entry.data_file.content == DataFileContent::kData) continue;
+    ++live_deletes;
+    EXPECT_NE(f.entry.data_file.file_path, first.file_path);
+  }
+  EXPECT_EQ(live_deletes, 1);
+  // Planned before that: the file it replaces is gone, so it must plan again.
+  RowDeltaRequest late;
+  late.add_delete_files = {Deletes(*stale, data, {1, 7})};
+  late.remove_delete_files = {first};
+  auto refused = stale->RowDelta(late);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(IsValidationFailure(refused.status())) << refused.status().ToString();
+  // A data file is not a delete file to remove.
+  RowDeltaRequest wrong;
+  wrong.add_delete_files = {Deletes(*table, data, {2})};
+  wrong.remove_delete_files = {data};
+  EXPECT_FALSE(table->RowDelta(wrong).ok());
+}
+
 TEST_F(TableOperationsTest, RowDeltaFailsWhenAConcurrentRewriteRemovedItsTargetFile) {
   auto table = CreateTable();
   DataFile data = Write(*table, 0, 10);

@@ -31,9 +31,6 @@ arrow::Status WriteMergeDeletes(ice::Table& silver, std::optional<int64_t> plann
     return arrow::Status::OK();
   }
   for (const auto& [where, entry] : deletes) {
-    for (const auto& [path, positions] : entry.second) {
-      stats->position_deletes += static_cast<int64_t>(positions.size());
-    }
     ARROW_ASSIGN_OR_RAISE(ice::DataFile file, ice::WritePositionDeleteFile(
                                                   silver, entry.first, entry.second));
     files->written.push_back(file);
@@ -53,8 +50,10 @@ arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
   // Rows of Silver to delete (not needed after a truncate: every file goes).
   SilverDeletes found;
   if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
-    ARROW_ASSIGN_OR_RAISE(found, FindSilverDeletes(silver, planned, io, changes, fold,
-                                                   key_columns, key, stats));
+    ARROW_ASSIGN_OR_RAISE(
+        found,
+        FindSilverDeletes(silver, planned, io, changes, fold, key_columns, key, stats,
+                          copy_on_write ? nullptr : &files->replaced_deletes));
   }
 
   ARROW_ASSIGN_OR_RAISE(
@@ -72,6 +71,9 @@ arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
   }
   stats->data_files = static_cast<int32_t>(files->data.size());
   stats->delete_files = static_cast<int32_t>(files->deletes.size());
+  if (!copy_on_write) {
+    stats->delete_files_removed = static_cast<int32_t>(files->replaced_deletes.size());
+  }
   return found;
 }
 
@@ -130,6 +132,9 @@ arrow::Status CommitMerge(ice::Table& silver, std::optional<int64_t> planned_sna
   ice::RowDeltaRequest request;
   request.add_data_files = files.data;
   request.add_delete_files = files.deletes;
+  for (const auto& [path, file] : files.replaced_deletes) {
+    request.remove_delete_files.push_back(file);
+  }
   request.referenced_data_files.assign(referenced.begin(), referenced.end());
   request.validate_from_snapshot_id = planned_snapshot;
   request.validate_no_conflicting_data_files = true;

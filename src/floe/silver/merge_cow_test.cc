@@ -206,28 +206,31 @@ TEST_F(MergeCowTest, SwitchingFromMergeOnReadAppliesTheOldDeleteFiles) {
   const int64_t other = others[1];
 
   // Merge-on-read twice: the second merge's delete file points into two data files
-  // of the bucket (the backfill's, for `neighbour`, and the first merge's, for 7).
+  // of the bucket (the backfill's, for `neighbour`, and the first merge's, for 7) and
+  // replaces the first merge's delete file, whose position (the backfill's 7) it
+  // holds too.
   Append({{"u", 200, 0, 7, "seven"}}, 200);
   MergeIn(false);
   Append({{"u", 300, 0, 7, "seven again"}, {"u", 300, 1, neighbour, "moved"}}, 300);
   MergeStats mor = MergeIn(false);
   EXPECT_EQ(mor.position_deletes, 2);
+  EXPECT_EQ(mor.delete_files_removed, 1);
   want[7] = "seven again";
   want[neighbour] = "moved";
   EXPECT_EQ(SilverRows(), want);
-  ASSERT_EQ(LiveDeleteFiles(), 2u);
+  ASSERT_EQ(LiveDeleteFiles(), 1u);
 
   // Copy-on-write from now on. Changing one row of the backfill file rewrites it and,
-  // since a delete file covering it also covers the first merge's file, that one too;
-  // both delete files go.
+  // since the delete file covering it also covers the first merge's file, that one
+  // too; the delete file goes.
   Append({{"u", 400, 0, other, "cow"}}, 400);
   want[other] = "cow";
   MergeStats cow = MergeIn(true);
   ExpectWriteMode(kCopyOnWrite);
   EXPECT_EQ(cow.rewritten_data_files, 2);
-  EXPECT_EQ(cow.delete_files_removed, 2);
-  // Dropped: `other` now, and the rows the two delete files deleted (the backfill's 7
-  // and neighbour, the first merge's 7).
+  EXPECT_EQ(cow.delete_files_removed, 1);
+  // Dropped: `other` now, and the rows the delete file deleted (the backfill's 7 and
+  // neighbour, the first merge's 7).
   EXPECT_EQ(cow.rewrite_rows_dropped, 4);
   EXPECT_EQ(LiveDeleteFiles(), 0u);
   EXPECT_EQ(SilverRows(), want);

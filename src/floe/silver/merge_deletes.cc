@@ -260,15 +260,39 @@ arrow::Result<ExistingRows> ReadExistingRows(const ice::TableMetadata& silver,
   return out;
 }
 
+// The positions of the live position delete files of each partition in `found` (of
+// the current spec; not in `replaced` yet) added to its, and the files to `replaced`.
+arrow::Status AddReplacedDeletes(const ice::Table& silver, const ice::ScanPlan& plan,
+                                 ice::FileIO& io, ice::PositionDeleteCache& deletes,
+                                 RowsByPartition* found,
+                                 std::map<std::string, ice::DataFile>* replaced) {
+  const ice::PartitionSpec& spec = silver.spec();
+  for (const ice::DeleteFileEntry& d : plan.delete_files) {
+    if (d.file.content != ice::DataFileContent::kPositionDeletes ||
+        d.spec_id != spec.spec_id || replaced->contains(d.file.file_path)) {
+      continue;
+    }
+    const std::string where = std::to_string(d.spec_id) + "/" +
+                              ice::PartitionPath(spec, silver.schema(), d.file.partition);
+    auto it = found->find(where);
+    if (it == found->end()) continue;
+    ARROW_ASSIGN_OR_RAISE(const auto* positions, deletes.Get(io, d.file));
+    for (const auto& [path, list] : *positions) {
+      auto& into = it->second.second[path];
+      into.insert(into.end(), list.begin(), list.end());
+    }
+    replaced->emplace(d.file.file_path, d.file);
+  }
+  return arrow::Status::OK();
+}
+
 }  // namespace
 
-arrow::Result<SilverDeletes> FindSilverDeletes(const ice::Table& silver,
-                                               const ice::TableMetadata& planned,
-                                               ice::FileIO& io, const Changes& changes,
-                                               const FoldResult& fold,
-                                               const std::vector<int>& key_columns,
-                                               const std::vector<std::string>& key,
-                                               MergeStats* stats) {
+arrow::Result<SilverDeletes> FindSilverDeletes(
+    const ice::Table& silver, const ice::TableMetadata& planned, ice::FileIO& io,
+    const Changes& changes, const FoldResult& fold, const std::vector<int>& key_columns,
+    const std::vector<std::string>& key, MergeStats* stats,
+    std::map<std::string, ice::DataFile>* replaced) {
   SilverDeletes out;
   std::vector<const ice::NestedField*> key_fields;
   for (const auto& k : key) key_fields.push_back(silver.schema().FindField(k));
@@ -307,12 +331,18 @@ arrow::Result<SilverDeletes> FindSilverDeletes(const ice::Table& silver,
     ++stats->files_scanned;
     if (found.empty()) continue;
     out.referenced.insert(task.data_file.file_path);
+    if (replaced != nullptr)
+      stats->position_deletes += static_cast<int64_t>(found.size());
     const std::string where =
         std::to_string(task.spec_id) + "/" +
         ice::PartitionPath(spec, silver.schema(), task.data_file.partition);
     auto& entry = out.by_partition[where];
     entry.first = task.data_file.partition;
     for (const auto& d : found) entry.second[d.file_path].push_back(d.pos);
+  }
+  if (replaced != nullptr) {
+    ARROW_RETURN_NOT_OK(
+        AddReplacedDeletes(silver, plan, io, deletes, &out.by_partition, replaced));
   }
   stats->row_groups_read += scan_stats.row_groups_read;
   stats->row_groups_skipped_stats += scan_stats.row_groups_skipped_stats;

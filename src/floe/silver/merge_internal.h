@@ -65,14 +65,14 @@ struct SilverDeletes {
 
 /// Finds the live rows of snapshot `planned` of `silver` whose key is one of the
 /// fold's (bucket and min/max pruning, then row groups by statistics and bloom
-/// filters); counts what it read in `stats`.
-arrow::Result<SilverDeletes> FindSilverDeletes(const iceberg::Table& silver,
-                                               const iceberg::TableMetadata& planned,
-                                               iceberg::FileIO& io, const Changes& changes,
-                                               const FoldResult& fold,
-                                               const std::vector<int>& key_columns,
-                                               const std::vector<std::string>& key,
-                                               MergeStats* stats);
+/// filters); counts what it read in `stats`. With `replaced` (merge-on-read), the
+/// positions of the live delete files of each partition it finds rows in, not in
+/// `replaced` yet, are added to that partition's, and the files to `replaced`.
+arrow::Result<SilverDeletes> FindSilverDeletes(
+    const iceberg::Table& silver, const iceberg::TableMetadata& planned,
+    iceberg::FileIO& io, const Changes& changes, const FoldResult& fold,
+    const std::vector<int>& key_columns, const std::vector<std::string>& key,
+    MergeStats* stats, std::map<std::string, iceberg::DataFile>* replaced = nullptr);
 
 /// Which of the keys at `rows` of `changes` `silver` holds (encoded as EncodeKey does).
 arrow::Result<std::unordered_set<std::string>> HeldKeys(
@@ -110,6 +110,11 @@ struct MergeFiles {
   CowRewrite cow;
   /// Every file written, to delete when the plan does not commit.
   std::vector<iceberg::DataFile> written;
+  /// Merge-on-read: the live position delete files of the partitions the plan writes
+  /// deletes in, by path; their positions are in the plan's delete files, and the
+  /// commit removes them, so a bucket keeps one delete file however many merges ran
+  /// since it was last compacted.
+  std::map<std::string, iceberg::DataFile> replaced_deletes;
 };
 
 /// Writes the plan's deletes: the rewrite of the data files holding them

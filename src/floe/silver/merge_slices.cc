@@ -130,7 +130,24 @@ int32_t SilverBuckets(const ice::Table& silver) {
 
 arrow::Result<int64_t> SilverRowBytes(const ice::Table& silver) {
   if (!silver.metadata().current_snapshot_id) return 0;
-  ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles());
+  // The data manifest holding the most rows (the backfill's, a compaction's): its
+  // largest files are the table's too, and the table may have hundreds of manifests.
+  auto rows_of = [](const ice::ManifestFile& m) {
+    return m.added_rows_count + m.existing_rows_count;
+  };
+  ARROW_ASSIGN_OR_RAISE(
+      auto live,
+      silver.LiveFiles(std::nullopt, [&](const std::vector<ice::ManifestFile>& all,
+                                         const ice::ManifestFile& m) {
+        const ice::ManifestFile* most = nullptr;
+        for (const auto& other : all) {
+          if (other.content == ice::ManifestContent::kData &&
+              (most == nullptr || rows_of(other) > rows_of(*most))) {
+            most = &other;
+          }
+        }
+        return most != nullptr && most->manifest_path == m.manifest_path;
+      }));
   std::vector<const ice::DataFile*> data;
   for (const auto& f : live) {
     if (f.entry.data_file.content == ice::DataFileContent::kData &&
@@ -252,9 +269,11 @@ struct PendingDeletes {
 arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
                          ice::FileIO& io, const arrow::Table& rows,
                          const MergeColumns& columns, const std::vector<std::string>& key,
-                         bool silver_has_rows, MergeFiles* files,
+                         bool silver_has_rows, bool copy_on_write, MergeFiles* files,
                          std::set<std::string>* referenced, PendingDeletes* pending,
                          bool* truncated, MergeStats* stats) {
+  std::map<std::string, ice::DataFile>* replaced =
+      copy_on_write ? nullptr : &files->replaced_deletes;
   Changes changes;
   ARROW_ASSIGN_OR_RAISE(
       FoldResult fold,
@@ -262,8 +281,9 @@ arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
   *truncated = *truncated || fold.truncated;
   SilverDeletes found;
   if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
-    ARROW_ASSIGN_OR_RAISE(found, FindSilverDeletes(silver, planned, io, changes, fold,
-                                                   columns.key_columns, key, stats));
+    ARROW_ASSIGN_OR_RAISE(
+        found, FindSilverDeletes(silver, planned, io, changes, fold, columns.key_columns,
+                                 key, stats, replaced));
   }
   ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
   ARROW_ASSIGN_OR_RAISE(
@@ -296,8 +316,8 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
     status = [&]() -> arrow::Status {
       ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
                             increment.Load(slices[s]));
-      return WriteSlice(silver, planned, io, *rows, columns, key, silver_has_rows, files,
-                        referenced, &pending, truncated, stats);
+      return WriteSlice(silver, planned, io, *rows, columns, key, silver_has_rows,
+                        copy_on_write, files, referenced, &pending, truncated, stats);
     }();
     if (!status.ok()) break;
     // What the slice freed goes back to the system, not to the allocator's caches.
@@ -329,6 +349,9 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
   }
   stats->data_files = static_cast<int32_t>(files->data.size());
   stats->delete_files = static_cast<int32_t>(files->deletes.size());
+  if (!copy_on_write) {
+    stats->delete_files_removed = static_cast<int32_t>(files->replaced_deletes.size());
+  }
   return arrow::Status::OK();
 }
 

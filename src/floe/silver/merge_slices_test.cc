@@ -108,6 +108,20 @@ class MergeSlicesTest : public testing::BronzeFixture,
     return rows;
   }
 
+  // The most live delete files any partition of `silver` has.
+  int MaxDeleteFilesPerPartition(const ice::TableIdentifier& silver) {
+    auto table = ice::Table::Load(catalog_.get(), io_, silver).ValueOrDie();
+    std::map<std::string, int> per_partition;
+    int most = 0;
+    for (const auto& f : table->LiveFiles().ValueOrDie()) {
+      const ice::DataFile& d = f.entry.data_file;
+      if (d.content == ice::DataFileContent::kData) continue;
+      most = std::max(most, ++per_partition[ice::PartitionPath(
+                                table->spec(), table->schema(), d.partition)]);
+    }
+    return most;
+  }
+
   void Run(uint64_t seed, int rounds, int transactions) {
     SCOPED_TRACE("seed " + std::to_string(seed) +
                  " (copy-on-write: " + (GetParam() ? "yes" : "no") + ")");
@@ -142,6 +156,10 @@ class MergeSlicesTest : public testing::BronzeFixture,
       MergeInto(whole, 0);
       ASSERT_EQ(SilverRowsOf(sliced), model) << "round " << round;
       ASSERT_EQ(SilverRowsOf(whole), model) << "round " << round;
+      if (!GetParam()) {
+        // Merge-on-read: each merge folds a bucket's delete files into its new one.
+        EXPECT_LE(MaxDeleteFilesPerPartition(whole), 1) << "round " << round;
+      }
       if (HasFatalFailure()) return;
     }
     EXPECT_GT(max_slices, 4) << "the increments were never sliced";
