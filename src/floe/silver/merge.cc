@@ -159,9 +159,22 @@ std::map<std::string, std::string> ConfiguredProperties(const MergeOptions& opti
   return out;
 }
 
+// Silver's properties the pipeline file does not set, given to a table that has no
+// value of its own: manifests merged once 16 of them pile up (Iceberg's default is
+// 100), since every merge adds a data and a delete manifest and planning a merge
+// reads them all.
+const std::map<std::string, std::string>& DefaultProperties() {
+  static const std::map<std::string, std::string> defaults = {
+      {ice::kManifestMinMergeCountProperty, "16"}};
+  return defaults;
+}
+
 arrow::Status SyncConfiguredProperties(ice::Table* silver, const MergeOptions& options) {
-  const std::map<std::string, std::string> want = ConfiguredProperties(options);
+  std::map<std::string, std::string> want = ConfiguredProperties(options);
   const auto& have = silver->metadata().properties;
+  for (const auto& [key, value] : DefaultProperties()) {
+    want[key] = have.contains(key) ? have.at(key) : value;
+  }
   const bool same = std::all_of(want.begin(), want.end(), [&](const auto& kv) {
     auto it = have.find(kv.first);
     return it != have.end() && it->second == kv.second;
@@ -294,6 +307,7 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
   for (const char* mode_key : kWriteModeProperties) {
     props[mode_key] = copy_on_write ? kCopyOnWrite : kMergeOnRead;
   }
+  props.insert(DefaultProperties().begin(), DefaultProperties().end());
   for (const auto& k : key) {
     props[std::string(ice::kBloomFilterEnabledPrefix) + k] = "true";
   }

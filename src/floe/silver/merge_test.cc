@@ -162,6 +162,31 @@ TEST_F(MergeTableTest, ReadsOnlyTheRowGroupsThatMayHoldTheKeys) {
   EXPECT_EQ(SilverRows(), want);
 }
 
+TEST_F(MergeTableTest, ManifestsAreMergedSoonerUnlessTheTableSaysOtherwise) {
+  // Every merge adds a data and a delete manifest, and planning reads them all.
+  Append({{"c", 100, 0, 1, "one"}}, 100);
+  Merge();
+  auto min_count = [&] {
+    auto table = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+    return table->metadata().properties.at(ice::kManifestMinMergeCountProperty);
+  };
+  EXPECT_EQ(min_count(), "16");
+  // A value set on the table (by another engine, say) is left alone.
+  auto table = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+  ASSERT_TRUE(
+      table
+          ->UpdateMetadata([](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+            b->SetProperties({{ice::kManifestMinMergeCountProperty, "40"}});
+            return arrow::Status::OK();
+          })
+          .ok());
+  for (int64_t lsn = 200; lsn < 240; lsn += 10) {
+    Append({{"u", lsn, 0, 1, "again"}}, lsn);
+    Merge();
+  }
+  EXPECT_EQ(min_count(), "40");
+}
+
 TEST_F(MergeTableTest, OnlyCommittedBronzeRowsAreRead) {
   Append({{"c", 100, 0, 1, "one"}}, 100);
   // Rows above floe.commit-lsn (a transaction Bronze has not finished) are not
