@@ -9,8 +9,9 @@ prints the section on stdout; `render(doc)` returns it as a string.
 
 from __future__ import annotations
 
-import json
 import sys
+
+from render_common import environment, main
 
 MiB = 1024 * 1024
 GOAL = 1.5  # issue 16: merges 1, 10 and 50 within 1.5x of each other
@@ -41,18 +42,7 @@ def render(doc: dict) -> str:
     cmd = " ".join(x for x in (_env(doc), f"FLOE_BUILD_DIR={doc.get('build_dir')}",
                                ".venv/bin/python bench/silver_history_bench.py") if x)
     p(f"* Command: `{cmd}`")
-    p(f"* Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB RAM, Linux "
-      f"{m['kernel']}; local disk. PostgreSQL, floe and DuckDB share these cores.")
-    p(f"* floe: {v.get('floe')} (`{doc.get('build_dir')}`, built "
-      f"{doc.get('floe_binary_built')}), git {doc['git']['commit'][:12]} "
-      f"({doc['git']['note']}); PostgreSQL: {v.get('postgres', '').split(',')[0]}; "
-      f"DuckDB {v.get('duckdb')} (iceberg extension).")
-    for note in doc.get("notes", []):
-        p(f"* Note: {note}.")
-    if doc.get("failures"):
-        p("* Runs that failed: " + "; ".join(
-            f"{k}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else e}"
-            for k, e in doc["failures"].items()) + ".")
+    environment(doc, p)
     p("")
     wls = doc.get("workloads", {})
     first = next((w for w in wls.values() if w.get("backfill")), None)
@@ -128,12 +118,5 @@ def render(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def main() -> int:
-    with open(sys.argv[1]) as f:
-        doc = json.load(f)
-    sys.stdout.write(render(doc))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(render))

@@ -10,9 +10,10 @@ prints the section on stdout; `render(doc)` returns it as a string.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
+
+from render_common import environment, main
 
 MiB = 1024 * 1024
 
@@ -55,17 +56,7 @@ def render(doc: dict) -> str:
       f"{doc.get('read_cost_seconds', 0) / 60:.0f} min.\n")
     p(f"* Command: `{_env(doc)} FLOE_BUILD_DIR={doc.get('build_dir')} .venv/bin/python "
       "bench/silver_layout_bench.py`")
-    p(f"* Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB RAM, Linux "
-      f"{m['kernel']}; local disk. PostgreSQL, floe and DuckDB share these cores.")
-    p(f"* floe: {v.get('floe')} (`{doc.get('build_dir')}`, built "
-      f"{doc.get('floe_binary_built')}), git {doc['git']['commit'][:12]} "
-      f"({doc['git']['note']}); PostgreSQL: {v.get('postgres', '').split(',')[0]}; "
-      f"DuckDB {v.get('duckdb')} (iceberg extension); PyIceberg {v.get('pyiceberg')}.")
-    for note in doc.get("notes", []):
-        p(f"* Note: {note}.")
-    if doc.get("failures"):
-        p("* Parts that failed in this run: " + "; ".join(
-            f"{k}: {str(e).splitlines()[0][:200]}" for k, e in doc["failures"].items()) + ".")
+    environment(doc, p, f"; PyIceberg {doc.get('versions', {}).get('pyiceberg')}")
     st = doc.get("start")
     if not st:
         return "\n".join(out) + "\n"
@@ -239,12 +230,5 @@ def render(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def main() -> int:
-    with open(sys.argv[1]) as f:
-        doc = json.load(f)
-    sys.stdout.write(render(doc))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(render))
