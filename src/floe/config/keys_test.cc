@@ -100,8 +100,16 @@ TEST(ConfigKeys, RangesComeFromTheDeclarations) {
   EXPECT_NE(errors("silver: {every: 999ms}")
                 .find("`silver.every` must be a duration of at least 1s"),
             std::string::npos);
-  EXPECT_NE(errors("checkpoint: {max_bytes: 1023KiB}")
-                .find("`checkpoint.max_bytes` must be a size of at least 1MiB"),
+  EXPECT_NE(
+      errors("checkpoint: {max_bytes: 1023KiB}")
+          .find("`checkpoint.max_bytes` must be a size of at least 1MiB, not 1023KiB"),
+      std::string::npos);
+  // A value that is no size at all says so, not that it is too small.
+  EXPECT_NE(errors("silver: {memory_limit: lots}")
+                .find("`silver.memory_limit`: `lots` is not a size (a whole number"),
+            std::string::npos);
+  EXPECT_NE(errors("checkpoint: {interval: soon}")
+                .find("`checkpoint.interval`: `soon` is not a duration"),
             std::string::npos);
   EXPECT_NE(errors("catalog: {type: rest}")
                 .find("`catalog.type` must be sqlite or postgres, not `rest`"),

@@ -313,7 +313,7 @@ TEST(PipelineConfig, SilverSectionErrorsHaveLineColumnAndHint) {
   ASSERT_FALSE(r.config);
   const std::string all = AllErrors(r);
   ASSERT_EQ(r.errors.size(), 7u) << all;
-  EXPECT_NE(all.find("p.yaml:5:10: error: `silver.every` must be a duration"),
+  EXPECT_NE(all.find("p.yaml:5:10: error: `silver.every`: `soon` is not a duration"),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("p.yaml:6:16: error: `silver.concurrency` must be a whole number"),

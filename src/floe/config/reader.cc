@@ -205,8 +205,10 @@ std::optional<std::chrono::milliseconds> Reader::Duration(const YAML::Node& node
   auto d = ParseDuration(*s);
   if (d && d->count() >= key.min) return d;
   Error(node,
-        "`" + std::string(key.path) + "` must be a duration of at least " +
-            FormatMillis(key.min),
+        d ? "`" + std::string(key.path) + "` must be a duration of at least " +
+                FormatMillis(key.min) + ", not " + *s
+          : "`" + std::string(key.path) + "`: `" + *s +
+                "` is not a duration (a whole number with ms, s, m, h or d, e.g. 30s)",
         std::string(key.hint));
   return std::nullopt;
 }
@@ -217,8 +219,11 @@ std::optional<int64_t> Reader::ByteSize(const YAML::Node& node, const keys::Key&
   auto b = ParseByteSize(*s);
   if (b && *b >= key.min) return b;
   Error(node,
-        "`" + std::string(key.path) + "` must be a size of at least " +
-            FormatBytes(key.min),
+        b ? "`" + std::string(key.path) + "` must be a size of at least " +
+                FormatBytes(key.min) + ", not " + *s
+          : "`" + std::string(key.path) + "`: `" + *s +
+                "` is not a size (a whole number of bytes, or with KiB, MiB, GiB, KB, "
+                "MB or GB, e.g. 512MiB)",
         std::string(key.hint));
   return std::nullopt;
 }
