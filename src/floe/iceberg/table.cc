@@ -703,6 +703,18 @@ arrow::Result<Snapshot> Table::Overwrite(const OverwriteRequest& request,
               file.entry.data_file.file_path + " in a partition this overwrite replaces");
         }
       }
+      // Deletes added meanwhile may point into a data file this overwrite replaces
+      // (a copy-on-write rewrite made without them): the rows they delete would come
+      // back in the copy.
+      for (const LiveFile& file : changes.added_deletes) {
+        if (touched.contains(
+                MakePartitionKey(file.spec_id, file.entry.data_file.partition))) {
+          return ValidationFailure(
+              "overwrite on " + table_name + ": concurrent snapshot " +
+              std::to_string(file.entry.snapshot_id.value_or(0)) + " added delete file " +
+              file.entry.data_file.file_path + " in a partition this overwrite replaces");
+        }
+      }
       return arrow::Status::OK();
     };
   }

@@ -111,8 +111,9 @@ struct OverwriteRequest {
   std::vector<PartitionTuple> overwrite_partitions;
   std::vector<DataFile> add_files;
   std::optional<int64_t> validate_from_snapshot_id;
-  /// Fail if data files were added since the validation snapshot in a partition
-  /// this overwrite touches.
+  /// Fail if data files, or delete files, were added since the validation snapshot in
+  /// a partition this overwrite touches (deletes of rows a rewrite copied would be
+  /// lost with the file they point into).
   bool validate_no_conflicting_data_files = false;
 };
 

@@ -526,6 +526,27 @@ TEST_F(TableOperationsTest, OverwriteCanRefuseConcurrentAppendsToItsPartitions) 
   EXPECT_EQ(snap.summary.at("total-records"), "1");
 }
 
+TEST_F(TableOperationsTest, OverwriteRefusesDeletesAddedMeanwhileToItsPartitions) {
+  // A copy-on-write rewrite of `data` planned before another writer deleted a row of
+  // it: the copy still holds that row, and committing it would bring the row back.
+  auto table = CreateTable(/*partitioned=*/true);
+  DataFile data = Write(*table, 0, 3, "a");
+  ValueOrDie(table->AppendFiles({data}));
+  auto rewriter = Load();
+  RowDeltaRequest deletes;
+  deletes.add_delete_files = {Deletes(*table, data, {1})};
+  ValueOrDie(table->RowDelta(deletes));
+  OverwriteRequest request;
+  request.delete_files = {data};
+  request.add_files = {Write(*rewriter, 0, 3, "a")};
+  request.validate_from_snapshot_id = rewriter->metadata().current_snapshot_id;
+  request.validate_no_conflicting_data_files = true;
+  auto refused = rewriter->Overwrite(request);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(IsValidationFailure(refused.status())) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("added delete file"), std::string::npos);
+}
+
 TEST_F(TableOperationsTest, AnUnknownOutcomeThatCommittedIsFoundByItsCommitId) {
   CreateTable();
   FlakyCatalog flaky(catalog_.get());
