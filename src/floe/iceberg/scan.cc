@@ -21,7 +21,6 @@
 #include "floe/common/parse.h"
 #include "floe/iceberg/arrow_compute.h"
 #include "floe/iceberg/scan_filter.h"
-#include "floe/iceberg/table_internal.h"
 
 namespace floe::iceberg {
 
@@ -187,11 +186,20 @@ void AppendKey(const arrow::Array& array, int64_t i, std::string* key) {
   key->append(text);
 }
 
+arrow::Result<bool> StreamPositionDeletes(
+    FileIO& io, const DataFile& deletes, const std::string* only_path,
+    std::map<std::string, std::vector<int64_t>>* out);
+
 // The rows of `data_path` that a position delete file deletes, appended to `out`.
 arrow::Status ReadDeletedPositions(FileIO& io, const DataFile& deletes,
                                    const std::string& data_path,
                                    std::vector<int64_t>* out) {
-  ARROW_ASSIGN_OR_RAISE(auto by_path, ReadPositionDeletes(io, deletes));
+  std::map<std::string, std::vector<int64_t>> by_path;
+  ARROW_ASSIGN_OR_RAISE(bool streamed,
+                        StreamPositionDeletes(io, deletes, &data_path, &by_path));
+  if (!streamed) {
+    ARROW_ASSIGN_OR_RAISE(by_path, ReadPositionDeletes(io, deletes));
+  }
   if (auto it = by_path.find(data_path); it != by_path.end()) {
     out->insert(out->end(), it->second.begin(), it->second.end());
   }
@@ -444,10 +452,6 @@ class TaskReader {
   std::vector<EqualityDeleteSet> equality_;
 };
 
-bool SamePartition(const DeleteFileEntry& d, const FileScanTask& t) {
-  return d.spec_id == t.spec_id && d.file.partition == t.data_file.partition;
-}
-
 arrow::Result<std::shared_ptr<const Schema>> ProjectSchema(
     const Schema& schema, const std::optional<std::vector<std::string>>& columns) {
   if (!columns) return std::make_shared<const Schema>(schema);
@@ -501,9 +505,59 @@ class PlanReader : public arrow::RecordBatchReader {
 
 }  // namespace
 
+namespace {
+
+// Adds the (path, pos) rows of a position delete file to `out` (only `only_path`'s
+// when set), read a batch at a time, so a large delete file (a merge-on-read bucket's
+// one file) costs its positions, not its path column. False when the file's columns
+// carry no field ids (then nothing was added).
+arrow::Result<bool> StreamPositionDeletes(
+    FileIO& io, const DataFile& deletes, const std::string* only_path,
+    std::map<std::string, std::vector<int64_t>>* out) {
+  ARROW_ASSIGN_OR_RAISE(
+      Schema schema,
+      Schema::Make(
+          0, {NestedField::Optional(kDeleteFilePathFieldId, "file_path", Type::String()),
+              NestedField::Optional(kDeletePosFieldId, "pos", Type::Long())}));
+  FileScanTask task;
+  task.data_file = deletes;
+  ARROW_ASSIGN_OR_RAISE(auto reader,
+                        TaskReader::Open(io, task, schema, schema, AlwaysTrue(),
+                                         /*batch_rows=*/65536, /*batch_bytes=*/0));
+  int64_t rows = 0;
+  int64_t with_path = 0;
+  while (true) {
+    ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
+    if (batch == nullptr) break;
+    rows += batch->num_rows();
+    const auto& p = static_cast<const arrow::StringArray&>(*batch->column(0));
+    const auto& pos = static_cast<const arrow::Int64Array&>(*batch->column(1));
+    // Rows come sorted by path: look the path up only when it changes.
+    std::vector<int64_t>* current = nullptr;
+    std::string_view current_path;
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      if (p.IsNull(i) || pos.IsNull(i)) continue;
+      ++with_path;
+      const std::string_view path = p.GetView(i);
+      if (only_path != nullptr && path != *only_path) continue;
+      if (current == nullptr || path != current_path) {
+        current = &(*out)[std::string(path)];
+        current_path = path;
+      }
+      current->push_back(pos.Value(i));
+    }
+  }
+  return rows == 0 || with_path > 0;
+}
+
+}  // namespace
+
 arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeletes(
     FileIO& io, const DataFile& deletes) {
   std::map<std::string, std::vector<int64_t>> out;
+  ARROW_ASSIGN_OR_RAISE(bool streamed, StreamPositionDeletes(io, deletes, nullptr, &out));
+  if (streamed) return out;
+  // Columns without field ids: found by name, the whole file at once.
   ARROW_ASSIGN_OR_RAISE(
       FileColumns cols,
       ReadColumnsById(io, deletes.file_path, {kDeleteFilePathFieldId, kDeletePosFieldId},
@@ -539,52 +593,6 @@ std::optional<int32_t> FieldIdOf(const arrow::Field& field) {
   const int i = md->FindKey("PARQUET:field_id");
   if (i < 0) return std::nullopt;
   return ParseInt32(md->value(i));
-}
-
-void AssignDeleteFiles(const std::vector<DeleteFileEntry>& deletes,
-                       std::vector<FileScanTask>* tasks) {
-  // The delete files of each partition (unpartitioned ones apply to every partition):
-  // a task looks at its own partition's, not at every delete file of the table.
-  std::map<table_internal::PartitionKey, std::vector<const DeleteFileEntry*>>
-      by_partition;
-  std::vector<const DeleteFileEntry*> global;
-  for (const DeleteFileEntry& d : deletes) {
-    if (d.file.content == DataFileContent::kEqualityDeletes && d.file.partition.empty()) {
-      global.push_back(&d);
-    } else {
-      by_partition[table_internal::MakePartitionKey(d.spec_id, d.file.partition)]
-          .push_back(&d);
-    }
-  }
-  const std::vector<const DeleteFileEntry*> none;
-  for (FileScanTask& task : *tasks) {
-    const int64_t seq = task.data_sequence_number;
-    auto it = by_partition.find(
-        table_internal::MakePartitionKey(task.spec_id, task.data_file.partition));
-    const auto& local = it == by_partition.end() ? none : it->second;
-    std::vector<const DeleteFileEntry*> candidates = local;
-    candidates.insert(candidates.end(), global.begin(), global.end());
-    // In the order the table lists them.
-    std::sort(candidates.begin(), candidates.end());
-    for (const DeleteFileEntry* entry : candidates) {
-      const DeleteFileEntry& d = *entry;
-      bool applies = false;
-      switch (d.file.content) {
-        case DataFileContent::kPositionDeletes:
-          applies = d.data_sequence_number >= seq && SamePartition(d, task) &&
-                    (!d.file.referenced_data_file ||
-                     *d.file.referenced_data_file == task.data_file.file_path);
-          break;
-        case DataFileContent::kEqualityDeletes:
-          applies = d.data_sequence_number > seq &&
-                    (d.file.partition.empty() || SamePartition(d, task));
-          break;
-        case DataFileContent::kData:
-          break;
-      }
-      if (applies) task.delete_files.push_back(d.file);
-    }
-  }
 }
 
 arrow::Result<ScanPlan> PlanScan(const TableMetadata& metadata, FileIO& io,

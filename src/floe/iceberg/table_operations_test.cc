@@ -13,6 +13,7 @@
 
 #include "floe/common/test_util.h"
 #include "floe/iceberg/position_delete_writer.h"
+#include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_operations.h"
@@ -171,6 +172,20 @@ TEST_F(TableOperationsTest, PositionDeletesIntoTwoFilesReferenceNoSingleFile) {
             std::min(a.file_path, b.file_path));
   EXPECT_EQ(deletes.upper_bounds.at(kDeleteFilePathFieldId),
             std::max(a.file_path, b.file_path));
+}
+
+TEST_F(TableOperationsTest, ALargePositionDeleteFileIsReadWhole) {
+  // More rows than one read batch (65,536), for two data files: every position comes
+  // back, in order, whether all of the file is asked for or one data file's.
+  auto table = CreateTable();
+  DataFile a = Write(*table, 0, 3);
+  DataFile b = Write(*table, 3, 3);
+  PositionsByFile positions;
+  for (int64_t p = 0; p < 100000; ++p) positions[a.file_path].push_back(2 * p);
+  for (int64_t p = 0; p < 70000; ++p) positions[b.file_path].push_back(p);
+  DataFile deletes = ValueOrDie(WritePositionDeleteFile(*table, {}, positions));
+  auto read = ValueOrDie(ReadPositionDeletes(*io_, deletes));
+  EXPECT_EQ(read, positions);
 }
 
 TEST_F(TableOperationsTest, RowDeltaOfDeletesOnlyIsADeleteSnapshotWithADeleteManifest) {

@@ -16,6 +16,7 @@
 #include <parquet/metadata.h>
 #include <spdlog/spdlog.h>
 
+#include "floe/common/lsn.h"
 #include "floe/iceberg/schema.h"
 #include "floe/silver/merge_internal.h"
 
@@ -79,8 +80,8 @@ arrow::Status RefuseNullKeys(const Changes& changes, const FoldResult& fold,
   for (const std::string& c : columns) names += (names.empty() ? "`" : ", `") + c + "`";
   return arrow::Status::Invalid(
       "Silver would keep a row with a NULL in merge key column ", names, ": ", count,
-      " change(s) in Bronze write such rows (the first at cdc_commit_lsn ", first.first,
-      ", cdc_seq ", first.second,
+      " change(s) in Bronze write such rows (the first at cdc_commit_lsn ",
+      Lsn(static_cast<uint64_t>(first.first)).ToString(), ", cdc_seq ", first.second,
       "). Rows whose key is NULL cannot be told apart, so nothing is merged rather "
       "than keep one of them. Give those rows a key in the source (UPDATE ... SET ",
       *columns.begin(), " = ... WHERE ", *columns.begin(),

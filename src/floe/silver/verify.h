@@ -111,7 +111,8 @@ class RowDigests {
   arrow::Status Add(const arrow::RecordBatch& rows);
   /// The digest of every row added.
   const RowDigest& digest() const { return digest_; }
-  /// Per column: the digest of its values alone (DifferingColumns).
+  /// Per column: the digest of its values, each paired with its row's key (values
+  /// swapped between rows change it; DifferingColumns).
   const std::vector<RowDigest>& column_digests() const { return column_digests_; }
   const std::vector<std::string>& columns() const { return columns_; }
   int32_t partitions() const { return options_.partitions; }

@@ -214,18 +214,6 @@ arrow::Status HashRows(const ColumnOf& column_of, size_t n,
                        std::vector<RowDigest>* column_digests) {
   row_hash->assign(n, kFnvOffset);
   key_text->assign(n, std::string());
-  for (size_t c = 0; c < columns.size(); ++c) {
-    ARROW_ASSIGN_OR_RAISE(auto array, column_of(columns[c]));
-    ARROW_ASSIGN_OR_RAISE(auto hashes, CanonicalValueHashes(*array));
-    for (size_t i = 0; i < n; ++i) {
-      (*row_hash)[i] = Mix((*row_hash)[i] ^ (hashes[i] + c * 0x9e3779b97f4a7c15ull));
-    }
-    if (column_digests == nullptr) continue;
-    // As a row of this column alone would hash (DigestRows(table, {}, {column})).
-    RowDigest& d = (*column_digests)[c];
-    d.rows += static_cast<int64_t>(n);
-    for (size_t i = 0; i < n; ++i) d.checksum += Mix(kFnvOffset ^ hashes[i]);
-  }
   for (const auto& k : key) {
     ARROW_ASSIGN_OR_RAISE(auto array, column_of(k));
     std::vector<std::string> texts;
@@ -235,6 +223,24 @@ arrow::Status HashRows(const ColumnOf& column_of, size_t n,
       if (!text.empty()) text += ", ";
       text += k + "=" + texts[i];
     }
+  }
+  // A column's digest pairs each value with its row's key, so values swapped between
+  // rows change it.
+  std::vector<uint64_t> key_hash;
+  if (column_digests != nullptr) {
+    key_hash.resize(n);
+    for (size_t i = 0; i < n; ++i) key_hash[i] = Fnv1a((*key_text)[i]);
+  }
+  for (size_t c = 0; c < columns.size(); ++c) {
+    ARROW_ASSIGN_OR_RAISE(auto array, column_of(columns[c]));
+    ARROW_ASSIGN_OR_RAISE(auto hashes, CanonicalValueHashes(*array));
+    for (size_t i = 0; i < n; ++i) {
+      (*row_hash)[i] = Mix((*row_hash)[i] ^ (hashes[i] + c * 0x9e3779b97f4a7c15ull));
+    }
+    if (column_digests == nullptr) continue;
+    RowDigest& d = (*column_digests)[c];
+    d.rows += static_cast<int64_t>(n);
+    for (size_t i = 0; i < n; ++i) d.checksum += Mix(key_hash[i] ^ Mix(hashes[i]));
   }
   return arrow::Status::OK();
 }
