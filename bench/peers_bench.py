@@ -922,6 +922,18 @@ def git_state() -> dict:
             "note": "working tree had uncommitted changes by others" if dirty else "clean"}
 
 
+def run_header(build: Path, floe: Path) -> dict:
+    """What every Silver benchmark's JSON document starts with: when, where, which
+    commit and build of floe, and the versions measured."""
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": machine(), "git": git_state(),
+            "build_dir": str(build.relative_to(ROOT)) if build.is_relative_to(ROOT)
+            else str(build),
+            "floe_binary_built": time.strftime("%Y-%m-%d %H:%M UTC",
+                                               time.gmtime(floe.stat().st_mtime)),
+            "versions": versions(False, None)}
+
+
 def main() -> int:
     if not FLOE.exists():
         log(f"{FLOE} is missing (build floe in {BUILD})")

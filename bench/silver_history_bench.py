@@ -317,13 +317,7 @@ def main() -> int:
             "BENCH_HIST_MODES and BENCH_HIST_MERGES must not be empty")
         return 1
     t_start = time.time()
-    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "machine": pb.machine(), "git": pb.git_state(),
-           "build_dir": str(BUILD.relative_to(ROOT)) if BUILD.is_relative_to(ROOT)
-           else str(BUILD),
-           "floe_binary_built": time.strftime("%Y-%m-%d %H:%M UTC",
-                                              time.gmtime(FLOE.stat().st_mtime)),
-           "versions": pb.versions(False, None),
+    doc = {**pb.run_header(BUILD, FLOE),
            "settings": {"BENCH_HIST_ROWS": ROWS, "BENCH_HIST_MERGES": MERGES,
                         "BENCH_HIST_CHANGES": CHANGES, "BENCH_HIST_TX_CHANGES": TX_CHANGES,
                         "BENCH_HIST_WORKLOAD": ",".join(WORKLOADS),

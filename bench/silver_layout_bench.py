@@ -656,13 +656,7 @@ def main() -> int:
         log(f"{FLOE} is missing (build floe in {BUILD})")
         return 1
     t_start = time.time()
-    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "machine": pb.machine(), "git": pb.git_state(),
-           "build_dir": str(BUILD.relative_to(ROOT)) if BUILD.is_relative_to(ROOT)
-           else str(BUILD),
-           "floe_binary_built": time.strftime("%Y-%m-%d %H:%M UTC",
-                                              time.gmtime(FLOE.stat().st_mtime)),
-           "versions": pb.versions(False, None),
+    doc = {**pb.run_header(BUILD, FLOE),
            "settings": {"BENCH_LAYOUT_ROWS": ROWS, "BENCH_LAYOUT_CHANGES": CHANGES,
                         "BENCH_LAYOUT_TARGET": TARGET,
                         "BENCH_LAYOUT_FRACTIONS": ",".join(map(str, FRACTIONS)),

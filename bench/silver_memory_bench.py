@@ -658,13 +658,7 @@ def main() -> int:
     for lim in [UNSLICED_LIMIT] + SMALL_LIMITS:
         if lim:
             parse_size(lim)
-    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "machine": pb.machine(), "git": pb.git_state(),
-           "build_dir": str(BUILD.relative_to(ROOT)) if BUILD.is_relative_to(ROOT)
-           else str(BUILD),
-           "floe_binary_built": time.strftime("%Y-%m-%d %H:%M UTC",
-                                              time.gmtime(FLOE.stat().st_mtime)),
-           "versions": pb.versions(False, None),
+    doc = {**pb.run_header(BUILD, FLOE),
            "settings": {"BENCH_MEM_SCALE": os.environ.get("BENCH_MEM_SCALE", "1"),
                         "BENCH_MEM_ROWS": ROWS_BASE,
                         "BENCH_MEM_MERGES": ",".join(map(str, MERGES_BASE)),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -136,18 +137,22 @@ arrow::Result<int64_t> SilverRowBytes(const ice::Table& silver) {
   auto rows_of = [](const ice::ManifestFile& m) {
     return m.added_rows_count + m.existing_rows_count;
   };
+  std::optional<std::string> chosen;
   ARROW_ASSIGN_OR_RAISE(
       auto live,
       silver.LiveFiles(std::nullopt, [&](const std::vector<ice::ManifestFile>& all,
                                          const ice::ManifestFile& m) {
-        const ice::ManifestFile* most = nullptr;
-        for (const auto& other : all) {
-          if (other.content == ice::ManifestContent::kData &&
-              (most == nullptr || rows_of(other) > rows_of(*most))) {
-            most = &other;
+        if (!chosen) {
+          const ice::ManifestFile* most = nullptr;
+          for (const auto& other : all) {
+            if (other.content == ice::ManifestContent::kData &&
+                (most == nullptr || rows_of(other) > rows_of(*most))) {
+              most = &other;
+            }
           }
+          chosen = most != nullptr ? most->manifest_path : std::string();
         }
-        return most != nullptr && most->manifest_path == m.manifest_path;
+        return m.manifest_path == *chosen;
       }));
   std::vector<const ice::DataFile*> data;
   for (const auto& f : live) {
