@@ -1513,6 +1513,56 @@ def test_a_declared_merge_key_that_is_null_is_refused_not_collapsed(floe, pg,
     check_silver(run, pg, duckdb_con, "public.nk", ["code"])
 
 
+def test_a_declared_merge_key_that_is_not_unique_is_refused_not_collapsed(
+        floe, pg, duckdb_con):
+    """silver.keys declares a column that two source rows share: in the copy (`nd`),
+    or after an insert (`nu`). Silver silently kept one of them (before the fix it
+    did); now the merge is refused and names the change. Once the duplicates are gone
+    and a unique index keeps them so, `floe run --backfill-table` lets the next pass
+    merge `nu`; `nd` (whose copy read two rows of a key) merges once silver.keys
+    declares a unique key and floe run copies it again. Silver then equals the
+    source."""
+    from test_run_watermark import latest_backfill  # (it imports this module)
+
+    pg.execute("""
+        CREATE TABLE nu (id int PRIMARY KEY, email text NOT NULL, v text);
+        ALTER TABLE nu REPLICA IDENTITY FULL;
+        INSERT INTO nu SELECT g, 'e' || g, 'v' || g FROM generate_series(1, 20) g;
+        CREATE TABLE nd (id int PRIMARY KEY, code text NOT NULL, v text);
+        ALTER TABLE nd REPLICA IDENTITY FULL;
+        INSERT INTO nd SELECT g, 'c' || (g % 7), 'v' || g FROM generate_series(1, 20) g;
+    """)
+    keys = "silver:\n  keys:\n    public.nu: [email]\n    public.nd: [{}]\n"
+    run = floe(service=SERVICE, extra_yaml=keys.format("code")).start()
+    run.wait_streaming()
+    out = silver(run, None, expect_rc=1)
+    assert "silver.keys (`code`) is not unique in the source" in out, out
+    check_silver(run, pg, duckdb_con, "public.nu", ["email"])
+    pg.execute("INSERT INTO nu VALUES (21, 'e3', 'dup')")
+    pg.execute("UPDATE nu SET v = 'changed' WHERE id = 5")
+    wait_flushed(run, pg)
+    out = silver(run, None, expect_rc=1)
+    assert "silver.keys (`email`) is not unique in the source" in out, out
+    assert "--backfill-table" in out, out
+    # Silver still holds what it held: the one row of e3 and v5's old value.
+    check_silver(run, pg, duckdb_con, "public.nu", ["email"],
+                 want=[{"id": g, "email": f"e{g}", "v": f"v{g}"} for g in range(1, 21)])
+    pg.execute("DELETE FROM nu WHERE id = 21")
+    pg.execute("CREATE UNIQUE INDEX ON nu (email)")
+    run.stop()
+    run.config_path.write_text(
+        run.config_path.read_text().replace(keys.format("code"), keys.format("id")))
+    run.start("--backfill-table", "public.nu")
+    run.wait_streaming()
+    run.wait_until(lambda: (latest_backfill(run, "public.nu") or {}).get("done"), 90,
+                   what="the requested backfill of public.nu", interval=0.3)
+    wait_copied(run, "nd")
+    wait_flushed(run, pg)
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.nu", ["email"])
+    check_silver(run, pg, duckdb_con, "public.nd", ["id"])
+
+
 def test_a_column_added_by_a_rewrite_whose_default_is_dropped_at_once(floe, pg,
                                                                       duckdb_con):
     """`ADD COLUMN y timestamptz NOT NULL DEFAULT clock_timestamp()` then `DROP

@@ -187,8 +187,9 @@ inline constexpr Key kSilverKeys{
     "silver.keys",
     Kind::kOther,
     "the source's primary key",
-    "non-empty list of key columns, never NULL (a merge that would keep a row with a "
-    "NULL key is refused); every change must carry them (the primary key, or "
+    "non-empty list of key columns, never NULL and unique in the source (a merge that "
+    "would keep a row with a NULL key, or whose changes show two rows of a key, is "
+    "refused); every change must carry them (the primary key, or "
     "`REPLICA IDENTITY FULL` / `USING INDEX` over them), else `floe silver` refuses the "
     "table ([silver.md](silver.md)); `floe run` also treats an update changing them as "
     "a key change; an entry added or changed for a table Bronze already holds (with a "

@@ -110,7 +110,8 @@ arrow::Status FindKeyPositions(FileIO& io, const FileScanTask& task,
                                const std::vector<const NestedField*>& key_fields,
                                const KeyProbe& probe, const KeyMatch& match,
                                PositionDeleteCache& deletes,
-                               std::vector<PositionDelete>* out, KeyScanStats* stats) {
+                               std::vector<PositionDelete>* out, KeyScanStats* stats,
+                               const LiveKeyHit& live) {
   const std::string& path = task.data_file.file_path;
   ARROW_ASSIGN_OR_RAISE(auto input, io.OpenInput(path));
   try {
@@ -147,6 +148,7 @@ arrow::Status FindKeyPositions(FileIO& io, const FileScanTask& task,
         const int64_t pos = first_row[rg] + i;
         while (next_deleted != deleted.cend() && *next_deleted < pos) ++next_deleted;
         if (next_deleted != deleted.cend() && *next_deleted == pos) continue;
+        if (live) ARROW_RETURN_NOT_OK(live(key_arrays, i));
         out->push_back({path, pos});
       }
     }

@@ -54,6 +54,11 @@ using KeyMatch =
     std::function<arrow::Status(const std::vector<const arrow::Array*>& columns,
                                 int64_t rows, std::vector<int64_t>* hits)>;
 
+/// Called with each live row FindKeyPositions keeps: the row group's key columns and
+/// the row's index among them.
+using LiveKeyHit = std::function<arrow::Status(
+    const std::vector<const arrow::Array*>& columns, int64_t row)>;
+
 struct KeyScanStats {
   int32_t row_groups_read = 0;
   int32_t row_groups_skipped_stats = 0;
@@ -63,12 +68,14 @@ struct KeyScanStats {
 /// Appends to `out` the live rows of `task`'s data file whose key (`key_fields`, of
 /// the table's current schema, matched by field id) `match` takes: row groups chosen
 /// by `probe`, only the key columns of those read (cast to the current types),
-/// positions already deleted by the task's position deletes left out.
+/// positions already deleted by the task's position deletes left out; `live`, when
+/// set, is told of each row kept.
 arrow::Status FindKeyPositions(FileIO& io, const FileScanTask& task,
                                const std::vector<const NestedField*>& key_fields,
                                const KeyProbe& probe, const KeyMatch& match,
                                PositionDeleteCache& deletes,
-                               std::vector<PositionDelete>* out, KeyScanStats* stats);
+                               std::vector<PositionDelete>* out, KeyScanStats* stats,
+                               const LiveKeyHit& live = nullptr);
 
 /// The buckets `values` (of the key column `field`) fall in, when `spec` is one
 /// bucket transform of it; nullopt when it is not (no bucket pruning).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -230,6 +231,13 @@ class StartOfKey {
   }
 
   enum class Start { kAbsent, kHeld, kUndecided };
+  // Neither start fits: some transaction ends with two rows of the key, or removes
+  // one it does not have, either way.
+  bool Fits() const { return converged_ || absent_ok_ || held_ok_; }
+  char first_op() const { return first_op_; }
+  // An `r` leaves the key exactly its own row, whatever came before.
+  bool converged() const { return converged_; }
+
   Start Decide() const {
     if (converged_) return Start::kAbsent;  // either: the outcome is the same
     if (absent_ok_ && held_ok_) return Start::kUndecided;
@@ -334,10 +342,15 @@ class KeyRows {
   }
 
   // At the end: a key that still has several rows (a key that is not unique) keeps
-  // the newest.
-  void Finish() {
-    for (auto& [slot, rows] : more_) Set(keys_[slot], std::move(rows.back()));
+  // the newest. Returns such keys' slots.
+  std::vector<size_t> Finish() {
+    std::vector<size_t> several;
+    for (auto& [slot, rows] : more_) {
+      Set(keys_[slot], std::move(rows.back()));
+      several.push_back(slot);
+    }
     more_.clear();
+    return several;
   }
 
  private:
@@ -380,6 +393,16 @@ struct Folding {
   arrow::Status FoldRows();
   // The delete at `row` of the key in `slot`: the row it removes, if the key has one.
   LastDelete Delete(int64_t row, size_t slot, const FoldedKey& state);
+  // Names `row` as giving a key a second row (FoldResult::duplicate; the first such
+  // in commit order) unless its key has a NULL: such rows are not one key in the source
+  // (RefuseNullKeys refuses them).
+  void Duplicate(int64_t row) {
+    for (const arrow::Array* k : keys) {
+      if (k->IsNull(row)) return;
+    }
+    auto at = [&](int64_t r) { return std::pair(lsn->Value(r), seq->Value(r)); };
+    if (result.duplicate < 0 || at(row) < at(result.duplicate)) result.duplicate = row;
+  }
 
   const Changes& changes;
   const int64_t n;
@@ -471,6 +494,7 @@ arrow::Status Folding::FindKeys() {
     if (inserted) {
       FoldedKey fresh;
       fresh.key = it->first;
+      fresh.key_row = row;  // its first change until FoldRows
       fresh.deleted = true;
       result.keys.push_back(std::move(fresh));
       starts.emplace_back(may_be_held);
@@ -498,6 +522,11 @@ bool Folding::StartKeys(const std::unordered_set<std::string>* held) {
     bool undecided = false;
     for (size_t slot = 0; slot < result.keys.size(); ++slot) {
       start_of[slot] = starts[slot].Decide();
+      if (!starts[slot].Fits()) Duplicate(result.keys[slot].key_row);
+      if (start_of[slot] == StartOfKey::Start::kAbsent &&
+          starts[slot].first_op() == 'c' && !starts[slot].converged()) {
+        result.keys[slot].inserted_by = result.keys[slot].key_row;
+      }
       if (start_of[slot] != StartOfKey::Start::kUndecided) continue;
       if (held == nullptr) {
         undecided = true;
@@ -531,6 +560,10 @@ arrow::Status Folding::FoldRows() {
   UnchangedLookup unchanged(changes);
   std::optional<LastDelete> last_delete;
   std::vector<bool> keep;
+  // Per key: the commit LSN of its last `r` (a copy's rows share one); the keys one
+  // copy read two rows of, and the second row, unless a later copy read them again.
+  std::vector<int64_t> copied_at(result.keys.size(), -1);
+  std::map<size_t, int64_t> copied_twice;
   for (size_t i = start; i < order.size(); ++i) {
     const int64_t row = order[i];
     const size_t slot = slot_of[i - start];
@@ -561,6 +594,12 @@ arrow::Status Folding::FoldRows() {
       return KeyRow{std::vector<int64_t>(width, kNullValue), {}};
     };
     if (o == 'r') {
+      if (copied_at[slot] == lsn->Value(row)) {
+        copied_twice.emplace(slot, row);
+      } else {
+        copied_twice.erase(slot);
+      }
+      copied_at[slot] = lsn->Value(row);
       rows.Replace(slot, over(nothing()));
     } else if (o == 'c') {
       // The new row of a key-changing update is a `c` that lacks values: an insert
@@ -580,7 +619,8 @@ arrow::Status Folding::FoldRows() {
     }
     last_delete.reset();
   }
-  rows.Finish();
+  for (size_t slot : rows.Finish()) Duplicate(result.keys[slot].key_row);
+  for (const auto& [slot, second] : copied_twice) Duplicate(second);
   return arrow::Status::OK();
 }
 

@@ -98,6 +98,10 @@ struct FoldedKey {
   std::string existing_key;
   /// cdc_commit_lsn of the winning change.
   int64_t commit_lsn = 0;
+  /// When the changes show the key starting without a row (Silver was not asked), its
+  /// first change inserts it and no `r` (a copy's row) follows: that change (a row
+  /// Silver holds for the key would be a second one); else -1.
+  int64_t inserted_by = -1;
 };
 
 struct FoldResult {
@@ -110,6 +114,10 @@ struct FoldResult {
   std::vector<FoldedKey> keys;
   /// Some upserted key takes a value from the row Silver already holds.
   bool needs_existing = false;
+  /// A change that the changes show gave its key a second row (the key is not unique
+  /// in the source), or -1: two `r` rows of one copy, a key that ends with several
+  /// rows, or one whose changes fit neither start (a transaction ends with two rows).
+  int64_t duplicate = -1;
 
   int64_t upserts() const;
   int64_t deletes() const;

@@ -132,6 +132,51 @@ TEST(Fold, DeleteRemovesAndAReinsertStartsAfresh) {
   EXPECT_FALSE(fold.needs_existing);
 }
 
+TEST(Fold, ChangesShowingTwoRowsOfAKeyAreNamed) {
+  // None in a unique key's changes: a copy again (another LSN) replaces the key's row,
+  // a key moved away and back, a key deleted and inserted again.
+  auto unique = Make({
+      {"r", 100, 0, 1, "a", "x"},
+      {"r", 200, 0, 1, "a", "x"},
+      {"d", 210, 0, 1, std::nullopt, std::nullopt},
+      {"c", 210, 1, 2, "a", "x"},
+      {"d", 220, 0, 2, std::nullopt, std::nullopt},
+      {"c", 230, 0, 2, "b", "x"},
+      {"c", 240, 0, 3, "c", "x"},
+  });
+  auto fold = MustFold(unique);
+  EXPECT_EQ(fold.duplicate, -1);
+  // Keys 2 and 3 start without a row and their first change inserts them (a row
+  // Silver held of them would be a second one); key 1 is copied.
+  for (const FoldedKey& k : fold.keys) {
+    const int64_t id =
+        static_cast<const arrow::Int64Array&>(*unique.columns[0]).Value(k.key_row);
+    EXPECT_EQ(k.inserted_by, id == 3 ? 6 : id == 2 ? 3 : -1) << id;
+  }
+  // One copy's two rows of a key, two inserts of a key in two transactions, and two
+  // in one: each named by the first change that shows it.
+  auto copy = Make({{"r", 100, 0, 1, "a", "x"}, {"r", 100, 1, 1, "b", "x"}});
+  EXPECT_EQ(MustFold(copy, /*silver_has_rows=*/false).duplicate, 1);
+  auto copied_again = Make({{"r", 100, 0, 1, "a", "x"},
+                            {"r", 100, 1, 1, "b", "x"},
+                            {"d", 110, 0, 1, "b", "x"},
+                            {"r", 120, 0, 1, "a", "x"}});
+  EXPECT_EQ(MustFold(copied_again, /*silver_has_rows=*/false).duplicate, -1);
+  auto twice = Make({{"c", 100, 0, 5, "a", "x"}, {"c", 110, 0, 5, "b", "x"}});
+  EXPECT_EQ(MustFold(twice).duplicate, 0);
+  EXPECT_EQ(MustFold(twice, /*silver_has_rows=*/false).duplicate, 1);
+  auto one_transaction = Make({{"c", 100, 0, 5, "a", "x"}, {"c", 100, 1, 5, "b", "x"}});
+  EXPECT_EQ(MustFold(one_transaction).duplicate, 0);
+  // A backfill's row after them (floe run --backfill-table) leaves the key its row
+  // alone: nothing is named.
+  auto backfilled = Make({{"c", 100, 0, 5, "a", "x"},
+                          {"c", 110, 0, 5, "b", "x"},
+                          {"r", 120, 0, 5, "b", "x"}});
+  auto fold_backfilled = MustFold(backfilled);
+  EXPECT_EQ(fold_backfilled.duplicate, -1);
+  EXPECT_EQ(fold_backfilled.keys.at(0).inserted_by, -1);
+}
+
 TEST(Fold, KeyChangingUpdateDeletesTheOldKey) {
   // UPDATE t SET id = 2 WHERE id = 1 arrives as d(1), c(2) at consecutive seq.
   auto c = Make({

@@ -628,8 +628,8 @@ arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& plann
                        copy_on_write, files, referenced, truncated, stats);
   }
   ARROW_ASSIGN_OR_RAISE(SilverDeletes found,
-                        WritePlan(silver, planned, io, changes, fold, columns.key_columns,
-                                  key, silver_has_rows, copy_on_write, files, stats));
+                        WritePlan(silver, planned, io, changes, fold, columns, key,
+                                  silver_has_rows, copy_on_write, files, stats));
   *referenced = std::move(found.referenced);
   return arrow::Status::OK();
 }
@@ -676,8 +676,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     stats.message = NoKeyMessage(bronze_id, source);
     return stats;
   }
-  ARROW_ASSIGN_OR_RAISE(const MergeColumns columns,
-                        MergeColumnsOf(bronze, key, bronze_id));
+  ARROW_ASSIGN_OR_RAISE(MergeColumns columns, MergeColumnsOf(bronze, key, bronze_id));
+  columns.declared_key = options.key.has_value() && !options.key->empty();
   ARROW_ASSIGN_OR_RAISE(const bool ready,
                         KeyAllowsMerge(bronze, key, options, bronze_id, source, &stats));
   if (!ready) return stats;

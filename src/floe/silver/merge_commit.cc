@@ -42,7 +42,7 @@ arrow::Status WriteMergeDeletes(ice::Table& silver, std::optional<int64_t> plann
 arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
                                        const ice::TableMetadata& planned, ice::FileIO& io,
                                        const Changes& changes, const FoldResult& fold,
-                                       const std::vector<int>& key_columns,
+                                       const MergeColumns& columns,
                                        const std::vector<std::string>& key,
                                        bool silver_has_rows, bool copy_on_write,
                                        MergeFiles* files, MergeStats* stats) {
@@ -52,8 +52,9 @@ arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
   if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
     ARROW_ASSIGN_OR_RAISE(
         found,
-        FindSilverDeletes(silver, planned, io, changes, fold, key_columns, key, stats,
-                          copy_on_write ? nullptr : &files->replaced_deletes));
+        FindSilverDeletes(silver, planned, io, changes, fold, columns.key_columns, key,
+                          stats, copy_on_write ? nullptr : &files->replaced_deletes,
+                          columns.declared_key));
   }
 
   ARROW_ASSIGN_OR_RAISE(

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -292,7 +293,7 @@ arrow::Result<SilverDeletes> FindSilverDeletes(
     const ice::Table& silver, const ice::TableMetadata& planned, ice::FileIO& io,
     const Changes& changes, const FoldResult& fold, const std::vector<int>& key_columns,
     const std::vector<std::string>& key, MergeStats* stats,
-    std::map<std::string, ice::DataFile>* replaced) {
+    std::map<std::string, ice::DataFile>* replaced, bool declared_key) {
   SilverDeletes out;
   std::vector<const ice::NestedField*> key_fields;
   for (const auto& k : key) key_fields.push_back(silver.schema().FindField(k));
@@ -321,13 +322,33 @@ arrow::Result<SilverDeletes> FindSilverDeletes(
                                       int64_t rows, std::vector<int64_t>* hits) {
     return keys.Match(columns, rows, hits);
   };
+  // Under a declared key: a key the changes insert afresh that Silver already holds a
+  // row of has two rows in the source.
+  std::unordered_map<std::string, int64_t> inserted;
+  if (declared_key) {
+    for (const FoldedKey& k : fold.keys) {
+      if (k.inserted_by >= 0) inserted.emplace(k.key, k.inserted_by);
+    }
+  }
+  ice::LiveKeyHit live;
+  if (!inserted.empty()) {
+    live = [&](const std::vector<const arrow::Array*>& columns,
+               int64_t row) -> arrow::Status {
+      ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey(columns, row));
+      auto it = inserted.find(encoded);
+      if (it == inserted.end()) return arrow::Status::OK();
+      return NotUniqueKey(changes, it->second, key,
+                          "it inserts a row of a key Silver already holds a row of, with "
+                          "no delete of that row before it");
+    };
+  }
   ice::PositionDeleteCache deletes;
   ice::KeyScanStats scan_stats;
   for (const ice::FileScanTask& task : plan.tasks) {
     if (buckets && !ice::InBuckets(task, spec, *buckets)) continue;
     std::vector<ice::PositionDelete> found;
     ARROW_RETURN_NOT_OK(ice::FindKeyPositions(io, task, key_fields, probe, match, deletes,
-                                              &found, &scan_stats));
+                                              &found, &scan_stats, live));
     ++stats->files_scanned;
     if (found.empty()) continue;
     out.referenced.insert(task.data_file.file_path);

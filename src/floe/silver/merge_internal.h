@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -72,7 +73,8 @@ arrow::Result<SilverDeletes> FindSilverDeletes(
     const iceberg::Table& silver, const iceberg::TableMetadata& planned,
     iceberg::FileIO& io, const Changes& changes, const FoldResult& fold,
     const std::vector<int>& key_columns, const std::vector<std::string>& key,
-    MergeStats* stats, std::map<std::string, iceberg::DataFile>* replaced = nullptr);
+    MergeStats* stats, std::map<std::string, iceberg::DataFile>* replaced = nullptr,
+    bool declared_key = false);
 
 /// Which of the keys at `rows` of `changes` `silver` holds (encoded as EncodeKey does).
 arrow::Result<std::unordered_set<std::string>> HeldKeys(
@@ -128,9 +130,10 @@ arrow::Status WriteMergeDeletes(iceberg::Table& silver,
 /// fold deletes or builds on (not after a truncate), writes the upserts and the
 /// deletes into `files` (the written ones deleted again when the deletes fail) and
 /// counts them in `stats`; returns the Silver rows found.
+struct MergeColumns;
 arrow::Result<SilverDeletes> WritePlan(
     iceberg::Table& silver, const iceberg::TableMetadata& planned, iceberg::FileIO& io,
-    const Changes& changes, const FoldResult& fold, const std::vector<int>& key_columns,
+    const Changes& changes, const FoldResult& fold, const MergeColumns& columns,
     const std::vector<std::string>& key, bool silver_has_rows, bool copy_on_write,
     MergeFiles* files, MergeStats* stats);
 
@@ -167,7 +170,15 @@ struct MergeColumns {
   std::vector<std::string> row_names;
   std::vector<std::string> bronze_names;
   std::vector<int> key_columns;
+  /// The key is declared in silver.keys (not the source's primary key): the merge
+  /// refuses changes that show it is not unique (NotUniqueKey).
+  bool declared_key = false;
 };
+
+/// The refusal of a merge whose declared key `key` is not unique in the source: the
+/// change at `row` of `changes` gave its key a second row, as `how` says.
+arrow::Status NotUniqueKey(const Changes& changes, int64_t row,
+                           const std::vector<std::string>& key, std::string_view how);
 
 /// The Bronze columns a merge reads: the row columns, then cdc_op, cdc_commit_lsn,
 /// cdc_seq and cdc_unchanged.

@@ -92,6 +92,26 @@ arrow::Status RefuseNullKeys(const Changes& changes, const FoldResult& fold,
 
 }  // namespace
 
+arrow::Status NotUniqueKey(const Changes& changes, int64_t row,
+                           const std::vector<std::string>& key, std::string_view how) {
+  const auto& lsn = static_cast<const arrow::Int64Array&>(*changes.commit_lsn);
+  const auto& seq = static_cast<const arrow::Int32Array&>(*changes.seq);
+  std::string names;
+  for (const std::string& k : key) names += (names.empty() ? "`" : ", `") + k + "`";
+  return arrow::Status::Invalid(
+      "the merge key declared in silver.keys (", names,
+      ") is not unique in the source: the change at cdc_commit_lsn ",
+      Lsn(static_cast<uint64_t>(lsn.Value(row))).ToString(), ", cdc_seq ", seq.Value(row),
+      " gives its key a second row (", how,
+      "). Silver holds one row per key, so nothing is merged rather than keep one of "
+      "them. Declare a key that is unique in the source in silver.keys (its primary "
+      "key, or columns under a unique index) and start floe run with the pipeline "
+      "file: it copies the table again under the new key, and the next pass merges it. "
+      "Or, once no two rows of the source share a value of the key (a unique index "
+      "keeps it so), run floe run --backfill-table with the table once: its rows "
+      "replace what came before");
+}
+
 arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
                                       const MergeColumns& columns,
                                       const ice::Table* silver, bool silver_has_rows,
@@ -115,6 +135,11 @@ arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
     ARROW_ASSIGN_OR_RAISE(fold, Fold(*changes, key_columns, silver_has_rows, &held));
   }
   ARROW_RETURN_NOT_OK(RefuseNullKeys(*changes, fold, key_columns, key));
+  if (columns.declared_key && fold.duplicate >= 0) {
+    return NotUniqueKey(*changes, fold.duplicate, key,
+                        "one copy read two rows of it, or a transaction left two rows "
+                        "of it");
+  }
   stats->changes += changes->length();
   stats->truncated = stats->truncated || fold.truncated;
   stats->upserted += fold.upserts();
@@ -289,7 +314,7 @@ arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
   if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
     ARROW_ASSIGN_OR_RAISE(
         found, FindSilverDeletes(silver, planned, io, changes, fold, columns.key_columns,
-                                 key, stats, replaced));
+                                 key, stats, replaced, columns.declared_key));
   }
   ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
   ARROW_ASSIGN_OR_RAISE(

@@ -431,7 +431,8 @@ std::string FormatVerification(const TableVerification& v) {
              (v.source == SourceCheck::kMovedOn
                   ? "source moved on since watermark " + LsnText(v.watermark) +
                         " (Bronze holds changes up to " + LsnText(v.bronze_lsn) +
-                        "; the next merge applies them)"
+                        " not merged yet: the next floe silver pass that merges this "
+                        "table applies them; if its passes fail, its log says why)"
                   : "DIFFERENT although Bronze has nothing newer than watermark " +
                         LsnText(v.watermark) +
                         " (is floe run behind or stopped? otherwise Bronze missed "

@@ -115,9 +115,20 @@ arrow::Status AppendCanonical(const arrow::Array& array, int64_t i, std::string*
     case arrow::Type::LARGE_BINARY:
       out->append(Hex(static_cast<const arrow::LargeBinaryArray&>(array).GetView(i)));
       return arrow::Status::OK();
-    case arrow::Type::FIXED_SIZE_BINARY:
-      out->append(Hex(static_cast<const arrow::FixedSizeBinaryArray&>(array).GetView(i)));
+    case arrow::Type::FIXED_SIZE_BINARY: {
+      // 16 bytes are a uuid (floe maps no other type to them): written as PostgreSQL
+      // writes it, so that a differing key reads as the source shows it.
+      const std::string hex =
+          Hex(static_cast<const arrow::FixedSizeBinaryArray&>(array).GetView(i));
+      if (hex.size() != 32) {
+        out->append(hex);
+        return arrow::Status::OK();
+      }
+      out->append(hex, 0, 8).append("-").append(hex, 8, 4).append("-");
+      out->append(hex, 12, 4).append("-").append(hex, 16, 4).append("-");
+      out->append(hex, 20, 12);
       return arrow::Status::OK();
+    }
     case arrow::Type::LIST:
     case arrow::Type::LARGE_LIST:
     case arrow::Type::FIXED_SIZE_LIST:

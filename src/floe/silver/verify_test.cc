@@ -62,6 +62,13 @@ TEST(CanonicalValueHashes, SameValueInTwoTypesHashesAlike) {
   ASSERT_TRUE(binary.Append(std::string("\x01\xff", 2)).ok());
   ASSERT_TRUE(CanonicalValueHashes(*binary.Finish().ValueOrDie(), &texts).ok());
   EXPECT_EQ(texts[0], "01ff");
+  // A uuid reads as PostgreSQL writes it.
+  arrow::FixedSizeBinaryBuilder uuid(arrow::fixed_size_binary(16));
+  const std::string bytes(
+      "\x12\x34\x56\x78\x9a\xbc\xde\xf0\x01\x23\x45\x67\x89\xab\xcd\xef", 16);
+  ASSERT_TRUE(uuid.Append(bytes).ok());
+  ASSERT_TRUE(CanonicalValueHashes(*uuid.Finish().ValueOrDie(), &texts).ok());
+  EXPECT_EQ(texts[0], "12345678-9abc-def0-0123-456789abcdef");
 }
 
 TEST(DigestRows, OrderDoesNotMatterButEveryRowAndValueDoes) {
