@@ -5,6 +5,8 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -113,9 +115,10 @@ class IncrementReader {
     return out;
   }
 
-  // Links the partition of each new row of a key-changing update that keeps an
-  // unchanged value with its old key's `d` (at the previous cdc_seq), when that is in
-  // this batch; the others are looked up later (Unresolved()).
+  // Records a KeyMove for each new row of a key-changing update that keeps an
+  // unchanged value and its old key's `d` (at the previous cdc_seq), when that is in
+  // this batch; the others are looked up later
+  // (Unresolved()).
   arrow::Status LinkKeyChanges(const arrow::RecordBatch& batch,
                                const std::vector<int32_t>& parts) {
     const arrow::StringArray* ops = OpsOf(batch);
@@ -125,13 +128,14 @@ class IncrementReader {
         static_cast<const arrow::Int64Array&>(*batch.GetColumnByName(kCdcCommitLsn));
     const auto& seq =
         static_cast<const arrow::Int32Array&>(*batch.GetColumnByName(kCdcSeq));
-    std::map<Position, int32_t> wanted;
+    std::map<Position, MovedTo> wanted;
     for (int64_t i = 0; i < batch.num_rows(); ++i) {
       if (ops->IsNull(i) || ops->GetView(i) != "c" ||
           !ListsUnchanged(unchanged.get(), i) || lsn.IsNull(i) || seq.IsNull(i)) {
         continue;
       }
-      wanted[{lsn.Value(i), seq.Value(i) - 1}] = parts[i];
+      ARROW_ASSIGN_OR_RAISE(std::string key, KeyOf(batch, i));
+      wanted[{lsn.Value(i), seq.Value(i) - 1}] = MovedTo{parts[i], std::move(key)};
     }
     if (wanted.empty()) return arrow::Status::OK();
     for (int64_t i = 0; i < batch.num_rows(); ++i) {
@@ -140,10 +144,10 @@ class IncrementReader {
       }
       auto it = wanted.find({lsn.Value(i), seq.Value(i)});
       if (it == wanted.end()) continue;
-      if (it->second != parts[i]) links_.emplace_back(it->second, parts[i]);
+      ARROW_RETURN_NOT_OK(AddMove(batch, i, parts[i], std::move(it->second)));
       wanted.erase(it);
     }
-    unresolved_.insert(wanted.begin(), wanted.end());
+    for (auto& [position, to] : wanted) unresolved_.emplace(position, std::move(to));
     return arrow::Status::OK();
   }
 
@@ -165,7 +169,7 @@ class IncrementReader {
       if (!parts) {
         ARROW_ASSIGN_OR_RAISE(parts, PartitionsOf(batch));
       }
-      if (it->second != (*parts)[i]) links_.emplace_back(it->second, (*parts)[i]);
+      ARROW_RETURN_NOT_OK(AddMove(batch, i, (*parts)[i], std::move(it->second)));
       unresolved_.erase(it);
     }
     return arrow::Status::OK();
@@ -176,7 +180,31 @@ class IncrementReader {
     return SpillHeld();
   }
 
-  const std::map<Position, int32_t>& unresolved() const { return unresolved_; }
+  // Where the new row of a key-changing update went: its partition and key.
+  struct MovedTo {
+    int32_t partition = 0;
+    std::string key;
+  };
+
+  const std::map<Position, MovedTo>& unresolved() const { return unresolved_; }
+
+  // The first key column's value at `row` (EncodeKey).
+  arrow::Result<std::string> KeyOf(const arrow::RecordBatch& batch, int64_t row) const {
+    auto keys = batch.GetColumnByName(key_column_);
+    if (keys == nullptr) {
+      return arrow::Status::Invalid("the changes have no column `", key_column_, "`");
+    }
+    return EncodeKey({keys.get()}, row);
+  }
+
+  // The move from the old key's `d` at `row` (in partition `from`) to `to` (in the
+  // same partition too: a chain of moves may lead from another partition to it).
+  arrow::Status AddMove(const arrow::RecordBatch& batch, int64_t row, int32_t from,
+                        MovedTo to) {
+    ARROW_ASSIGN_OR_RAISE(std::string key, KeyOf(batch, row));
+    moves_.push_back(KeyMove{from, std::move(key), to.partition, std::move(to.key)});
+    return arrow::Status::OK();
+  }
 
   IncrementOptions options_;
   std::string key_column_;
@@ -196,8 +224,8 @@ class IncrementReader {
   int32_t partitions_ = 1;
   bool pow2_ = true;
   std::vector<int64_t> partition_bytes_;
-  std::vector<std::pair<int32_t, int32_t>> links_;
-  std::map<Position, int32_t> unresolved_;
+  std::vector<KeyMove> moves_;
+  std::map<Position, MovedTo> unresolved_;
 
  private:
   // Counts the batch's operations for the live estimate and moves its `t` rows to
@@ -294,19 +322,6 @@ class IncrementReader {
   }
 };
 
-// Union-find over partitions.
-struct Components {
-  explicit Components(int32_t n) : parent(n) {
-    std::iota(parent.begin(), parent.end(), 0);
-  }
-  int32_t Find(int32_t p) {
-    while (parent[p] != p) p = parent[p] = parent[parent[p]];
-    return p;
-  }
-  void Join(int32_t a, int32_t b) { parent[Find(a)] = Find(b); }
-  std::vector<int32_t> parent;
-};
-
 }  // namespace
 
 iceberg::ExpressionPtr CommitLsnRange(uint64_t lower, uint64_t upper) {
@@ -378,7 +393,8 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
   out->partitions_ = reader.partitions_;
   out->spilled_for_buckets_ = reader.pow2_ ? 0 : options.silver_buckets;
   out->partition_bytes_ = std::move(reader.partition_bytes_);
-  out->links_ = std::move(reader.links_);
+  out->moves_ = std::move(reader.moves_);
+  out->key_column_ = key_column;
   return out;
 }
 
@@ -401,10 +417,6 @@ std::vector<int32_t> Increment::PartitionsOfBucket(int32_t bucket,
 
 std::vector<Slice> Increment::PlanSlices(int32_t buckets) const {
   if (!spilled()) return {Slice{{0}, bytes_}};
-  Components together(partitions_);
-  for (const auto& [a, b] : links_) together.Join(a, b);
-  std::vector<std::vector<int32_t>> members(partitions_);
-  for (int32_t p = 0; p < partitions_; ++p) members[together.Find(p)].push_back(p);
   // The order partitions are packed in: a bucket's partitions one after the other.
   std::vector<std::vector<int32_t>> groups;
   const bool pow2 = spilled_for_buckets_ == 0;
@@ -414,41 +426,25 @@ std::vector<Slice> Increment::PlanSlices(int32_t buckets) const {
   } else {
     for (int32_t p = 0; p < partitions_; ++p) groups.push_back({p});
   }
-  std::vector<bool> assigned(partitions_, false);
   std::vector<Slice> out;
   Slice current;
   const int64_t cap = options_.slice_bytes;
   for (const auto& group : groups) {
-    // The group's partitions with every partition linked to them.
-    std::vector<std::vector<int32_t>> units;
     int64_t group_bytes = 0;
-    for (int32_t p : group) {
-      if (assigned[p]) continue;
-      std::vector<int32_t> unit;
-      for (int32_t q : members[together.Find(p)]) {
-        if (assigned[q]) continue;
-        assigned[q] = true;
-        unit.push_back(q);
-        group_bytes += partition_bytes_[q];
-      }
-      units.push_back(std::move(unit));
-    }
-    if (units.empty()) continue;
+    for (int32_t p : group) group_bytes += partition_bytes_[p];
     // A group that fits a slice of its own is not split over two.
     if (!current.partitions.empty() && current.bytes + group_bytes > cap &&
         group_bytes <= cap) {
       out.push_back(std::move(current));
       current = Slice{};
     }
-    for (auto& unit : units) {
-      int64_t unit_bytes = 0;
-      for (int32_t q : unit) unit_bytes += partition_bytes_[q];
-      if (!current.partitions.empty() && current.bytes + unit_bytes > cap) {
+    for (int32_t p : group) {
+      if (!current.partitions.empty() && current.bytes + partition_bytes_[p] > cap) {
         out.push_back(std::move(current));
         current = Slice{};
       }
-      current.partitions.insert(current.partitions.end(), unit.begin(), unit.end());
-      current.bytes += unit_bytes;
+      current.partitions.push_back(p);
+      current.bytes += partition_bytes_[p];
     }
   }
   if (!current.partitions.empty()) out.push_back(std::move(current));
@@ -456,11 +452,67 @@ std::vector<Slice> Increment::PlanSlices(int32_t buckets) const {
   return out;
 }
 
-arrow::Result<std::shared_ptr<arrow::Table>> Increment::Load(const Slice& slice) const {
-  if (!spilled()) return all_;
+std::map<int32_t, std::set<std::string>> Increment::ImportsOf(const Slice& slice) const {
+  std::map<int32_t, std::set<std::string>> out;
+  if (moves_.empty()) return out;
+  const std::set<int32_t> own(slice.partitions.begin(), slice.partitions.end());
+  // The moves into each (partition, key), followed back from the slice's own keys.
+  std::multimap<std::pair<int32_t, std::string_view>, const KeyMove*> into;
+  std::vector<const KeyMove*> pending;
+  for (const KeyMove& m : moves_) {
+    if (own.contains(m.to_partition)) {
+      pending.push_back(&m);
+    } else {
+      into.emplace(std::pair<int32_t, std::string_view>(m.to_partition, m.to_key), &m);
+    }
+  }
+  while (!pending.empty()) {
+    const KeyMove* m = pending.back();
+    pending.pop_back();
+    if (own.contains(m->from_partition) ||
+        !out[m->from_partition].insert(m->from_key).second) {
+      continue;
+    }
+    auto [first, last] = into.equal_range({m->from_partition, m->from_key});
+    for (auto it = first; it != last; ++it) pending.push_back(it->second);
+  }
+  return out;
+}
+
+arrow::Result<std::shared_ptr<arrow::Table>> Increment::Load(const Slice& slice,
+                                                             int64_t* own_rows) const {
+  if (!spilled()) {
+    if (own_rows != nullptr) *own_rows = all_->num_rows();
+    return all_;
+  }
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
   for (int32_t p : slice.partitions) ARROW_RETURN_NOT_OK(spill_->ReadInto(p, &batches));
   for (const auto& t : truncates_) batches.push_back(t);
+  int64_t own = 0;
+  for (const auto& b : batches) own += b->num_rows();
+  if (own_rows != nullptr) *own_rows = own;
+  // Then the rows of the keys the slice's key-changing updates carry values over from,
+  // a partition at a time (only those keys' rows kept).
+  for (const auto& [partition, keys] : ImportsOf(slice)) {
+    std::vector<std::shared_ptr<arrow::RecordBatch>> read;
+    ARROW_RETURN_NOT_OK(spill_->ReadInto(partition, &read));
+    for (const auto& batch : read) {
+      auto column = batch->GetColumnByName(key_column_);
+      if (column == nullptr) {
+        return arrow::Status::Invalid("the changes have no column `", key_column_, "`");
+      }
+      arrow::Int64Builder take;
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey({column.get()}, i));
+        if (keys.contains(key)) ARROW_RETURN_NOT_OK(take.Append(i));
+      }
+      if (take.length() == 0) continue;
+      ARROW_ASSIGN_OR_RAISE(auto indices, take.Finish());
+      ARROW_ASSIGN_OR_RAISE(arrow::Datum kept,
+                            cp::Take(arrow::Datum(batch), arrow::Datum(indices)));
+      batches.push_back(kept.record_batch());
+    }
+  }
   return arrow::Table::FromRecordBatches(spill_->schema(), batches);
 }
 

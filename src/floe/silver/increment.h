@@ -10,12 +10,16 @@
 //    partition;
 //  * the old key's changes of a key-changing update whose new row takes an unchanged
 //    TOAST value from it (the `c` with a cdc_unchanged list right after the old key's
-//    `d`): the two partitions are linked and always land in one slice.
+//    `d`), and so on back along a chain of such updates: read from the old key's
+//    partition into the slice (Load), after the slice's own rows, so that the merge
+//    folds them but writes only the slice's own keys.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +51,16 @@ struct IncrementOptions {
   /// least that much in a slice, since the fold may read the key's Silver row and
   /// writes a whole row back.
   int64_t row_bytes = 0;
+};
+
+/// A key-changing update whose new row takes an unchanged value from the old key's
+/// row: the first key column's value (EncodeKey of the Bronze column) and partition
+/// of each.
+struct KeyMove {
+  int32_t from_partition = 0;
+  std::string from_key;
+  int32_t to_partition = 0;
+  std::string to_key;
 };
 
 /// The partitions of an increment that one pass of the merge folds and writes.
@@ -87,26 +101,34 @@ class Increment {
 
   /// The slices for a Silver table of `buckets` buckets (a power of two, or the
   /// silver_buckets the rows were spilled for): partitions of one bucket together
-  /// as long as the bucket fits, linked partitions always together, each slice
-  /// under options.slice_bytes unless one bucket's linked partitions alone are not.
+  /// as long as the bucket fits, each slice under options.slice_bytes unless one
+  /// partition alone is not.
   std::vector<Slice> PlanSlices(int32_t buckets) const;
 
   /// The partitions that may hold rows of bucket `bucket` of a `buckets`-bucket
   /// table (every partition when the rows were spilled for another bucket count).
   std::vector<int32_t> PartitionsOfBucket(int32_t bucket, int32_t buckets) const;
 
-  /// The rows of `slice`: its partitions' and every `t` row.
-  arrow::Result<std::shared_ptr<arrow::Table>> Load(const Slice& slice) const;
+  /// The rows of `slice`: its partitions' and every `t` row (the first `own_rows`
+  /// rows), then the changes of other partitions' keys that key-changing updates of
+  /// its keys carry values over from (KeyMove, followed back).
+  arrow::Result<std::shared_ptr<arrow::Table>> Load(const Slice& slice,
+                                                    int64_t* own_rows = nullptr) const;
 
  private:
   Increment() = default;
+
+  // The keys of other partitions whose rows `slice` folds with its own: per
+  // partition, the first key column values (EncodeKey).
+  std::map<int32_t, std::set<std::string>> ImportsOf(const Slice& slice) const;
 
   std::shared_ptr<arrow::Table> all_;
   std::unique_ptr<PartitionSpill> spill_;
   /// The `t` rows (kept apart, added to every slice).
   std::vector<std::shared_ptr<arrow::RecordBatch>> truncates_;
-  /// Partitions that must share a slice (a key-changing update's two keys).
-  std::vector<std::pair<int32_t, int32_t>> links_;
+  /// Key-changing updates carrying values over between partitions.
+  std::vector<KeyMove> moves_;
+  std::string key_column_;
   std::vector<int64_t> partition_bytes_;
   int64_t rows_ = 0;
   int64_t bytes_ = 0;

@@ -293,7 +293,8 @@ arrow::Result<SilverDeletes> FindSilverDeletes(
     const ice::Table& silver, const ice::TableMetadata& planned, ice::FileIO& io,
     const Changes& changes, const FoldResult& fold, const std::vector<int>& key_columns,
     const std::vector<std::string>& key, MergeStats* stats,
-    std::map<std::string, ice::DataFile>* replaced, bool declared_key) {
+    std::map<std::string, ice::DataFile>* replaced, bool declared_key,
+    const FoldResult* existing_of) {
   SilverDeletes out;
   std::vector<const ice::NestedField*> key_fields;
   for (const auto& k : key) key_fields.push_back(silver.schema().FindField(k));
@@ -369,8 +370,23 @@ arrow::Result<SilverDeletes> FindSilverDeletes(
   stats->row_groups_skipped_stats += scan_stats.row_groups_skipped_stats;
   stats->row_groups_skipped_bloom += scan_stats.row_groups_skipped_bloom;
   if (fold.needs_existing) {
-    ARROW_ASSIGN_OR_RAISE(out.existing, ReadExistingRows(planned, io, changes,
-                                                         key_columns, filter, &match));
+    if (existing_of != nullptr && existing_of != &fold) {
+      // More keys than the fold's: a filter and a key set of their own.
+      std::vector<std::vector<ice::Literal>> wider;
+      ARROW_ASSIGN_OR_RAISE(
+          auto with_imports,
+          KeyFilter(changes, *existing_of, key_columns, key_fields, &wider));
+      ARROW_ASSIGN_OR_RAISE(KeySet all, KeySet::Make(changes, *existing_of, key_columns));
+      const ice::KeyMatch match_all =
+          [&all](const std::vector<const arrow::Array*>& columns, int64_t rows,
+                 std::vector<int64_t>* hits) { return all.Match(columns, rows, hits); };
+      ARROW_ASSIGN_OR_RAISE(
+          out.existing,
+          ReadExistingRows(planned, io, changes, key_columns, with_imports, &match_all));
+    } else {
+      ARROW_ASSIGN_OR_RAISE(out.existing, ReadExistingRows(planned, io, changes,
+                                                           key_columns, filter, &match));
+    }
   }
   return out;
 }

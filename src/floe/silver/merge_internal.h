@@ -66,15 +66,18 @@ struct SilverDeletes {
 
 /// Finds the live rows of snapshot `planned` of `silver` whose key is one of the
 /// fold's (bucket and min/max pruning, then row groups by statistics and bloom
-/// filters); counts what it read in `stats`. With `replaced` (merge-on-read), the
-/// positions of the live delete files of each partition it finds rows in, not in
-/// `replaced` yet, are added to that partition's, and the files to `replaced`.
+/// filters); counts what it read in `stats`. The rows Silver holds for values the
+/// fold keeps are read for the keys of `existing_of` (default: `fold`), which may
+/// hold more keys than `fold`'s (a slice's imported ones). With `replaced`
+/// (merge-on-read), the positions of the live delete files of each partition it finds
+/// rows in, not in `replaced` yet, are added to that partition's, and the files to
+/// `replaced`.
 arrow::Result<SilverDeletes> FindSilverDeletes(
     const iceberg::Table& silver, const iceberg::TableMetadata& planned,
     iceberg::FileIO& io, const Changes& changes, const FoldResult& fold,
     const std::vector<int>& key_columns, const std::vector<std::string>& key,
     MergeStats* stats, std::map<std::string, iceberg::DataFile>* replaced = nullptr,
-    bool declared_key = false);
+    bool declared_key = false, const FoldResult* existing_of = nullptr);
 
 /// Which of the keys at `rows` of `changes` `silver` holds (encoded as EncodeKey does).
 arrow::Result<std::unordered_set<std::string>> HeldKeys(
@@ -187,13 +190,17 @@ arrow::Result<std::vector<std::string>> BronzeColumnsOf(
 
 /// Folds the changes `rows` (Bronze's columns) into `changes` and the result, asking
 /// `silver` about the keys the changes leave open; adds what it folded to `stats`
-/// (changes, upserted, deleted keys, truncated).
-arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
-                                      const MergeColumns& columns,
-                                      const iceberg::Table* silver, bool silver_has_rows,
-                                      iceberg::FileIO& io,
-                                      const std::vector<std::string>& key,
-                                      Changes* changes, MergeStats* stats);
+/// (changes, upserted, deleted keys, truncated): of the first `own_rows` rows and
+/// their keys only, when set (a slice's own, without the rows it imported).
+arrow::Result<FoldResult> FoldChanges(
+    const arrow::Table& rows, const MergeColumns& columns, const iceberg::Table* silver,
+    bool silver_has_rows, iceberg::FileIO& io, const std::vector<std::string>& key,
+    Changes* changes, MergeStats* stats, int64_t own_rows = -1);
+
+/// The keys of `fold` whose changes are among the first `own_rows` rows: a slice's
+/// own, without those it imported (Increment::Load; a key's changes are all of one
+/// partition, so all own or all imported).
+FoldResult OwnKeys(const FoldResult& fold, int64_t own_rows);
 
 /// Silver's bucket count: the bucket transform's of its spec (1 when it has none).
 int32_t SilverBuckets(const iceberg::Table& silver);

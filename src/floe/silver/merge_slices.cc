@@ -112,12 +112,10 @@ arrow::Status NotUniqueKey(const Changes& changes, int64_t row,
       "replace what came before");
 }
 
-arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
-                                      const MergeColumns& columns,
-                                      const ice::Table* silver, bool silver_has_rows,
-                                      ice::FileIO& io,
-                                      const std::vector<std::string>& key,
-                                      Changes* changes, MergeStats* stats) {
+arrow::Result<FoldResult> FoldChanges(
+    const arrow::Table& rows, const MergeColumns& columns, const ice::Table* silver,
+    bool silver_has_rows, ice::FileIO& io, const std::vector<std::string>& key,
+    Changes* changes, MergeStats* stats, int64_t own_rows) {
   ARROW_ASSIGN_OR_RAISE(*changes, ChangesFromTable(rows, columns.bronze_names));
   changes->names = columns.row_names;
   for (const RowColumn& c : columns.row_columns) {
@@ -140,11 +138,29 @@ arrow::Result<FoldResult> FoldChanges(const arrow::Table& rows,
                         "one copy read two rows of it, or a transaction left two rows "
                         "of it");
   }
-  stats->changes += changes->length();
+  const bool all_own = own_rows < 0 || own_rows >= changes->length();
+  stats->changes += all_own ? changes->length() : own_rows;
   stats->truncated = stats->truncated || fold.truncated;
-  stats->upserted += fold.upserts();
-  stats->deleted_keys += fold.deletes();
+  for (const FoldedKey& k : fold.keys) {
+    if (!all_own && k.key_row >= own_rows) continue;
+    ++(k.deleted ? stats->deleted_keys : stats->upserted);
+  }
   return fold;
+}
+
+FoldResult OwnKeys(const FoldResult& fold, int64_t own_rows) {
+  FoldResult own;
+  own.truncated = fold.truncated;
+  own.duplicate = fold.duplicate;
+  for (const FoldedKey& k : fold.keys) {
+    if (k.key_row >= own_rows) continue;
+    own.keys.push_back(k);
+    if (!k.deleted &&
+        std::find(k.sources.begin(), k.sources.end(), kFromExisting) != k.sources.end()) {
+      own.needs_existing = true;
+    }
+  }
+  return own;
 }
 
 int32_t SilverBuckets(const ice::Table& silver) {
@@ -298,7 +314,7 @@ struct PendingDeletes {
 // One slice: folded, its Silver rows found, its upserts written; its deletes added to
 // `pending`.
 arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
-                         ice::FileIO& io, const arrow::Table& rows,
+                         ice::FileIO& io, const arrow::Table& rows, int64_t own_rows,
                          const MergeColumns& columns, const std::vector<std::string>& key,
                          bool silver_has_rows, bool copy_on_write, MergeFiles* files,
                          std::set<std::string>* referenced, PendingDeletes* pending,
@@ -306,15 +322,21 @@ arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
   std::map<std::string, ice::DataFile>* replaced =
       copy_on_write ? nullptr : &files->replaced_deletes;
   Changes changes;
-  ARROW_ASSIGN_OR_RAISE(
-      FoldResult fold,
-      FoldChanges(rows, columns, &silver, silver_has_rows, io, key, &changes, stats));
-  *truncated = *truncated || fold.truncated;
+  ARROW_ASSIGN_OR_RAISE(FoldResult with_imports,
+                        FoldChanges(rows, columns, &silver, silver_has_rows, io, key,
+                                    &changes, stats, own_rows));
+  *truncated = *truncated || with_imports.truncated;
+  // The slice's own keys are written; imported ones (read for values carried over from
+  // them) are their own slice's.
+  const bool imported = own_rows < changes.length();
+  const FoldResult own = imported ? OwnKeys(with_imports, own_rows) : FoldResult{};
+  const FoldResult& fold = imported ? own : with_imports;
   SilverDeletes found;
   if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
     ARROW_ASSIGN_OR_RAISE(
-        found, FindSilverDeletes(silver, planned, io, changes, fold, columns.key_columns,
-                                 key, stats, replaced, columns.declared_key));
+        found,
+        FindSilverDeletes(silver, planned, io, changes, fold, columns.key_columns, key,
+                          stats, replaced, columns.declared_key, &with_imports));
   }
   ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
   ARROW_ASSIGN_OR_RAISE(
@@ -345,10 +367,12 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
   arrow::Status status;
   for (size_t s = 0; s < slices.size() && status.ok(); ++s) {
     status = [&]() -> arrow::Status {
+      int64_t own_rows = 0;
       ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
-                            increment.Load(slices[s]));
-      return WriteSlice(silver, planned, io, *rows, columns, key, silver_has_rows,
-                        copy_on_write, files, referenced, &pending, truncated, stats);
+                            increment.Load(slices[s], &own_rows));
+      return WriteSlice(silver, planned, io, *rows, own_rows, columns, key,
+                        silver_has_rows, copy_on_write, files, referenced, &pending,
+                        truncated, stats);
     }();
     if (!status.ok()) break;
     // What the slice freed goes back to the system, not to the allocator's caches.

@@ -187,6 +187,80 @@ TEST_P(MergeSlicesTest, ABackfillLargerThanASliceIsSlicedAndWhole) {
   EXPECT_EQ(snapshots, 1);
 }
 
+TEST_P(MergeSlicesTest, KeyChangesCarryingValuesOverDoNotTieSlicesTogether) {
+  // Hundreds of key changes leaving the name (a TOAST value) unchanged, between keys
+  // of random partitions, some keys moved again and again (a chain), some updated
+  // before they move. Each new row takes its value from the old key's row, so a
+  // slice reads the old keys' changes; it used to share a slice with their
+  // partitions, which tied the whole increment into one slice.
+  const uint64_t seed = 11;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const ice::TableIdentifier sliced{{"silver", "svc", "public"}, "sliced"};
+  const ice::TableIdentifier whole{{"silver", "svc", "public"}, "whole"};
+  Model model;
+  std::vector<Row> copy;
+  for (int64_t id = 1; id <= 1500; ++id) {
+    model[id] = "n" + std::to_string(id);
+    copy.push_back({"r", 100, static_cast<int32_t>(id), id, model[id]});
+  }
+  Append(copy, 100);
+  MergeInto(sliced, 0);
+  MergeInto(whole, 0);
+  std::vector<Row> rows;
+  int64_t lsn = 100;
+  int64_t next_id = 100000;
+  std::vector<int64_t> moved;  // keys made by a move, to move again
+  for (int t = 0; t < 400; ++t) {
+    lsn += 10;
+    int32_t seq = 0;
+    int64_t from = 0;
+    if (!moved.empty() && rng() % 3 == 0) {
+      from = moved[rng() % moved.size()];
+    } else {
+      auto it = model.begin();
+      std::advance(it, rng() % model.size());
+      from = it->first;
+    }
+    if (!model.contains(from)) continue;
+    if (rng() % 4 == 0) {
+      model[from] = "u" + std::to_string(t);
+      rows.push_back({"u", lsn, ++seq, from, model[from]});
+    }
+    const int64_t to = next_id++;
+    rows.push_back({"d", lsn, ++seq, from, std::nullopt});
+    rows.push_back({"c", lsn, ++seq, to, std::nullopt, {"name"}});
+    model[to] = model[from];
+    model.erase(from);
+    moved.push_back(to);
+    if (rng() % 5 == 0) {
+      // The old key inserted again: alive in the slices that import it too.
+      lsn += 10;
+      model[from] = "back";
+      rows.push_back({"c", lsn, 1, from, "back"});
+    }
+  }
+  Append(rows, lsn);
+  const MergeStats s = MergeInto(sliced, 2048);
+  MergeInto(whole, 0);
+  EXPECT_GT(s.slices, 4);
+  for (const auto& silver : {sliced, whole}) {
+    const Model got = SilverRowsOf(silver);
+    std::string differing;
+    for (const auto& [id, name] : model) {
+      auto it = got.find(id);
+      if (it == got.end() || it->second != name) {
+        differing += " " + std::to_string(id) + "=" + name + "/" +
+                     (it == got.end() ? "missing" : it->second);
+      }
+    }
+    for (const auto& [id, name] : got) {
+      if (!model.contains(id)) differing += " extra " + std::to_string(id);
+    }
+    EXPECT_EQ(differing, "") << silver.name;
+  }
+}
+
 class SpillTest : public testing::BronzeFixture {
  protected:
   // Enough rows for a merge with 2 KB slices to spill.

@@ -161,20 +161,25 @@ arrow::Status FoldDigests(const ice::TableMetadata& bronze, const ice::Table& si
   ARROW_ASSIGN_OR_RAISE(auto history,
                         Increment::Read(bronze, io, 0, watermark, h.bronze_columns,
                                         h.bronze_names[h.ordered_key[0]], read));
-  auto fold_into = [&](const arrow::Table& rows) -> arrow::Status {
+  // `own_rows`: the rows whose keys are the slice's own (the others it imported).
+  auto fold_into = [&](const arrow::Table& rows, int64_t own_rows) -> arrow::Status {
     ARROW_ASSIGN_OR_RAISE(Changes changes, ChangesFromTable(rows, h.bronze_names));
     changes.names = h.names;
     changes.former_names = h.former_names;
     changes.former_through = h.former_through;
     ARROW_ASSIGN_OR_RAISE(FoldResult fold, Fold(changes, h.ordered_key, false));
+    if (own_rows < changes.length()) fold = merge_internal::OwnKeys(fold, own_rows);
     ARROW_ASSIGN_OR_RAISE(auto upserts,
                           BuildUpserts(changes, fold, nullptr, silver_arrow));
     return expected->Add(*upserts);
   };
-  if (!history->spilled()) return fold_into(*history->All());
+  if (!history->spilled()) {
+    return fold_into(*history->All(), history->All()->num_rows());
+  }
   for (const Slice& slice : history->PlanSlices(read.silver_buckets)) {
-    ARROW_ASSIGN_OR_RAISE(auto rows, history->Load(slice));
-    ARROW_RETURN_NOT_OK(fold_into(*rows));
+    int64_t own_rows = 0;
+    ARROW_ASSIGN_OR_RAISE(auto rows, history->Load(slice, &own_rows));
+    ARROW_RETURN_NOT_OK(fold_into(*rows, own_rows));
   }
   return arrow::Status::OK();
 }

@@ -297,18 +297,29 @@ TEST_P(VerifyTableTest, ManyBucketsKeyChangesAndATruncate) {
   }
   Append(rows, 100);
   Merge();
-  // Key changes (a `d` of the old key, a `c` of the new one), deletes, updates.
+  // Key changes (a `d` of the old key, a `c` of the new one; every other one leaving
+  // the name unchanged, to be carried over from the old key's row, and moved again:
+  // a slice folds the old keys' changes from other partitions), deletes, updates.
   std::vector<Row> changes;
   for (int32_t i = 0; i < 60; ++i) {
     changes.push_back({"d", 200, 2 * i, i, std::nullopt});
-    changes.push_back({"c", 200, 2 * i + 1, 1000 + i, "moved " + std::to_string(i)});
+    if (i % 2 == 0) {
+      changes.push_back({"c", 200, 2 * i + 1, 1000 + i, "moved " + std::to_string(i)});
+    } else {
+      changes.push_back({"c", 200, 2 * i + 1, 1000 + i, std::nullopt, {"name"}});
+      changes.push_back({"d", 205, 2 * i, 1000 + i, std::nullopt});
+      changes.push_back({"c", 205, 2 * i + 1, 2000 + i, std::nullopt, {"name"}});
+    }
   }
   for (int32_t i = 0; i < 40; ++i) changes.push_back({"u", 210, i, 100 + i, "upd"});
+  // Old keys inserted again: alive in the slices that import them too.
+  for (int32_t i = 1; i < 60; i += 2) changes.push_back({"c", 207, i, i, "back"});
   Append(changes, 210);
   Merge();
   TableVerification v = Verify();
   EXPECT_TRUE(v.consistent()) << FormatVerification(v);
-  EXPECT_EQ(v.silver_digest.rows, 400);
+  EXPECT_EQ(v.silver_digest.rows, 430);
+  EXPECT_EQ(SilverRows().at(2001), "v1");
   // A truncate and a copy again of fewer rows.
   std::vector<Row> copy = {{"t", 300, 0, std::nullopt, std::nullopt}};
   for (int32_t i = 0; i < 150; ++i) copy.push_back({"r", 300, i + 1, 5000 + i, "copied"});
