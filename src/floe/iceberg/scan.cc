@@ -251,7 +251,7 @@ class TaskReader {
   static arrow::Result<std::unique_ptr<TaskReader>> Open(
       FileIO& io, const FileScanTask& task, const Schema& schema,
       const Schema& projection, const ExpressionPtr& filter, int64_t batch_rows = 0,
-      int64_t batch_bytes = 0) {
+      int64_t batch_bytes = 0, LastPositionDeletes* last_deletes = nullptr) {
     ARROW_RETURN_NOT_OK(EnsureComputeInitialized());
     const std::string& format = task.data_file.file_format;
     if (format != "PARQUET" && format != "parquet") {
@@ -271,7 +271,11 @@ class TaskReader {
     }
     for (const DataFile& d : task.delete_files) {
       if (d.content == DataFileContent::kPositionDeletes) {
-        ARROW_RETURN_NOT_OK(ReadDeletedPositions(io, d, r->path_, &r->deleted_));
+        if (last_deletes != nullptr) {
+          ARROW_RETURN_NOT_OK(last_deletes->Append(io, d, r->path_, &r->deleted_));
+        } else {
+          ARROW_RETURN_NOT_OK(ReadDeletedPositions(io, d, r->path_, &r->deleted_));
+        }
       } else if (d.content == DataFileContent::kEqualityDeletes) {
         ARROW_ASSIGN_OR_RAISE(auto set, ReadEqualityDeletes(io, d, schema));
         for (int32_t id : set.ids) wanted.emplace(id, schema.FindField(id));
@@ -552,6 +556,27 @@ arrow::Result<bool> StreamPositionDeletes(
 
 }  // namespace
 
+arrow::Status LastPositionDeletes::Append(FileIO& io, const DataFile& deletes,
+                                          const std::string& data_path,
+                                          std::vector<int64_t>* out) {
+  auto it = std::find_if(files_.begin(), files_.end(),
+                         [&](const auto& f) { return f.first == deletes.file_path; });
+  if (it == files_.end()) {
+    if (files_.size() == kKept) files_.pop_back();
+    ARROW_ASSIGN_OR_RAISE(auto positions, ReadPositionDeletes(io, deletes));
+    files_.emplace_front(deletes.file_path, std::move(positions));
+  } else if (it != files_.begin()) {
+    auto used = std::move(*it);
+    files_.erase(it);
+    files_.push_front(std::move(used));
+  }
+  const auto& positions = files_.front().second;
+  if (auto found = positions.find(data_path); found != positions.end()) {
+    out->insert(out->end(), found->second.begin(), found->second.end());
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeletes(
     FileIO& io, const DataFile& deletes) {
   std::map<std::string, std::vector<int64_t>> out;
@@ -700,9 +725,10 @@ arrow::Status ReadFileScanTaskInBatches(
     FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
     const ExpressionPtr& filter, int64_t batch_rows,
     const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each,
-    int64_t batch_bytes) {
-  ARROW_ASSIGN_OR_RAISE(auto reader, TaskReader::Open(io, task, schema, projection,
-                                                      filter, batch_rows, batch_bytes));
+    int64_t batch_bytes, LastPositionDeletes* last_deletes) {
+  ARROW_ASSIGN_OR_RAISE(auto reader,
+                        TaskReader::Open(io, task, schema, projection, filter, batch_rows,
+                                         batch_bytes, last_deletes));
   while (true) {
     ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
     if (batch == nullptr) return arrow::Status::OK();

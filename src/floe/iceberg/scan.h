@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -118,16 +119,35 @@ arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadFileScanTask
     FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
     const ExpressionPtr& filter);
 
+/// Position delete files read whole, the last few kept: the tasks of one partition,
+/// read one after the other, share its delete files (merge-on-read writes one per
+/// bucket, a few until the next merge after a sliced one), which are then read once
+/// instead of once per data file. Holds at most kKept files' positions.
+class LastPositionDeletes {
+ public:
+  static constexpr size_t kKept = 4;
+
+  /// Appends the positions of `data_path` that `deletes` deletes to `out`.
+  arrow::Status Append(FileIO& io, const DataFile& deletes, const std::string& data_path,
+                       std::vector<int64_t>* out);
+
+ private:
+  /// The files kept, the last used first: path, then positions by data file.
+  std::deque<std::pair<std::string, std::map<std::string, std::vector<int64_t>>>> files_;
+};
+
 /// Reads one planned file like ReadFileScanTask, handing `each` batches of at most
 /// `batch_rows` rows as they are decoded (column chunks streamed through a bounded
 /// buffer), so the memory it takes does not grow with the file's row groups. With
 /// `batch_bytes`, a row group of wide rows (its uncompressed bytes per row) is read in
-/// batches of about that many bytes instead (at least 64 rows).
+/// batches of about that many bytes instead (at least 64 rows). With `last_deletes`,
+/// position delete files are read through it (else only this file's positions of
+/// them are kept, the delete file read again for every data file).
 arrow::Status ReadFileScanTaskInBatches(
     FileIO& io, const FileScanTask& task, const Schema& schema, const Schema& projection,
     const ExpressionPtr& filter, int64_t batch_rows,
     const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each,
-    int64_t batch_bytes = 0);
+    int64_t batch_bytes = 0, LastPositionDeletes* last_deletes = nullptr);
 
 /// Reads a planned scan lazily, one data file at a time.
 /// REQUIRES: `io` outlives the reader.

@@ -188,6 +188,31 @@ TEST_F(TableOperationsTest, ALargePositionDeleteFileIsReadWhole) {
   EXPECT_EQ(read, positions);
 }
 
+TEST_F(TableOperationsTest, LastPositionDeletesReadsADeleteFileOnceForItsDataFiles) {
+  auto table = CreateTable();
+  DataFile a = Write(*table, 0, 3);
+  DataFile b = Write(*table, 3, 3);
+  PositionsByFile positions{{a.file_path, {0, 2}}, {b.file_path, {1}}};
+  DataFile deletes = ValueOrDie(WritePositionDeleteFile(*table, {}, positions));
+  LastPositionDeletes last;
+  std::vector<int64_t> got_a;
+  std::vector<int64_t> got_b;
+  ASSERT_TRUE(last.Append(*io_, deletes, a.file_path, &got_a).ok());
+  // Gone from storage: b's positions come from what was read for a.
+  ASSERT_TRUE(io_->Delete(deletes.file_path).ok());
+  ASSERT_TRUE(last.Append(*io_, deletes, b.file_path, &got_b).ok());
+  EXPECT_EQ(got_a, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(got_b, (std::vector<int64_t>{1}));
+  // Only the last few files are kept: after as many others, it is read again.
+  std::vector<int64_t> scratch;
+  for (size_t i = 0; i < LastPositionDeletes::kKept; ++i) {
+    DataFile other = ValueOrDie(WritePositionDeleteFile(
+        *table, {}, PositionsByFile{{a.file_path, {static_cast<int64_t>(i)}}}));
+    ASSERT_TRUE(last.Append(*io_, other, a.file_path, &scratch).ok());
+  }
+  EXPECT_FALSE(last.Append(*io_, deletes, a.file_path, &scratch).ok());
+}
+
 TEST_F(TableOperationsTest, RowDeltaOfDeletesOnlyIsADeleteSnapshotWithADeleteManifest) {
   auto table = CreateTable();
   DataFile data = Write(*table, 0, 10);

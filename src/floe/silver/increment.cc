@@ -61,6 +61,21 @@ bool ListsUnchanged(const arrow::Array* unchanged, int64_t i) {
   return !list.IsNull(i) && list.value_length(i) > 0;
 }
 
+// EncodeKey of `batch`'s columns `names` at `row`.
+arrow::Result<std::string> EncodeKeyAt(const arrow::RecordBatch& batch,
+                                       const std::vector<std::string>& names,
+                                       int64_t row) {
+  std::vector<const arrow::Array*> columns;
+  for (const std::string& name : names) {
+    const auto* column = batch.GetColumnByName(name).get();
+    if (column == nullptr) {
+      return arrow::Status::Invalid("the changes have no column `", name, "`");
+    }
+    columns.push_back(column);
+  }
+  return EncodeKey(columns, row);
+}
+
 }  // namespace
 
 namespace {
@@ -188,13 +203,13 @@ class IncrementReader {
 
   const std::map<Position, MovedTo>& unresolved() const { return unresolved_; }
 
-  // The first key column's value at `row` (EncodeKey).
+  // The key at `row` (EncodeKey of the key columns).
   arrow::Result<std::string> KeyOf(const arrow::RecordBatch& batch, int64_t row) const {
-    auto keys = batch.GetColumnByName(key_column_);
-    if (keys == nullptr) {
-      return arrow::Status::Invalid("the changes have no column `", key_column_, "`");
-    }
-    return EncodeKey({keys.get()}, row);
+    return EncodeKeyAt(batch,
+                       options_.key_columns.empty()
+                           ? std::vector<std::string>{key_column_}
+                           : options_.key_columns,
+                       row);
   }
 
   // The move from the old key's `d` at `row` (in partition `from`) to `to` (in the
@@ -363,9 +378,14 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
   if (reader.spill_ != nullptr && !reader.unresolved().empty()) {
     // A key-changing update whose two rows the spill pass met in different batches:
     // find the old keys' `d` rows (ops, positions and first key column only).
-    scan.columns = std::vector<std::string>{kCdcOp, kCdcCommitLsn, kCdcSeq, key_column};
-    if (key_column == kCdcOp || key_column == kCdcCommitLsn || key_column == kCdcSeq) {
-      scan.columns->pop_back();
+    scan.columns = std::vector<std::string>{kCdcOp, kCdcCommitLsn, kCdcSeq};
+    for (const std::string& k : options.key_columns.empty()
+                                    ? std::vector<std::string>{key_column}
+                                    : options.key_columns) {
+      if (std::find(scan.columns->begin(), scan.columns->end(), k) ==
+          scan.columns->end()) {
+        scan.columns->push_back(k);
+      }
     }
     ARROW_ASSIGN_OR_RAISE(ice::ScanPlan pass, ice::PlanScan(bronze, io, scan));
     ARROW_ASSIGN_OR_RAISE(auto batches, ice::ScanPlanBatches(io, std::move(pass)));
@@ -394,7 +414,8 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
   out->spilled_for_buckets_ = reader.pow2_ ? 0 : options.silver_buckets;
   out->partition_bytes_ = std::move(reader.partition_bytes_);
   out->moves_ = std::move(reader.moves_);
-  out->key_column_ = key_column;
+  out->key_columns_ = options.key_columns.empty() ? std::vector<std::string>{key_column}
+                                                  : options.key_columns;
   return out;
 }
 
@@ -492,26 +513,22 @@ arrow::Result<std::shared_ptr<arrow::Table>> Increment::Load(const Slice& slice,
   for (const auto& b : batches) own += b->num_rows();
   if (own_rows != nullptr) *own_rows = own;
   // Then the rows of the keys the slice's key-changing updates carry values over from,
-  // a partition at a time (only those keys' rows kept).
+  // a partition at a time, a batch at a time (only those keys' rows kept).
   for (const auto& [partition, keys] : ImportsOf(slice)) {
-    std::vector<std::shared_ptr<arrow::RecordBatch>> read;
-    ARROW_RETURN_NOT_OK(spill_->ReadInto(partition, &read));
-    for (const auto& batch : read) {
-      auto column = batch->GetColumnByName(key_column_);
-      if (column == nullptr) {
-        return arrow::Status::Invalid("the changes have no column `", key_column_, "`");
-      }
-      arrow::Int64Builder take;
-      for (int64_t i = 0; i < batch->num_rows(); ++i) {
-        ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey({column.get()}, i));
-        if (keys.contains(key)) ARROW_RETURN_NOT_OK(take.Append(i));
-      }
-      if (take.length() == 0) continue;
-      ARROW_ASSIGN_OR_RAISE(auto indices, take.Finish());
-      ARROW_ASSIGN_OR_RAISE(arrow::Datum kept,
-                            cp::Take(arrow::Datum(batch), arrow::Datum(indices)));
-      batches.push_back(kept.record_batch());
-    }
+    ARROW_RETURN_NOT_OK(spill_->ForEach(
+        partition, [&](std::shared_ptr<arrow::RecordBatch> batch) -> arrow::Status {
+          arrow::Int64Builder take;
+          for (int64_t i = 0; i < batch->num_rows(); ++i) {
+            ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKeyAt(*batch, key_columns_, i));
+            if (keys.contains(key)) ARROW_RETURN_NOT_OK(take.Append(i));
+          }
+          if (take.length() == 0) return arrow::Status::OK();
+          ARROW_ASSIGN_OR_RAISE(auto indices, take.Finish());
+          ARROW_ASSIGN_OR_RAISE(arrow::Datum kept,
+                                cp::Take(arrow::Datum(batch), arrow::Datum(indices)));
+          batches.push_back(kept.record_batch());
+          return arrow::Status::OK();
+        }));
   }
   return arrow::Table::FromRecordBatches(spill_->schema(), batches);
 }

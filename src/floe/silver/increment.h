@@ -51,11 +51,14 @@ struct IncrementOptions {
   /// least that much in a slice, since the fold may read the key's Silver row and
   /// writes a whole row back.
   int64_t row_bytes = 0;
+  /// The Bronze names of every key column, the first one first (empty: the first
+  /// only): a KeyMove names its keys by all of them, so that a slice imports only
+  /// the old keys' rows, not every row sharing their first column.
+  std::vector<std::string> key_columns;
 };
 
 /// A key-changing update whose new row takes an unchanged value from the old key's
-/// row: the first key column's value (EncodeKey of the Bronze column) and partition
-/// of each.
+/// row: each key (EncodeKey of its Bronze key columns) and its partition.
 struct KeyMove {
   int32_t from_partition = 0;
   std::string from_key;
@@ -128,7 +131,8 @@ class Increment {
   std::vector<std::shared_ptr<arrow::RecordBatch>> truncates_;
   /// Key-changing updates carrying values over between partitions.
   std::vector<KeyMove> moves_;
-  std::string key_column_;
+  /// The Bronze names of the key columns moves name their keys by.
+  std::vector<std::string> key_columns_;
   std::vector<int64_t> partition_bytes_;
   int64_t rows_ = 0;
   int64_t bytes_ = 0;

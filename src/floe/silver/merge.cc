@@ -610,6 +610,7 @@ arrow::Result<std::unique_ptr<Increment>> ReadIncrement(const ice::TableMetadata
   if (silver != nullptr) {
     ARROW_ASSIGN_OR_RAISE(read.row_bytes, merge_internal::SilverRowBytes(*silver));
   }
+  for (int k : columns.key_columns) read.key_columns.push_back(columns.bronze_names[k]);
   return Increment::Read(bronze, bronze_io, lower, upper, bronze_columns,
                          columns.bronze_names[columns.key_columns[0]], read);
 }

@@ -104,6 +104,15 @@ void PartitionSpill::RemoveStaleSpills(const fs::path& base) {
 
 arrow::Status PartitionSpill::ReadInto(
     int32_t partition, std::vector<std::shared_ptr<arrow::RecordBatch>>* out) const {
+  return ForEach(partition, [out](std::shared_ptr<arrow::RecordBatch> batch) {
+    out->push_back(std::move(batch));
+    return arrow::Status::OK();
+  });
+}
+
+arrow::Status PartitionSpill::ForEach(
+    int32_t partition,
+    const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each) const {
   if (!written_[partition]) return arrow::Status::OK();
   ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(PathOf(partition)));
   ARROW_ASSIGN_OR_RAISE(const int64_t size, input->GetSize());
@@ -120,7 +129,7 @@ arrow::Status PartitionSpill::ReadInto(
     while (true) {
       ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
       if (batch == nullptr) break;
-      out->push_back(std::move(batch));
+      ARROW_RETURN_NOT_OK(each(std::move(batch)));
     }
   }
   return input->Close();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,11 @@ class PartitionSpill {
   /// Appends every batch the partition's file holds to `out`.
   arrow::Status ReadInto(int32_t partition,
                          std::vector<std::shared_ptr<arrow::RecordBatch>>* out) const;
+  /// Hands `each` the partition's batches one at a time, as they are read.
+  arrow::Status ForEach(
+      int32_t partition,
+      const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each)
+      const;
 
   const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
   const std::filesystem::path& dir() const { return dir_; }

@@ -158,6 +158,7 @@ arrow::Status FoldDigests(const ice::TableMetadata& bronze, const ice::Table& si
   read.spill_parent = budget.digests.spill_dir;
   read.silver_buckets = merge_internal::SilverBuckets(silver);
   ARROW_ASSIGN_OR_RAISE(read.row_bytes, merge_internal::SilverRowBytes(silver));
+  for (int k : h.ordered_key) read.key_columns.push_back(h.bronze_names[k]);
   ARROW_ASSIGN_OR_RAISE(auto history,
                         Increment::Read(bronze, io, 0, watermark, h.bronze_columns,
                                         h.bronze_names[h.ordered_key[0]], read));
@@ -185,15 +186,28 @@ arrow::Status FoldDigests(const ice::TableMetadata& bronze, const ice::Table& si
 }
 
 // Silver's rows (deletes applied), a batch at a time, into `out` (over its columns).
+// The data files of a bucket are read one after the other, so that its delete file
+// is read once, not once per data file.
 arrow::Status SilverDigests(const ice::Table& silver, RowDigests* out) {
   ice::ScanOptions scan;
   scan.columns = out->columns();
   ARROW_ASSIGN_OR_RAISE(ice::ScanPlan plan, ice::PlanScan(silver, scan));
+  auto first_deletes = [](const ice::FileScanTask& task) -> std::string_view {
+    for (const ice::DataFile& d : task.delete_files) {
+      if (d.content == ice::DataFileContent::kPositionDeletes) return d.file_path;
+    }
+    return {};
+  };
+  std::stable_sort(plan.tasks.begin(), plan.tasks.end(),
+                   [&](const ice::FileScanTask& a, const ice::FileScanTask& b) {
+                     return first_deletes(a) < first_deletes(b);
+                   });
+  ice::LastPositionDeletes deletes;
   for (const ice::FileScanTask& task : plan.tasks) {
     ARROW_RETURN_NOT_OK(ice::ReadFileScanTaskInBatches(
         silver.io(), task, *plan.schema, *plan.projection, plan.filter, 8192,
         [&](std::shared_ptr<arrow::RecordBatch> batch) { return out->Add(*batch); },
-        int64_t{1} << 20));
+        int64_t{1} << 20, &deletes));
   }
   return arrow::Status::OK();
 }
