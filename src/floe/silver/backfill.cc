@@ -5,6 +5,7 @@
 #include <limits>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <arrow/api.h>
@@ -279,18 +280,19 @@ arrow::Status CheckExportKey(
     }
     key_arrays.push_back(it->second.get());
   }
-  std::unordered_set<std::string> seen;
+  // Rows are named by their number, not their key: values from the source never go
+  // into a message.
+  std::unordered_map<std::string, int64_t> seen;
   for (int64_t i = 0; i < rows.num_rows(); ++i) {
     ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey(key_arrays, i));
-    if (!seen.insert(std::move(encoded)).second) {
-      std::string values;
-      for (size_t k = 0; k < key.size(); ++k) {
-        ARROW_ASSIGN_OR_RAISE(auto scalar, key_arrays[k]->GetScalar(i));
-        values += (values.empty() ? "" : ", ") + key[k] + "=" + scalar->ToString();
-      }
-      return arrow::Status::Invalid("the export holds key ", values,
-                                    " more than once; it is not a consistent export of "
-                                    "a table with that key");
+    auto [it, added] = seen.emplace(std::move(encoded), i);
+    if (!added) {
+      std::string names;
+      for (const std::string& k : key) names += (names.empty() ? "" : ", ") + k;
+      return arrow::Status::Invalid("the export holds rows ", it->second + 1, " and ",
+                                    i + 1, " with the same key (", names,
+                                    "); it is not a consistent export of a table with "
+                                    "that key");
     }
   }
   return arrow::Status::OK();

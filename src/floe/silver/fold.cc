@@ -202,8 +202,10 @@ class StartOfKey {
  public:
   explicit StartOfKey(bool may_be_held) : held_ok_(may_be_held) {}
 
-  void Apply(char op) {
+  // The change at `row` of the key.
+  void Apply(char op, int64_t row) {
     if (first_op_ == 0) first_op_ = op;
+    last_row_ = row;
     switch (op) {
       case 'r':
         // Exactly its own row from here on: both starts lead to the same state.
@@ -215,20 +217,31 @@ class StartOfKey {
         ++held_;
         return;
       case 'd':
-        if (absent_ == 0) absent_ok_ = false; else --absent_;
-        if (held_ == 0) held_ok_ = false; else --held_;
+        if (absent_ == 0)
+          RuleOut(&absent_ok_);
+        else
+          --absent_;
+        if (held_ == 0)
+          RuleOut(&held_ok_);
+        else
+          --held_;
         return;
       default:  // 'u'
-        if (absent_ == 0) absent_ok_ = false;
-        if (held_ == 0) held_ok_ = false;
+        if (absent_ == 0) RuleOut(&absent_ok_);
+        if (held_ == 0) RuleOut(&held_ok_);
     }
   }
 
   // At the commit of a transaction that touched the key.
   void Commit() {
-    if (absent_ > 1) absent_ok_ = false;
-    if (held_ > 1) held_ok_ = false;
+    if (absent_ > 1) RuleOut(&absent_ok_);
+    if (held_ > 1) RuleOut(&held_ok_);
   }
+
+  // Every row of the key is gone at the end, whichever start.
+  bool Gone() const { return absent_ == 0 && held_ == 0; }
+  // The change at which the last start was ruled out (when neither fits).
+  int64_t ruled_out_at() const { return ruled_out_at_; }
 
   enum class Start { kAbsent, kHeld, kUndecided };
   // Neither start fits: some transaction ends with two rows of the key, or removes
@@ -249,8 +262,15 @@ class StartOfKey {
   }
 
  private:
+  void RuleOut(bool* ok) {
+    if (*ok) ruled_out_at_ = last_row_;
+    *ok = false;
+  }
+
   int32_t absent_ = 0;
   int32_t held_ = 1;
+  int64_t last_row_ = -1;
+  int64_t ruled_out_at_ = -1;
   bool absent_ok_ = true;
   bool held_ok_;
   bool converged_ = false;
@@ -364,6 +384,10 @@ class KeyRows {
   std::unordered_map<size_t, std::deque<KeyRow>> more_;
 };
 
+// Values compared as the same value: a NaN is the NaN it was written as (a delete
+// under REPLICA IDENTITY FULL carries the NaN of the row it removes).
+const arrow::EqualOptions kSameValue = arrow::EqualOptions::Defaults().nans_equal(true);
+
 // The row the last delete removed, for the new row of a key-changing update.
 struct LastDelete {
   int64_t lsn = -1;
@@ -396,12 +420,15 @@ struct Folding {
   // Names `row` as giving a key a second row (FoldResult::duplicate; the first such
   // in commit order) unless its key has a NULL: such rows are not one key in the source
   // (RefuseNullKeys refuses them).
-  void Duplicate(int64_t row) {
+  void Duplicate(int64_t row, const char* why) {
     for (const arrow::Array* k : keys) {
       if (k->IsNull(row)) return;
     }
     auto at = [&](int64_t r) { return std::pair(lsn->Value(r), seq->Value(r)); };
-    if (result.duplicate < 0 || at(row) < at(result.duplicate)) result.duplicate = row;
+    if (result.duplicate < 0 || at(row) < at(result.duplicate)) {
+      result.duplicate = row;
+      result.duplicate_why = why;
+    }
   }
 
   const Changes& changes;
@@ -503,7 +530,7 @@ arrow::Status Folding::FindKeys() {
     const size_t slot = it->second;
     slot_of[i - start] = slot;
     if (may_be_held) {
-      starts[slot].Apply(op->GetView(row)[0]);
+      starts[slot].Apply(op->GetView(row)[0], row);
       if (touched_in[slot] != lsn->Value(row)) {
         touched_in[slot] = lsn->Value(row);
         touched.push_back(slot);
@@ -522,9 +549,17 @@ bool Folding::StartKeys(const std::unordered_set<std::string>* held) {
     bool undecided = false;
     for (size_t slot = 0; slot < result.keys.size(); ++slot) {
       start_of[slot] = starts[slot].Decide();
-      if (!starts[slot].Fits()) Duplicate(result.keys[slot].key_row);
+      // A key none of whose rows is left is right in Silver (deleted) whatever the
+      // changes show of it.
+      const bool gone = starts[slot].Gone();
+      if (!starts[slot].Fits() && !gone) {
+        Duplicate(starts[slot].ruled_out_at(),
+                  "with it, a transaction leaves two rows of the key, or updates or "
+                  "deletes a row that neither a row Silver holds nor the changes "
+                  "before it give the key");
+      }
       if (start_of[slot] == StartOfKey::Start::kAbsent &&
-          starts[slot].first_op() == 'c' && !starts[slot].converged()) {
+          starts[slot].first_op() == 'c' && !starts[slot].converged() && !gone) {
         result.keys[slot].inserted_by = result.keys[slot].key_row;
       }
       if (start_of[slot] != StartOfKey::Start::kUndecided) continue;
@@ -619,8 +654,12 @@ arrow::Status Folding::FoldRows() {
     }
     last_delete.reset();
   }
-  for (size_t slot : rows.Finish()) Duplicate(result.keys[slot].key_row);
-  for (const auto& [slot, second] : copied_twice) Duplicate(second);
+  for (size_t slot : rows.Finish()) {
+    Duplicate(result.keys[slot].key_row, "the changes end with two rows of the key");
+  }
+  for (const auto& [slot, second] : copied_twice) {
+    Duplicate(second, "one copy read two rows of the key");
+  }
   return arrow::Status::OK();
 }
 
@@ -638,7 +677,8 @@ LastDelete Folding::Delete(int64_t row, size_t slot, const FoldedKey& state) {
           score = 1;
         } else if (sources[c] == kNullValue
                        ? !values.IsNull(row)
-                       : !values.RangeEquals(sources[c], sources[c] + 1, row, values)) {
+                       : !values.RangeEquals(sources[c], sources[c] + 1, row, values,
+                                             kSameValue)) {
           return 0;
         }
       }

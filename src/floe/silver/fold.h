@@ -116,8 +116,11 @@ struct FoldResult {
   bool needs_existing = false;
   /// A change that the changes show gave its key a second row (the key is not unique
   /// in the source), or -1: two `r` rows of one copy, a key that ends with several
-  /// rows, or one whose changes fit neither start (a transaction ends with two rows).
+  /// rows, or one whose changes fit neither start (the change that ruled out the last
+  /// one); not a key none of whose rows is left at the end.
   int64_t duplicate = -1;
+  /// How the changes show it.
+  const char* duplicate_why = "";
 
   int64_t upserts() const;
   int64_t deletes() const;

@@ -1,6 +1,7 @@
 #include "floe/silver/fold.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -162,11 +163,25 @@ TEST(Fold, ChangesShowingTwoRowsOfAKeyAreNamed) {
                             {"d", 110, 0, 1, "b", "x"},
                             {"r", 120, 0, 1, "a", "x"}});
   EXPECT_EQ(MustFold(copied_again, /*silver_has_rows=*/false).duplicate, -1);
+  // The second insert is named (the change that rules out the key's last start).
   auto twice = Make({{"c", 100, 0, 5, "a", "x"}, {"c", 110, 0, 5, "b", "x"}});
-  EXPECT_EQ(MustFold(twice).duplicate, 0);
+  EXPECT_EQ(MustFold(twice).duplicate, 1);
   EXPECT_EQ(MustFold(twice, /*silver_has_rows=*/false).duplicate, 1);
   auto one_transaction = Make({{"c", 100, 0, 5, "a", "x"}, {"c", 100, 1, 5, "b", "x"}});
-  EXPECT_EQ(MustFold(one_transaction).duplicate, 0);
+  EXPECT_EQ(MustFold(one_transaction).duplicate, 1);
+  // An update of the key before the insert of its second row (break-it): the insert
+  // is named, not the update.
+  auto updated_first = Make({{"u", 100, 0, 5, "a", "x"}, {"c", 110, 0, 5, "b", "x"}});
+  EXPECT_EQ(MustFold(updated_first).duplicate, 1);
+  // Both rows deleted again (the duplicate removed in the source): the key has no row
+  // left, which Silver gets right, so nothing is named.
+  auto both_gone = Make({{"c", 100, 0, 5, "a", "x"},
+                         {"d", 110, 0, 5, "b", "x"},
+                         {"d", 120, 0, 5, "a", "x"}});
+  auto fold_gone = MustFold(both_gone);
+  EXPECT_EQ(fold_gone.duplicate, -1);
+  EXPECT_EQ(fold_gone.keys.at(0).inserted_by, -1);
+  EXPECT_TRUE(fold_gone.keys.at(0).deleted);
   // A backfill's row after them (floe run --backfill-table) leaves the key its row
   // alone: nothing is named.
   auto backfilled = Make({{"c", 100, 0, 5, "a", "x"},
@@ -474,6 +489,50 @@ TEST(Fold, KeysShiftedByOneStatementKeepEveryRowAndItsOwnToastValue) {
   auto fold3 = MustFold(b, /*silver_has_rows=*/true);
   EXPECT_TRUE(fold3.undecided.empty());
   EXPECT_EQ(Rows(b, fold3), Rows(b, fold2));
+}
+
+TEST(Fold, ADeleteCarryingANaNRemovesTheRowHoldingIt) {
+  // A deferrable unique key (break-it): Silver holds key 10 (f 2.5); in one
+  // transaction the row of key 20 (f NaN) moves onto key 10 and on to key 30. The
+  // delete of key 10 carries the NaN (REPLICA IDENTITY FULL): it removes that row,
+  // not Silver's, although NaN == NaN is false.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  arrow::Int64Builder k;
+  arrow::DoubleBuilder f;
+  arrow::StringBuilder op;
+  arrow::Int64Builder lsn;
+  arrow::Int32Builder seq;
+  const std::vector<std::pair<std::string, int64_t>> rows = {
+      {"d", 20}, {"c", 10}, {"d", 10}, {"c", 30}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_TRUE(op.Append(rows[i].first).ok());
+    ASSERT_TRUE(k.Append(rows[i].second).ok());
+    ASSERT_TRUE(f.Append(nan).ok());
+    ASSERT_TRUE(lsn.Append(100).ok());
+    ASSERT_TRUE(seq.Append(static_cast<int32_t>(i)).ok());
+  }
+  Changes c;
+  c.names = {"k", "f"};
+  c.columns = {k.Finish().ValueOrDie(), f.Finish().ValueOrDie()};
+  c.op = op.Finish().ValueOrDie();
+  c.commit_lsn = lsn.Finish().ValueOrDie();
+  c.seq = seq.Finish().ValueOrDie();
+  c.unchanged = arrow::MakeArrayOfNull(arrow::null(), 4).ValueOrDie();
+  const std::unordered_set<std::string> held = {
+      EncodeKey({c.columns[0].get()}, 1).ValueOrDie(),
+      EncodeKey({c.columns[0].get()}, 0).ValueOrDie()};
+  auto fold = Fold(c, {0}, true, &held);
+  ASSERT_TRUE(fold.ok()) << fold.status().ToString();
+  bool seen = false;
+  for (const FoldedKey& key : fold->keys) {
+    if (static_cast<const arrow::Int64Array&>(*c.columns[0]).Value(key.key_row) != 10) {
+      continue;
+    }
+    seen = true;
+    EXPECT_FALSE(key.deleted);
+    EXPECT_EQ(key.sources, (std::vector<int64_t>{kFromExisting, kFromExisting}));
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST(Fold, KeysSwappedByOneStatementTradeTheirToastValues) {

@@ -104,12 +104,13 @@ arrow::Status NotUniqueKey(const Changes& changes, int64_t row,
       Lsn(static_cast<uint64_t>(lsn.Value(row))).ToString(), ", cdc_seq ", seq.Value(row),
       " gives its key a second row (", how,
       "). Silver holds one row per key, so nothing is merged rather than keep one of "
-      "them. Declare a key that is unique in the source in silver.keys (its primary "
-      "key, or columns under a unique index) and start floe run with the pipeline "
-      "file: it copies the table again under the new key, and the next pass merges it. "
-      "Or, once no two rows of the source share a value of the key (a unique index "
-      "keeps it so), run floe run --backfill-table with the table once: its rows "
-      "replace what came before");
+      "them. Declare a key that is unique in the source in silver.keys (columns under "
+      "a unique index, or the primary key: declare it there too, removing the entry "
+      "does not copy the table again) and start floe run with the pipeline file: it "
+      "copies the table again under the new key, and the next pass merges it. Or, once "
+      "no two rows of the source share a value of the key (a unique index keeps it "
+      "so), run floe run --backfill-table with the table once: its rows replace what "
+      "came before");
 }
 
 arrow::Result<FoldResult> FoldChanges(
@@ -134,9 +135,7 @@ arrow::Result<FoldResult> FoldChanges(
   }
   ARROW_RETURN_NOT_OK(RefuseNullKeys(*changes, fold, key_columns, key));
   if (columns.declared_key && fold.duplicate >= 0) {
-    return NotUniqueKey(*changes, fold.duplicate, key,
-                        "one copy read two rows of it, or a transaction left two rows "
-                        "of it");
+    return NotUniqueKey(*changes, fold.duplicate, key, fold.duplicate_why);
   }
   const bool all_own = own_rows < 0 || own_rows >= changes->length();
   stats->changes += all_own ? changes->length() : own_rows;
@@ -152,6 +151,7 @@ FoldResult OwnKeys(const FoldResult& fold, int64_t own_rows) {
   FoldResult own;
   own.truncated = fold.truncated;
   own.duplicate = fold.duplicate;
+  own.duplicate_why = fold.duplicate_why;
   for (const FoldedKey& k : fold.keys) {
     if (k.key_row >= own_rows) continue;
     own.keys.push_back(k);

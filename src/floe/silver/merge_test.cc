@@ -270,14 +270,27 @@ TEST_F(MergeTableTest, ADeclaredKeyThatIsNotUniqueIsRefusedNotCollapsed) {
   struct Case {
     std::string what;
     std::vector<Row> rows;  // cdc_commit_lsn relative to the case's start
+    int64_t lsn;            // of the change named, relative too
+    int32_t seq;
   };
   const std::vector<Case> cases = {
-      {"an insert of a key Silver holds", {{"c", 10, 0, 1, "another one"}}},
+      {"an insert of a key Silver holds", {{"c", 10, 0, 1, "another one"}}, 10, 0},
       {"the same, its row deleted again later (the source still holds one)",
-       {{"c", 10, 0, 1, "another one"}, {"d", 20, 0, 1, "another one"}}},
-      {"two inserts of a new key", {{"c", 10, 0, 3, "three"}, {"c", 20, 0, 3, "3"}}},
+       {{"c", 10, 0, 1, "another one"}, {"d", 20, 0, 1, "another one"}},
+       10,
+       0},
+      {"an update, then an insert of a key Silver holds",
+       {{"u", 10, 0, 1, "one"}, {"c", 20, 0, 1, "another one"}},
+       20,
+       0},
+      {"two inserts of a new key",
+       {{"c", 10, 0, 3, "three"}, {"c", 20, 0, 3, "3"}},
+       20,
+       0},
       {"two inserts of a new key in one transaction",
-       {{"c", 10, 0, 3, "three"}, {"c", 10, 1, 3, "3"}}},
+       {{"c", 10, 0, 3, "three"}, {"c", 10, 1, 3, "3"}},
+       10,
+       1},
   };
   int64_t at = 100;
   Append({{"r", at, 0, 1, "one"}, {"r", at, 1, 2, "two"}}, at);
@@ -291,11 +304,11 @@ TEST_F(MergeTableTest, ADeclaredKeyThatIsNotUniqueIsRefusedNotCollapsed) {
       auto stats = MergeDeclared(slice);
       ASSERT_FALSE(stats.ok()) << "slice " << slice;
       const std::string error = stats.status().message();
-      EXPECT_NE(
-          error.find("silver.keys (`id`) is not unique in the source: the change "
-                     "at cdc_commit_lsn " +
-                     Lsn(static_cast<uint64_t>(at + 10)).ToString() + ", cdc_seq 0"),
-          std::string::npos)
+      EXPECT_NE(error.find("silver.keys (`id`) is not unique in the source: the change "
+                           "at cdc_commit_lsn " +
+                           Lsn(static_cast<uint64_t>(at + c.lsn)).ToString() +
+                           ", cdc_seq " + std::to_string(c.seq)),
+                std::string::npos)
           << error;
       EXPECT_EQ(SilverSummary().at(lake::kWatermarkSummaryKey), std::to_string(at));
       EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{{1, "one"}, {2, "two"}}));
