@@ -1563,6 +1563,31 @@ def test_a_declared_merge_key_that_is_not_unique_is_refused_not_collapsed(
     check_silver(run, pg, duckdb_con, "public.nd", ["id"])
 
 
+def test_a_delete_carrying_a_nan_removes_the_row_that_holds_it(floe, pg, duckdb_con):
+    """A deferrable unique key (break-it): a row whose float is NaN moves onto another
+    row's key and away again in one transaction. The delete of that key carries the
+    NaN (REPLICA IDENTITY FULL); NaN == NaN being false, it removed the other row
+    instead, and Silver lost row 1 and held row 2 twice."""
+    pg.execute("""
+        CREATE TABLE fnan (id int PRIMARY KEY, code int NOT NULL, v text, f float8,
+                           CONSTRAINT fnan_code UNIQUE (code) DEFERRABLE);
+        ALTER TABLE fnan REPLICA IDENTITY FULL;
+        INSERT INTO fnan VALUES (1, 10, 'a', 2.5), (2, 20, 'x', 'NaN'), (3, 40, 'c', 3.5);
+    """)
+    run = floe(service=SERVICE,
+               extra_yaml="silver:\n  keys:\n    public.fnan: [code]\n").start()
+    run.wait_streaming()
+    silver(run)
+    with pg.connect(autocommit=False) as c:
+        c.execute("SET CONSTRAINTS ALL DEFERRED")
+        c.execute("UPDATE fnan SET code = 10 WHERE id = 2")
+        c.execute("UPDATE fnan SET code = 30 WHERE id = 2")
+        c.commit()
+    wait_flushed(run, pg)
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.fnan", ["code"])
+
+
 def test_a_column_added_by_a_rewrite_whose_default_is_dropped_at_once(floe, pg,
                                                                       duckdb_con):
     """`ADD COLUMN y timestamptz NOT NULL DEFAULT clock_timestamp()` then `DROP
