@@ -638,10 +638,12 @@ arrow::Status Folding::FoldRows() {
       rows.Replace(slot, over(nothing()));
     } else if (o == 'c') {
       // The new row of a key-changing update is a `c` that lacks values: an insert
-      // always carries every value, so only that half of a `d`+`c` pair can. A `u`
-      // right after another key's delete (DELETE a; UPDATE b SET title = ...) is an
-      // update of its own row and keeps its own previous values.
-      const bool moved = !kept.empty() && last_delete && last_delete->slot != slot &&
+      // always carries every value, so only that half of a `d`+`c` pair can. The pair
+      // may be of one merge key: an update changing the primary key but not a key
+      // declared in silver.keys is written as d + c too. A `u` right after another
+      // key's delete (DELETE a; UPDATE b SET title = ...) is an update of its own row
+      // and keeps its own previous values.
+      const bool moved = !kept.empty() && last_delete &&
                          last_delete->lsn == lsn->Value(row) &&
                          last_delete->seq + 1 == seq->Value(row) && last_delete->row;
       rows.PushBack(slot, over(moved ? std::move(*last_delete->row) : nothing()));

@@ -204,6 +204,25 @@ TEST(Fold, KeyChangingUpdateDeletesTheOldKey) {
   EXPECT_EQ(DeletedIds(c, fold), (std::vector<int64_t>{1}));
 }
 
+TEST(Fold, AKeyChangeThatKeepsTheMergeKeyCarriesUnsentValuesOver) {
+  // Under a key declared in silver.keys, an update of the primary key only arrives as
+  // d + c of one merge key, the c without its unchanged TOAST value (break-it: it
+  // went null in Silver). From Silver's row (the delete carries it under REPLICA
+  // IDENTITY FULL), and from an earlier change of the run.
+  auto held = Make({
+      {"d", 200, 0, 1, "row", "big"},
+      {"c", 200, 1, 1, "row", std::nullopt, {"blob"}},
+  });
+  EXPECT_EQ(Rows(held, MustFold(held)), (std::vector<std::string>{"1 row big 200"}));
+  auto earlier = Make({
+      {"c", 100, 0, 1, "row", "big"},
+      {"d", 200, 0, 1, std::nullopt, std::nullopt},
+      {"c", 200, 1, 1, "row", std::nullopt, {"blob"}},
+  });
+  EXPECT_EQ(Rows(earlier, MustFold(earlier)),
+            (std::vector<std::string>{"1 row big 200"}));
+}
+
 TEST(Fold, KeyChangingUpdateCarriesUnsentToastValuesOverFromTheOldKey) {
   // The old key's row earlier in the run.
   auto c = Make({
