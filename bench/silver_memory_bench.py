@@ -67,7 +67,9 @@ every row and change count below), BENCH_MEM_ROWS (10000000), BENCH_MEM_MERGES
 BENCH_MEM_SMALL_LIMITS (64MiB; comma-separated, for the largest merge; empty: none),
 BENCH_MEM_TX_CHANGES (1000), BENCH_MEM_RUNS (1: runs of each measurement; median time
 and CPU, largest peak RSS), BENCH_MEM_SEED (16), BENCH_MEM_TIMEOUT (14400 s per floe
-silver run).
+silver run), BENCH_MEM_VERIFY (1: after the backfills, `floe verify` of each table
+backfilled other than `orders`, at BENCH_MEM_LIMIT: it folds the table's whole Bronze
+history, reads Silver and reads the source, and must find them consistent; 0: none).
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ TX_CHANGES = int(os.environ.get("BENCH_MEM_TX_CHANGES", "1000"))
 RUNS = int(os.environ.get("BENCH_MEM_RUNS", "1"))
 SEED = int(os.environ.get("BENCH_MEM_SEED", "16"))
 TIMEOUT = float(os.environ.get("BENCH_MEM_TIMEOUT", "14400"))
+VERIFY = os.environ.get("BENCH_MEM_VERIFY", "1").strip() not in ("", "0")
 
 
 def scaled(n: int) -> int:
@@ -666,7 +669,7 @@ def main() -> int:
                         "BENCH_MEM_LIMIT": LIMIT, "BENCH_MEM_UNSLICED_LIMIT": UNSLICED_LIMIT,
                         "BENCH_MEM_SMALL_LIMITS": ",".join(SMALL_LIMITS),
                         "BENCH_MEM_TX_CHANGES": TX_CHANGES, "BENCH_MEM_RUNS": RUNS,
-                        "BENCH_MEM_SEED": SEED},
+                        "BENCH_MEM_SEED": SEED, "BENCH_MEM_VERIFY": int(VERIFY)},
            "explicit_env": {k: os.environ[k] for k in sorted(os.environ)
                             if k.startswith("BENCH_MEM_")},
            "sizes": {"rows": ROWS, "merges": MERGES, "backfills": BACKFILLS},
@@ -675,7 +678,7 @@ def main() -> int:
            "server_conf": {"shared_buffers": "128MB", "fsync": "off",
                            "full_page_writes": "off", **sb.SERVER_CONF},
            "loadavg_start": loadavg(), "notes": [], "failures": {},
-           "backfills": [], "merges": [], "increments": []}
+           "backfills": [], "merges": [], "increments": [], "verifies": []}
     try:
         import pyiceberg
         doc["versions"]["pyiceberg"] = pyiceberg.__version__
@@ -797,6 +800,25 @@ def main() -> int:
                     doc["failures"][f"backfill {svc.rows}"] = str(e)[-3000:]
                 save(doc, "silver_memory.partial.json")
             doc["backfills"][0]["buckets"] = doc["start"]["buckets"]
+            for svc in others if VERIFY else []:
+                # Nothing changed these tables since their copy: verify must agree.
+                try:
+                    r = run_measured(["verify", str(svc.config(LIMIT))], svc.silver_log,
+                                     work / "launcher.json", svc.spill_dir, TIMEOUT)
+                    r.pop("output")
+                    r.update(rows=svc.rows, table=svc.table, limit=LIMIT,
+                             limit_bytes=limit_bytes, consistent=True,
+                             rss_over_limit=r["peak_rss_bytes"] / limit_bytes)
+                    doc["verifies"].append(r)
+                    log(f"verify {svc.rows:,}: {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s, "
+                        f"peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB "
+                        f"({r['rss_over_limit']:.2f} of the limit), consistent")
+                except Exception as e:
+                    log(f"verify {svc.rows:,} failed: {e}")
+                    doc["failures"][f"verify {svc.rows}"] = str(e)[-3000:]
+                    doc["verifies"].append({"rows": svc.rows, "table": svc.table,
+                                            "limit": LIMIT, "consistent": False})
+                save(doc, "silver_memory.partial.json")
 
             rss_per_byte = None  # of the last unsliced run: predicts the next one
             for k, size in enumerate(MERGES, start=1):

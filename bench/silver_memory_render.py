@@ -189,6 +189,27 @@ def render(doc: dict) -> str:
                       f"{b['seconds'] / a['seconds']:.1f}x the wall time (exponent "
                       f"{ew:.2f}), {b['cpu_s'] / a['cpu_s']:.1f}x the CPU (exponent "
                       f"{ec:.2f})", ew <= 1.0))
+    verifies = doc.get("verifies") or []
+    if verifies:
+        p("`floe verify` of each backfilled table (its whole Bronze history folded, Silver "
+          "and the source read, everything compared; nothing changed the table since "
+          "its copy, so it must report it consistent):\n")
+        p("| table | rows | memory_limit | wall s | CPU s | peak RSS MiB | RSS / limit | "
+          "consistent |")
+        p("|---|---:|---:|---:|---:|---:|---:|---|")
+        for v in verifies:
+            p(f"| {v['table']} | {v['rows']:,} | {v['limit']} | "
+              f"{_n(v.get('seconds'), '{:.1f}')} | {_n(v.get('cpu_s'), '{:.1f}')} | "
+              f"{_mib(v.get('peak_rss_bytes'))} | {_n(v.get('rss_over_limit'), '{:.2f}')} | "
+              f"{v['consistent']} |")
+            if v.get("peak_rss_bytes") is not None:
+                goals.append((f"`floe verify` of {v['rows']:,} rows within "
+                              f"`memory_limit` {v['limit']}",
+                              f"{_mib(v['peak_rss_bytes'])} MiB = "
+                              f"{v['rss_over_limit']:.2f} of {v['limit']}, consistent "
+                              f"{v['consistent']}",
+                              v['rss_over_limit'] <= 1.0 and v['consistent']))
+        p("")
     if goals:
         p("| goal (issue 16) | measured | |")
         p("|---|---|---|")
