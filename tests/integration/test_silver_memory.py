@@ -23,9 +23,12 @@ SERVICE = "svc"
 LIMIT = 64 << 20
 # What floe silver uses beyond the limit whatever the increment's size: the malloc
 # arenas' slack and what a merge keeps across its slices (the files written so far,
-# the Silver table's plan). Measured here: 63-107 MiB for the backfills and 67-116 MiB
-# for the merges, under a 64 MiB limit.
-ALLOWANCE = 72 << 20
+# the Silver table's plan), for the two tables merged at once (whose peaks may or may
+# not meet). Measured here under a 64 MiB limit: 63-128 MiB for the backfills and
+# 67-138 MiB for the merges (the highest with the build of a fresh clone, as CI runs
+# it: 20 MiB above the same commit's build in a long-lived tree); an increment merged
+# whole would take over 900 MiB.
+ALLOWANCE = 96 << 20
 ROWS = 250_000
 DOCS = 20_000
 NOTE = "md5(random()::text) || md5(random()::text) || md5(random()::text)"
