@@ -61,10 +61,9 @@ bool ListsUnchanged(const arrow::Array* unchanged, int64_t i) {
   return !list.IsNull(i) && list.value_length(i) > 0;
 }
 
-// EncodeKey of `batch`'s columns `names` at `row`.
-arrow::Result<std::string> EncodeKeyAt(const arrow::RecordBatch& batch,
-                                       const std::vector<std::string>& names,
-                                       int64_t row) {
+// `batch`'s columns `names` (the key columns), looked up once for its rows.
+arrow::Result<std::vector<const arrow::Array*>> ColumnsOf(
+    const arrow::RecordBatch& batch, const std::vector<std::string>& names) {
   std::vector<const arrow::Array*> columns;
   for (const std::string& name : names) {
     const auto* column = batch.GetColumnByName(name).get();
@@ -73,7 +72,7 @@ arrow::Result<std::string> EncodeKeyAt(const arrow::RecordBatch& batch,
     }
     columns.push_back(column);
   }
-  return EncodeKey(columns, row);
+  return columns;
 }
 
 }  // namespace
@@ -144,12 +143,16 @@ class IncrementReader {
     const auto& seq =
         static_cast<const arrow::Int32Array&>(*batch.GetColumnByName(kCdcSeq));
     std::map<Position, MovedTo> wanted;
+    std::vector<const arrow::Array*> keys;
     for (int64_t i = 0; i < batch.num_rows(); ++i) {
       if (ops->IsNull(i) || ops->GetView(i) != "c" ||
           !ListsUnchanged(unchanged.get(), i) || lsn.IsNull(i) || seq.IsNull(i)) {
         continue;
       }
-      ARROW_ASSIGN_OR_RAISE(std::string key, KeyOf(batch, i));
+      if (keys.empty()) {
+        ARROW_ASSIGN_OR_RAISE(keys, ColumnsOf(batch, key_columns_));
+      }
+      ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(keys, i));
       wanted[{lsn.Value(i), seq.Value(i) - 1}] = MovedTo{parts[i], std::move(key)};
     }
     if (wanted.empty()) return arrow::Status::OK();
@@ -203,26 +206,20 @@ class IncrementReader {
 
   const std::map<Position, MovedTo>& unresolved() const { return unresolved_; }
 
-  // The key at `row` (EncodeKey of the key columns).
-  arrow::Result<std::string> KeyOf(const arrow::RecordBatch& batch, int64_t row) const {
-    return EncodeKeyAt(batch,
-                       options_.key_columns.empty()
-                           ? std::vector<std::string>{key_column_}
-                           : options_.key_columns,
-                       row);
-  }
-
   // The move from the old key's `d` at `row` (in partition `from`) to `to` (in the
   // same partition too: a chain of moves may lead from another partition to it).
   arrow::Status AddMove(const arrow::RecordBatch& batch, int64_t row, int32_t from,
                         MovedTo to) {
-    ARROW_ASSIGN_OR_RAISE(std::string key, KeyOf(batch, row));
+    ARROW_ASSIGN_OR_RAISE(auto keys, ColumnsOf(batch, key_columns_));
+    ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(keys, row));
     moves_.push_back(KeyMove{from, std::move(key), to.partition, std::move(to.key)});
     return arrow::Status::OK();
   }
 
   IncrementOptions options_;
   std::string key_column_;
+  /// Every key column (options.key_columns, or the first alone).
+  std::vector<std::string> key_columns_;
   std::shared_ptr<const ice::Type> key_type_;
   int64_t planned_rows_ = 0;
   std::shared_ptr<arrow::Schema> schema_;
@@ -363,6 +360,8 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
   int64_t planned_rows = 0;
   for (const auto& task : plan.tasks) planned_rows += task.data_file.record_count;
   IncrementReader reader(options, key_column, key_field->type, planned_rows);
+  reader.key_columns_ = options.key_columns.empty() ? std::vector<std::string>{key_column}
+                                                    : options.key_columns;
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ice::ToArrowSchema(*plan.projection));
   for (const ice::FileScanTask& task : plan.tasks) {
     ARROW_RETURN_NOT_OK(ice::ReadFileScanTaskInBatches(
@@ -377,11 +376,9 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
   ARROW_RETURN_NOT_OK(reader.Finish());
   if (reader.spill_ != nullptr && !reader.unresolved().empty()) {
     // A key-changing update whose two rows the spill pass met in different batches:
-    // find the old keys' `d` rows (ops, positions and first key column only).
+    // find the old keys' `d` rows (ops, positions and the key columns only).
     scan.columns = std::vector<std::string>{kCdcOp, kCdcCommitLsn, kCdcSeq};
-    for (const std::string& k : options.key_columns.empty()
-                                    ? std::vector<std::string>{key_column}
-                                    : options.key_columns) {
+    for (const std::string& k : reader.key_columns_) {
       if (std::find(scan.columns->begin(), scan.columns->end(), k) ==
           scan.columns->end()) {
         scan.columns->push_back(k);
@@ -414,8 +411,7 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
   out->spilled_for_buckets_ = reader.pow2_ ? 0 : options.silver_buckets;
   out->partition_bytes_ = std::move(reader.partition_bytes_);
   out->moves_ = std::move(reader.moves_);
-  out->key_columns_ = options.key_columns.empty() ? std::vector<std::string>{key_column}
-                                                  : options.key_columns;
+  out->key_columns_ = std::move(reader.key_columns_);
   return out;
 }
 
@@ -517,9 +513,10 @@ arrow::Result<std::shared_ptr<arrow::Table>> Increment::Load(const Slice& slice,
   for (const auto& [partition, keys] : ImportsOf(slice)) {
     ARROW_RETURN_NOT_OK(spill_->ForEach(
         partition, [&](std::shared_ptr<arrow::RecordBatch> batch) -> arrow::Status {
+          ARROW_ASSIGN_OR_RAISE(auto columns, ColumnsOf(*batch, key_columns_));
           arrow::Int64Builder take;
           for (int64_t i = 0; i < batch->num_rows(); ++i) {
-            ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKeyAt(*batch, key_columns_, i));
+            ARROW_ASSIGN_OR_RAISE(std::string key, EncodeKey(columns, i));
             if (keys.contains(key)) ARROW_RETURN_NOT_OK(take.Append(i));
           }
           if (take.length() == 0) return arrow::Status::OK();
