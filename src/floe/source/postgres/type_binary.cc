@@ -2,6 +2,7 @@
 
 #include "floe/source/postgres/type_mapping.h"
 
+#include <array>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -161,18 +162,138 @@ std::string FormatPgTimestamp(int64_t micros, bool with_zone) {
   return out;
 }
 
-arrow::Status NumericBinaryToText(std::string_view v, std::string* out) {
+namespace {
+
+// The fields of a binary numeric (numeric_send): base-10000 digits, the weight of the
+// first one, the sign word and the display scale.
+struct BinaryNumeric {
+  int16_t ndigits = 0;
+  int16_t weight = 0;
+  uint16_t sign = 0;
+  int16_t dscale = 0;
+  const char* digits = nullptr;
+
+  // Digit i counts from the first one sent; those not sent are zero.
+  int Digit(int i) const {
+    return i >= 0 && i < ndigits ? LoadBigEndian<int16_t>(digits + 2 * i) : 0;
+  }
+};
+
+arrow::Status ReadBinaryNumeric(std::string_view v, BinaryNumeric* n) {
   if (v.size() < 8) return arrow::Status::Invalid("binary numeric shorter than 8 bytes");
   const char* p = v.data();
-  const int16_t ndigits = LoadBigEndian<int16_t>(p);
-  const int16_t weight = LoadBigEndian<int16_t>(p + 2);
-  const uint16_t sign = LoadBigEndian<uint16_t>(p + 4);
-  const int16_t dscale = LoadBigEndian<int16_t>(p + 6);
-  if (ndigits < 0 || v.size() != 8 + 2 * static_cast<size_t>(ndigits) || dscale < 0) {
-    return arrow::Status::Invalid("binary numeric of ", v.size(), " bytes with ", ndigits,
-                                  " digits");
+  n->ndigits = LoadBigEndian<int16_t>(p);
+  n->weight = LoadBigEndian<int16_t>(p + 2);
+  n->sign = LoadBigEndian<uint16_t>(p + 4);
+  n->dscale = LoadBigEndian<int16_t>(p + 6);
+  n->digits = p + 8;
+  if (n->ndigits < 0 || v.size() != 8 + 2 * static_cast<size_t>(n->ndigits) ||
+      n->dscale < 0) {
+    return arrow::Status::Invalid("binary numeric of ", v.size(), " bytes with ",
+                                  n->ndigits, " digits");
   }
-  switch (sign) {
+  switch (n->sign) {
+    case 0x0000:
+    case 0x4000:
+      for (int i = 0; i < n->ndigits; ++i) {
+        if (n->Digit(i) < 0 || n->Digit(i) > 9999) {
+          return arrow::Status::Invalid("binary numeric digit out of range");
+        }
+      }
+      return arrow::Status::OK();
+    case 0xC000:  // NaN
+    case 0xD000:  // Infinity
+    case 0xF000:  // -Infinity
+      return arrow::Status::OK();
+    default:
+      return arrow::Status::Invalid("binary numeric with sign 0x",
+                                    std::to_string(n->sign));
+  }
+}
+
+// Appends base-10000 digit d: all four decimal digits, or without leading zeros.
+void AppendDigit(int d, bool pad, std::string* out) {
+  char buf[4] = {static_cast<char>('0' + d / 1000), static_cast<char>('0' + d / 100 % 10),
+                 static_cast<char>('0' + d / 10 % 10), static_cast<char>('0' + d % 10)};
+  size_t skip = 0;
+  if (!pad) {
+    while (skip < 3 && buf[skip] == '0') ++skip;
+  }
+  out->append(buf + skip, 4 - skip);
+}
+
+// 10^0 .. 10^38.
+const std::array<__int128, 39>& PowersOfTen() {
+  static const std::array<__int128, 39> powers = [] {
+    std::array<__int128, 39> p{};
+    p[0] = 1;
+    for (size_t i = 1; i < p.size(); ++i) p[i] = p[i - 1] * 10;
+    return p;
+  }();
+  return powers;
+}
+
+// The value of a finite binary numeric as decimal128(precision, scale), when it fits
+// exactly; false otherwise (the text path then says why, or takes it).
+bool NumericToDecimal(const BinaryNumeric& n, int precision, int scale,
+                      arrow::Decimal128* out) {
+  if (n.sign != 0x0000 && n.sign != 0x4000) return false;
+  if (precision > 38 || scale < 0 || scale > precision) return false;
+  const auto& ten = PowersOfTen();
+  // Digits past the display scale are not part of the value numeric_out prints
+  // (PostgreSQL never sends any), nor may digits past the column's scale be other
+  // than zero: those cases are the text path's to decide.
+  const int keep = std::min<int>(n.dscale, scale);
+  // Horner's rule over the digits; digit i is worth 10^(4 * (weight - i)) and lands
+  // at 10^(4 * (weight - i) + scale) in the unscaled value.
+  __int128 v = 0;
+  int exponent = 0;  // of the last digit taken
+  for (int i = 0; i < n.ndigits; ++i) {
+    const int d = n.Digit(i);
+    const int past = 4 * (i - n.weight) - keep;  // decimal places of d beyond `keep`
+    if (past >= 4) {
+      if (d != 0) return false;
+      continue;
+    }
+    const int e = 4 * (n.weight - i) + scale;
+    if (past > 0) {
+      const int unit = static_cast<int>(ten[static_cast<size_t>(past)]);
+      if (d % unit != 0) return false;
+    }
+    if (e >= 0) {
+      if (__builtin_mul_overflow(v, ten[4], &v) || __builtin_add_overflow(v, d, &v)) {
+        return false;
+      }
+      exponent = e;
+    } else {
+      // Its last -e places are zero (past > 0 above, since keep <= scale).
+      const auto places = static_cast<size_t>(-e);
+      if (__builtin_mul_overflow(v, ten[4 - places], &v) ||
+          __builtin_add_overflow(v, d / static_cast<int>(ten[places]), &v)) {
+        return false;
+      }
+      exponent = 0;
+    }
+  }
+  if (v != 0 && exponent > 0) {
+    if (exponent > 38 ||
+        __builtin_mul_overflow(v, ten[static_cast<size_t>(exponent)], &v)) {
+      return false;
+    }
+  }
+  if (v >= ten[static_cast<size_t>(precision)]) return false;
+  if (n.sign == 0x4000) v = -v;
+  *out = arrow::Decimal128(static_cast<int64_t>(v >> 64),
+                           static_cast<uint64_t>(static_cast<unsigned __int128>(v)));
+  return true;
+}
+
+}  // namespace
+
+arrow::Status NumericBinaryToText(std::string_view v, std::string* out) {
+  BinaryNumeric n;
+  ARROW_RETURN_NOT_OK(ReadBinaryNumeric(v, &n));
+  switch (n.sign) {
     case 0xC000:
       out->append("NaN");
       return arrow::Status::OK();
@@ -182,42 +303,24 @@ arrow::Status NumericBinaryToText(std::string_view v, std::string* out) {
     case 0xF000:
       out->append("-Infinity");
       return arrow::Status::OK();
-    case 0x0000:
-    case 0x4000:
-      break;
     default:
-      return arrow::Status::Invalid("binary numeric with sign 0x", std::to_string(sign));
+      break;
   }
-  auto digit = [&](int i) -> int {
-    // Digit i counts from the first one sent; those not sent are zero.
-    return i >= 0 && i < ndigits ? LoadBigEndian<int16_t>(p + 8 + 2 * i) : 0;
-  };
-  for (int i = 0; i < ndigits; ++i) {
-    if (digit(i) < 0 || digit(i) > 9999) {
-      return arrow::Status::Invalid("binary numeric digit out of range");
-    }
-  }
-  if (sign == 0x4000) out->push_back('-');
+  if (n.sign == 0x4000) out->push_back('-');
   // Integer part: base-10000 digits 0..weight, the first without leading zeros.
-  if (weight < 0) {
+  if (n.weight < 0) {
     out->push_back('0');
   } else {
-    for (int i = 0; i <= weight; ++i) {
-      char buf[8];
-      const int n = i == 0 ? std::snprintf(buf, sizeof buf, "%d", digit(i))
-                           : std::snprintf(buf, sizeof buf, "%04d", digit(i));
-      out->append(buf, static_cast<size_t>(n));
-    }
+    for (int i = 0; i <= n.weight; ++i) AppendDigit(n.Digit(i), i > 0, out);
   }
   // Fraction: exactly dscale decimal digits (numeric_out pads with zeros).
-  if (dscale > 0) {
+  if (n.dscale > 0) {
     out->push_back('.');
     int written = 0;
-    for (int i = weight + 1; written < dscale; ++i) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "%04d", digit(i));
-      const int take = std::min(4, dscale - written);
-      out->append(buf, static_cast<size_t>(take));
+    for (int i = n.weight + 1; written < n.dscale; ++i) {
+      const int take = std::min(4, n.dscale - written);
+      AppendDigit(n.Digit(i), true, out);
+      out->resize(out->size() - static_cast<size_t>(4 - take));
       written += take;
     }
   }
@@ -323,6 +426,17 @@ arrow::Status AppendBinaryValue(const ColumnConverter& c, BinaryFormat format,
     case BinaryFormat::kText:
       return As<arrow::StringBuilder>(b)->Append(v);
     case BinaryFormat::kNumeric: {
+      if (c.mapping().converter == ConverterKind::kDecimal) {
+        // Straight into decimal128 when it fits exactly: the text path below would
+        // print and parse it again, and says why when it does not fit.
+        BinaryNumeric n;
+        const auto& type = static_cast<const arrow::Decimal128Type&>(*c.mapping().type);
+        arrow::Decimal128 d;
+        if (ReadBinaryNumeric(v, &n).ok() &&
+            NumericToDecimal(n, type.precision(), type.scale(), &d)) {
+          return As<arrow::Decimal128Builder>(b)->Append(d);
+        }
+      }
       thread_local std::string text;
       text.clear();
       arrow::Status st = NumericBinaryToText(v, &text);
