@@ -11,6 +11,7 @@
 
 #include <arrow/array.h>
 
+#include "floe/bronze/copy_writer.h"
 #include "floe/bronze/system_tables.h"
 #include "floe/common/failpoint.h"
 #include "floe/iceberg/table.h"
@@ -58,6 +59,9 @@ class WaitNotice {
 };
 
 }  // namespace
+
+// Batches (snapshot batch_rows each) read ahead of a copy's writer.
+constexpr size_t kCopyWriterDepth = 4;
 
 std::string CopySlotName(const std::string& slot, int64_t pid) {
   // PostgreSQL truncates names to 63 bytes (NAMEDATALEN - 1) and a slot name that
@@ -228,6 +232,16 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
                         StartCopiesAgain(tables, point, copy_ts));
   std::mutex quarantine_mutex;
   std::vector<pg::QuarantineCandidate> quarantined;
+  // One writer thread per reader worker; a table's batches all go to the same one
+  // (its appender is written by that thread alone).
+  std::vector<std::unique_ptr<CopyWriter>> writers;
+  for (int w = 0; w < std::max(1, options_.snapshot_workers); ++w) {
+    writers.push_back(std::make_unique<CopyWriter>(kCopyWriterDepth));
+  }
+  std::map<BronzeTable*, CopyWriter*> writer_of;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    writer_of[tables[t]] = writers[t % writers.size()].get();
+  }
   auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
     BronzeTable* table = by_name.at({batch.table->schema, batch.table->name});
     const auto& columns = table->columns;
@@ -266,13 +280,22 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
       issues.push_back(issue.issue);
       issue_rows.push_back(issue.row);
     }
-    std::lock_guard lock(table->mutex);
-    const int64_t first_seq = table->snapshot_seq;
-    table->snapshot_seq += static_cast<int64_t>(n);
-    ARROW_RETURN_NOT_OK(
-        WriteCopyRows(table, std::move(arrays), n, "r", first_seq, point, copy_ts));
-    metrics_->snapshot_rows.Inc({SourceName(table->source)}, static_cast<double>(n));
-    metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
+    int64_t first_seq = 0;
+    {
+      std::lock_guard lock(table->mutex);
+      first_seq = table->snapshot_seq;
+      table->snapshot_seq += static_cast<int64_t>(n);
+    }
+    ARROW_RETURN_NOT_OK(writer_of.at(table)->Submit(
+        [this, table, arrays = std::move(arrays), n, first_seq, point,
+         copy_ts]() mutable -> arrow::Status {
+          ARROW_RETURN_NOT_OK(
+              WriteCopyRows(table, std::move(arrays), n, "r", first_seq, point, copy_ts));
+          metrics_->snapshot_rows.Inc({SourceName(table->source)},
+                                      static_cast<double>(n));
+          metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
+          return arrow::Status::OK();
+        }));
     if (!issues.empty()) {
       std::lock_guard qlock(quarantine_mutex);
       for (size_t i = 0; i < issues.size(); ++i) {
@@ -294,6 +317,10 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
   {
     pg::StatusKeeper keeper(streaming_);
     copied = reader->Run(names, sink).status();
+  }
+  for (auto& writer : writers) {
+    arrow::Status written = writer->Finish(/*discard=*/!copied.ok());
+    if (copied.ok()) copied = std::move(written);
   }
   if (!copied.ok()) {
     for (BronzeTable* table : tables) table->appender->Abandon();
