@@ -13,6 +13,7 @@
 #include "floe/common/parse.h"
 #include "floe/iceberg/sort_order.h"
 #include "floe/iceberg/table.h"
+#include "floe/lake/cdc_columns.h"
 #include "floe/lake/keys.h"
 #include "floe/lake/metadata.h"
 #include "floe/source/postgres/table_description.h"
@@ -560,6 +561,18 @@ arrow::Status Pipeline::SetShape(BronzeTable* table, std::vector<SourceColumn> c
                         BatchConformer::Make(t.schema(), table->bindings, columns));
   table->conformer.emplace(std::move(conformer));
   table->conformer_shape = nullptr;  // the callers binding a stream shape say which
+  // cdc_seq and the row key are mostly unique in a file (all unique in a copy): no
+  // dictionary for them.
+  std::vector<int32_t> plain;
+  if (const ice::NestedField* seq = t.schema().FindField(lake::kCdcSeq)) {
+    plain.push_back(seq->id);
+  }
+  for (const lake::ColumnBinding& b : table->bindings.columns) {
+    for (const SourceColumn& c : columns) {
+      if (c.is_row_key && c.name == b.name) plain.push_back(b.field_id);
+    }
+  }
+  t.set_plain_fields(std::move(plain));
   table->older.clear();
   table->bound_at = std::max(table->bound_at, at);
   if (relation_id != 0) table->bound_relation = relation_id;

@@ -194,6 +194,8 @@ arrow::Result<std::unique_ptr<ParquetFileWriter>> ParquetFileWriter::Open(
       ->max_row_group_length(options.max_row_group_rows)
       ->enable_statistics();
   if (options.compression_level) builder.compression_level(*options.compression_level);
+  for (const std::string& column : options.plain_columns)
+    builder.disable_dictionary(column);
 
   // Resolve bloom-filter columns against the Parquet schema the file will have.
   std::shared_ptr<parquet::SchemaDescriptor> parquet_schema;

@@ -49,6 +49,11 @@ struct ParquetWriterOptions {
   /// Upper bound on rows per row group.
   int64_t max_row_group_rows = 1024 * 1024;
   std::vector<BloomFilterColumn> bloom_filters;
+  /// Leaf columns (dotted paths) written without a dictionary: columns whose values
+  /// are unique (a key in a copy or in Silver, a sequence number), where Parquet
+  /// would build a dictionary only to give it up once it outgrows its page, at a
+  /// cost in time and bytes.
+  std::vector<std::string> plain_columns;
 };
 
 /// What one leaf column of a closed file holds, summed over its row groups.

@@ -304,6 +304,16 @@ arrow::Result<ParquetWriterOptions> Table::WriterOptions() const {
     }
     options.bloom_filters.push_back(std::move(bloom));
   }
+  for (int32_t id : plain_fields_) {
+    const NestedField* field = schema().FindField(id);
+    // Top-level primitives, whose Parquet path is their name.
+    if (field == nullptr || !field->type->is_primitive() ||
+        schema().FindParentId(id).has_value()) {
+      continue;
+    }
+    std::optional<std::string> name = schema().FindColumnName(id);
+    if (name) options.plain_columns.push_back(std::move(*name));
+  }
   return options;
 }
 

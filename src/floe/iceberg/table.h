@@ -235,8 +235,17 @@ class Table {
   /// Re-reads the current metadata from the catalog.
   arrow::Status Refresh();
 
-  /// The Parquet writer settings the table's properties ask for.
+  /// The Parquet writer settings the table's properties ask for, and the writer's
+  /// own plain fields (set_plain_fields).
   arrow::Result<ParquetWriterOptions> WriterOptions() const;
+
+  /// The fields (by id) whose values the writer knows to be unique, written without
+  /// a dictionary (ParquetWriterOptions::plain_columns) by the data files of this
+  /// Table object; fields not in the current schema, or not primitive, are ignored.
+  /// Not a table property: another writer of the table decides for itself.
+  void set_plain_fields(std::vector<int32_t> field_ids) {
+    plain_fields_ = std::move(field_ids);
+  }
 
   /// A fresh location for a data file of partition `partition` (in the default
   /// spec): `<location>/data/<field>=<value>/.../<uuid>.parquet`.
@@ -394,6 +403,7 @@ class Table {
   TableIdentifier id_;
   TableMetadata metadata_;
   std::string metadata_location_;
+  std::vector<int32_t> plain_fields_;
 };
 
 /// The longest directory name PartitionPath writes for one partition field.

@@ -235,6 +235,22 @@ std::shared_ptr<arrow::RecordBatch> RandomNameBatch(const Table& table, int64_t 
                                   {ValueOrDie(ids.Finish()), ValueOrDie(names.Finish())});
 }
 
+// Fields the writer knows to be unique are written without a dictionary; the others
+// keep Parquet's default (a dictionary first). Unknown ids are ignored.
+TEST_F(TableTest, PlainFieldsAreWrittenWithoutADictionary) {
+  auto table = CreateTable();
+  table->set_plain_fields({1, 99});
+  auto options = ValueOrDie(table->WriterOptions());
+  EXPECT_EQ(options.plain_columns, std::vector<std::string>{"id"});
+  DataFile file = ValueOrDie(table->WriteDataFile({RandomNameBatch(*table, 0, 1000)}));
+  std::string path = file.file_path;
+  if (path.starts_with("file://")) path = path.substr(7);
+  auto reader = parquet::ParquetFileReader::OpenFile(path, /*memory_map=*/false);
+  auto rg = reader->metadata()->RowGroup(0);
+  EXPECT_FALSE(rg->ColumnChunk(0)->has_dictionary_page());  // id
+  EXPECT_TRUE(rg->ColumnChunk(1)->has_dictionary_page());   // name
+}
+
 // The `id` column of every row of a data file, read back with Parquet C++.
 std::vector<int64_t> ReadIds(const DataFile& file) {
   std::string path = file.file_path;
