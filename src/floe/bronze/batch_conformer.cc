@@ -222,26 +222,30 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchConformer::Conform(
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> WithCdcColumns(
     const std::vector<SourceColumn>& columns, arrow::ArrayVector arrays, int64_t n,
     const SyntheticPosition& at) {
-  arrow::StringBuilder op;
-  arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"),
-                             arrow::default_memory_pool());
-  arrow::Int64Builder source_lsn, xid, commit_lsn;
+  // Every column but cdc_seq holds one value n times.
+  auto repeat = [&](const arrow::Scalar& value) -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(auto array, arrow::MakeArrayFromScalar(value, n));
+    arrays.push_back(std::move(array));
+    return arrow::Status::OK();
+  };
+  ARROW_RETURN_NOT_OK(repeat(arrow::StringScalar(at.op)));
+  ARROW_RETURN_NOT_OK(repeat(
+      arrow::TimestampScalar(at.ts_us, arrow::timestamp(arrow::TimeUnit::MICRO, "UTC"))));
+  ARROW_RETURN_NOT_OK(
+      repeat(arrow::Int64Scalar(static_cast<int64_t>(at.source_lsn.value()))));
+  ARROW_RETURN_NOT_OK(repeat(at.xid ? arrow::Int64Scalar(*at.xid)
+                                    : arrow::Int64Scalar()));  // null without one
+  ARROW_RETURN_NOT_OK(
+      repeat(arrow::Int64Scalar(static_cast<int64_t>(at.commit_lsn.value()))));
   arrow::Int32Builder seq;
+  ARROW_RETURN_NOT_OK(seq.Reserve(n));
   for (int64_t r = 0; r < n; ++r) {
-    ARROW_RETURN_NOT_OK(op.Append(at.op));
-    ARROW_RETURN_NOT_OK(ts.Append(at.ts_us));
-    ARROW_RETURN_NOT_OK(source_lsn.Append(static_cast<int64_t>(at.source_lsn.value())));
-    ARROW_RETURN_NOT_OK(at.xid ? xid.Append(*at.xid) : xid.AppendNull());
-    ARROW_RETURN_NOT_OK(commit_lsn.Append(static_cast<int64_t>(at.commit_lsn.value())));
-    ARROW_RETURN_NOT_OK(
-        seq.Append(static_cast<int32_t>(std::min<int64_t>(at.first_seq + r, INT32_MAX))));
+    seq.UnsafeAppend(
+        static_cast<int32_t>(std::min<int64_t>(at.first_seq + r, INT32_MAX)));
   }
   std::shared_ptr<arrow::Array> a;
-  for (arrow::ArrayBuilder* b : std::initializer_list<arrow::ArrayBuilder*>{
-           &op, &ts, &source_lsn, &xid, &commit_lsn, &seq}) {
-    ARROW_RETURN_NOT_OK(b->Finish(&a));
-    arrays.push_back(a);
-  }
+  ARROW_RETURN_NOT_OK(seq.Finish(&a));
+  arrays.push_back(a);
   ARROW_ASSIGN_OR_RAISE(a, arrow::MakeArrayOfNull(arrow::list(arrow::utf8()), n));
   arrays.push_back(a);
   arrow::FieldVector fields;
