@@ -17,6 +17,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from floerun import (CDC_COLUMNS, assert_same_rows, check_order, events, floe,  # noqa: F401
                      fold)
@@ -186,6 +187,17 @@ def test_initial_snapshot_then_streamed_changes_land_exactly(floe, pg, duckdb_co
     flushed = run.slot_confirmed_flush()
     last = max(r["cdc_commit_lsn"] for r in run.rows_pyiceberg("public.docs"))
     assert flushed is not None and flushed >= last, (flushed, last)
+
+    # The row key and cdc_seq, unique in a copy, are written without a Parquet
+    # dictionary; the other columns with one.
+    t = run.load("public.lines")
+    for task in t.scan().plan_files():
+        md = pq.ParquetFile(task.file.file_path.removeprefix("file://")).metadata
+        chunks = {md.schema.column(i).name: md.row_group(0).column(i)
+                  for i in range(md.num_columns)}
+        plain = {n for n, c in chunks.items() if not c.has_dictionary_page}
+        assert {"order_id", "line_no", "cdc_seq"} <= plain, plain
+        assert not {"qty", "note", "cdc_op", "cdc_commit_lsn"} & plain, plain
 
 
 def test_truncate_is_one_t_row_with_null_row_columns(floe, pg, duckdb_con):

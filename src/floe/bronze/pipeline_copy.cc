@@ -62,6 +62,8 @@ class WaitNotice {
 
 // Batches (snapshot batch_rows each) read ahead of a copy's writer.
 constexpr size_t kCopyWriterDepth = 4;
+// Writer threads of a copy with one reader worker.
+constexpr int kMinCopyWriters = 2;
 
 std::string CopySlotName(const std::string& slot, int64_t pid) {
   // PostgreSQL truncates names to 63 bytes (NAMEDATALEN - 1) and a slot name that
@@ -158,7 +160,7 @@ pg::SnapshotOptions Pipeline::CopySnapshotOptions() const {
 
 arrow::Status Pipeline::WriteCopyRows(BronzeTable* table, arrow::ArrayVector arrays,
                                       size_t n, const char* op_code, int64_t first_seq,
-                                      Lsn point, int64_t copy_ts) {
+                                      Lsn point, int64_t copy_ts, int lane) {
   SyntheticPosition at;
   at.op = op_code;
   at.ts_us = copy_ts;
@@ -169,7 +171,7 @@ arrow::Status Pipeline::WriteCopyRows(BronzeTable* table, arrow::ArrayVector arr
       WithCdcColumns(table->columns, std::move(arrays), static_cast<int64_t>(n), at));
   ARROW_ASSIGN_OR_RAISE(auto conformed,
                         table->conformer->Conform(*stream_batch, NowUnixMicros()));
-  return table->appender->Write(*conformed);
+  return table->appender->Write(*conformed, lane);
 }
 
 arrow::Result<std::set<BronzeTable*>> Pipeline::StartCopiesAgain(
@@ -232,16 +234,18 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
                         StartCopiesAgain(tables, point, copy_ts));
   std::mutex quarantine_mutex;
   std::vector<pg::QuarantineCandidate> quarantined;
-  // One writer thread per reader worker; a table's batches all go to the same one
-  // (its appender is written by that thread alone).
+  // Writer threads, at least two even for one reader worker: encoding Parquet costs
+  // more than reading. A table's batches take turns among them; writer i writes
+  // lane i of the table's appender (files of its own), so that none waits for
+  // another.
   std::vector<std::unique_ptr<CopyWriter>> writers;
-  for (int w = 0; w < std::max(1, options_.snapshot_workers); ++w) {
+  for (int w = 0; w < std::max(kMinCopyWriters, options_.snapshot_workers); ++w) {
     writers.push_back(std::make_unique<CopyWriter>(kCopyWriterDepth));
   }
-  std::map<BronzeTable*, CopyWriter*> writer_of;
-  for (size_t t = 0; t < tables.size(); ++t) {
-    writer_of[tables[t]] = writers[t % writers.size()].get();
-  }
+  // Batches each table sent so far; every entry made before the reader starts (the
+  // workers change a table's under its mutex, never the map).
+  std::map<BronzeTable*, size_t> turns;
+  for (BronzeTable* table : tables) turns[table] = 0;
   auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
     BronzeTable* table = by_name.at({batch.table->schema, batch.table->name});
     const auto& columns = table->columns;
@@ -281,16 +285,18 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
       issue_rows.push_back(issue.row);
     }
     int64_t first_seq = 0;
+    size_t lane = 0;
     {
       std::lock_guard lock(table->mutex);
       first_seq = table->snapshot_seq;
       table->snapshot_seq += static_cast<int64_t>(n);
+      lane = turns.at(table)++ % writers.size();
     }
-    ARROW_RETURN_NOT_OK(writer_of.at(table)->Submit(
-        [this, table, arrays = std::move(arrays), n, first_seq, point,
-         copy_ts]() mutable -> arrow::Status {
-          ARROW_RETURN_NOT_OK(
-              WriteCopyRows(table, std::move(arrays), n, "r", first_seq, point, copy_ts));
+    ARROW_RETURN_NOT_OK(
+        writers[lane]->Submit([this, table, arrays = std::move(arrays), n, first_seq,
+                               point, copy_ts, lane]() mutable -> arrow::Status {
+          ARROW_RETURN_NOT_OK(WriteCopyRows(table, std::move(arrays), n, "r", first_seq,
+                                            point, copy_ts, static_cast<int>(lane)));
           metrics_->snapshot_rows.Inc({SourceName(table->source)},
                                       static_cast<double>(n));
           metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));

@@ -476,10 +476,11 @@ class Pipeline : public pg::ChangeSink {
   /// The snapshot reader's options for a copy (workers, publication, progress).
   pg::SnapshotOptions CopySnapshotOptions() const;
   /// Writes `arrays` (the table's columns, n rows) with the copy's CDC columns: op,
-  /// the copy's time, the copy's point as both LSNs, seq from first_seq.
+  /// the copy's time, the copy's point as both LSNs, seq from first_seq; into the
+  /// appender's `lane` (TableAppender::Write).
   arrow::Status WriteCopyRows(BronzeTable* table, arrow::ArrayVector arrays, size_t n,
                               const char* op_code, int64_t first_seq, Lsn point,
-                              int64_t copy_ts);
+                              int64_t copy_ts, int lane = 0);
   /// The `t` row that starts the copy of each table Bronze already holds rows of
   /// (a copy again); returns those tables.
   arrow::Result<std::set<BronzeTable*>> StartCopiesAgain(

@@ -102,21 +102,28 @@ TableAppender::TableAppender(std::unique_ptr<iceberg::Table> table)
 
 TableAppender::~TableAppender() = default;
 
-arrow::Status TableAppender::Write(const arrow::RecordBatch& batch) {
+arrow::Status TableAppender::Write(const arrow::RecordBatch& batch, int lane) {
   if (batch.num_rows() == 0) return arrow::Status::OK();
   ARROW_ASSIGN_OR_RAISE(auto parts, iceberg::SplitByPartition(table_->spec(),
                                                               table_->schema(), batch));
   for (auto& part : parts) {
-    std::string key =
-        iceberg::PartitionPath(table_->spec(), table_->schema(), part.partition);
-    auto& writer = writers_[key];
-    if (!writer) {
-      ARROW_ASSIGN_OR_RAISE(writer, table_->NewDataFileWriter(part.partition));
+    std::pair<int, std::string> key{
+        lane, iceberg::PartitionPath(table_->spec(), table_->schema(), part.partition)};
+    iceberg::DataFileWriter* writer = nullptr;
+    {
+      std::lock_guard lock(writers_mu_);
+      auto it = writers_.find(key);
+      if (it == writers_.end()) {
+        ARROW_ASSIGN_OR_RAISE(auto made, table_->NewDataFileWriter(part.partition));
+        it = writers_.emplace(std::move(key), std::move(made)).first;
+      }
+      writer = it->second.get();  // map nodes stay put while other lanes insert
     }
     ARROW_RETURN_NOT_OK(writer->Write(*part.batch));
   }
-  pending_rows_ += batch.num_rows();
   ARROW_ASSIGN_OR_RAISE(int64_t bytes, arrow::util::ReferencedBufferSize(batch));
+  std::lock_guard lock(writers_mu_);
+  pending_rows_ += batch.num_rows();
   pending_bytes_ += bytes;
   return arrow::Status::OK();
 }

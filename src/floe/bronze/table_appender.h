@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <arrow/record_batch.h>
@@ -36,8 +38,10 @@ class TableAppender {
   bool has_snapshot() const { return table_->metadata().current_snapshot_id.has_value(); }
 
   /// Writes `batch` (the table's Arrow schema, iceberg::ToArrowSchema) to the data
-  /// files of its partitions. Nothing is committed.
-  arrow::Status Write(const arrow::RecordBatch& batch);
+  /// files of its partitions. Nothing is committed. Each `lane` has data files of
+  /// its own: calls with different lanes may run at once on different threads (a
+  /// copy's writers), never two with the same lane, nor with any other method.
+  arrow::Status Write(const arrow::RecordBatch& batch, int lane = 0);
 
   /// Rows written since the last commit.
   int64_t pending_rows() const { return pending_rows_; }
@@ -77,7 +81,11 @@ class TableAppender {
 
   std::unique_ptr<iceberg::Table> table_;
   Lsn committed_lsn_;
-  std::map<std::string, std::unique_ptr<iceberg::DataFileWriter>> writers_;
+  /// By lane and partition path. writers_mu_ guards the map and the pending counts
+  /// while lanes write at once; a writer itself is used by its lane alone.
+  std::map<std::pair<int, std::string>, std::unique_ptr<iceberg::DataFileWriter>>
+      writers_;
+  std::mutex writers_mu_;
   std::vector<iceberg::DataFile> closed_files_;
   int64_t pending_rows_ = 0;
   int64_t pending_bytes_ = 0;

@@ -4,9 +4,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/compute/api.h>
 #include <arrow/util/byte_size.h>
 #include <gtest/gtest.h>
 
@@ -105,6 +107,40 @@ TEST_F(TableAppenderTest, CommitsRowsOfEveryPartitionWithTheCommitLsn) {
   // one data file per day partition, all rows readable
   EXPECT_EQ(ValueOrDie(table->LiveFiles()).size(), 3u);
   EXPECT_EQ(RowsOf(*table), 60);
+}
+
+// A copy's writer threads write lanes of their own at once: every row lands, in
+// files per lane and partition, committed together.
+TEST_F(TableAppenderTest, LanesWrittenAtOnceLandTogetherInFilesOfTheirOwn) {
+  constexpr int kLanes = 3;
+  constexpr int64_t kBatches = 40, kRows = 50;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  for (int64_t b = 0; b < kLanes * kBatches; ++b)
+    batches.push_back(Batch(b * kRows, kRows, 2));
+  std::vector<std::thread> threads;
+  std::vector<arrow::Status> results(kLanes);
+  for (int lane = 0; lane < kLanes; ++lane) {
+    threads.emplace_back([&, lane] {
+      for (int64_t b = lane; b < kLanes * kBatches; b += kLanes) {
+        arrow::Status st = appender_->Write(*batches[static_cast<size_t>(b)], lane);
+        if (!st.ok()) {
+          results[static_cast<size_t>(lane)] = st;
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& st : results) ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(appender_->pending_rows(), kLanes * kBatches * kRows);
+  ASSERT_TRUE(appender_->Commit(Lsn(0x2000)).ok());
+  auto table = Reload();
+  EXPECT_EQ(ValueOrDie(table->LiveFiles()).size(), static_cast<size_t>(kLanes * 2));
+  auto rows = ValueOrDie(iceberg::ScanToArrow(*table, {}));
+  ASSERT_EQ(rows->num_rows(), kLanes * kBatches * kRows);
+  auto ids = ValueOrDie(arrow::compute::Sum(rows->GetColumnByName("id")));
+  const int64_t n = kLanes * kBatches * kRows;
+  EXPECT_EQ(ids.scalar_as<arrow::Int64Scalar>().value, n * (n - 1) / 2);
 }
 
 TEST_F(TableAppenderTest, NothingWrittenCommitsNothingUnlessForced) {
