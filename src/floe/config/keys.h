@@ -104,7 +104,8 @@ inline constexpr Key kSnapshotWorkers{
     "source.snapshot_workers",
     Kind::kInteger,
     "`2`",
-    "1 to 64: connections the initial copy reads with",
+    "1 to 64: connections the initial copy reads with (it writes Parquet on as many "
+    "threads, at least two)",
     2,
     1,
     64,
