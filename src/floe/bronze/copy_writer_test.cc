@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -56,73 +57,75 @@ TEST(CopyWriter, AFailedJobStopsTheRestAndIsReturned) {
   EXPECT_EQ(ran.load(), 1);
 }
 
-TEST(CopyWriter, HoldsAtMostDepthJobsAndDiscardDropsThem) {
-  std::promise<void> release;
-  std::shared_future<void> go = release.get_future().share();
-  std::promise<void> started;
-  std::atomic<int> ran{0};
-  CopyWriter writer(2);
-  ASSERT_TRUE(writer
-                  .Submit([&] {
-                    started.set_value();
-                    go.wait();
-                    ++ran;
-                    return arrow::Status::OK();
-                  })
-                  .ok());
-  started.get_future().wait();
-  auto count = [&] {
-    ++ran;
-    return arrow::Status::OK();
-  };
-  ASSERT_TRUE(writer.Submit(count).ok());
-  ASSERT_TRUE(writer.Submit(count).ok());
-  // A third waits for room while the first job runs.
-  std::atomic<bool> third_queued{false};
-  std::thread third([&] {
-    EXPECT_TRUE(writer.Submit(count).ok());
-    third_queued = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(third_queued.load());
-  release.set_value();
-  third.join();
-  EXPECT_TRUE(third_queued.load());
-  // Whatever had not started by now is dropped.
-  ASSERT_TRUE(writer.Finish(/*discard=*/true).ok());
-  EXPECT_GE(ran.load(), 1);
-  EXPECT_LE(ran.load(), 4);
-}
-
-TEST(CopyWriter, DiscardingDropsWhatHasNotStarted) {
-  std::promise<void> release;
-  std::shared_future<void> go = release.get_future().share();
-  std::promise<void> started;
-  std::atomic<int> ran{0};
-  CopyWriter writer(8);
-  ASSERT_TRUE(writer
-                  .Submit([&] {
-                    started.set_value();
-                    go.wait();
-                    ++ran;
-                    return arrow::Status::OK();
-                  })
-                  .ok());
-  started.get_future().wait();
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(writer
+// A writer whose first job runs until Release(), and jobs that count themselves.
+class BlockedWriter {
+ public:
+  explicit BlockedWriter(size_t depth) : writer(depth) {
+    std::promise<void> started;
+    EXPECT_TRUE(writer
                     .Submit([&] {
+                      started.set_value();
+                      go_.wait();
                       ++ran;
                       return arrow::Status::OK();
                     })
                     .ok());
+    started.get_future().wait();
   }
-  EXPECT_EQ(writer.queued(), 5u);
-  std::thread finisher([&] { EXPECT_TRUE(writer.Finish(/*discard=*/true).ok()); });
-  while (writer.queued() != 0) std::this_thread::yield();  // dropped by Finish
-  release.set_value();
+  ~BlockedWriter() {
+    if (!released_) Release();
+  }
+  void Release() {
+    released_ = true;
+    release_.set_value();
+  }
+  std::function<arrow::Status()> Count() {
+    return [this] {
+      ++ran;
+      return arrow::Status::OK();
+    };
+  }
+
+  std::atomic<int> ran{0};
+
+ private:
+  std::promise<void> release_;
+  std::shared_future<void> go_ = release_.get_future().share();
+  bool released_ = false;
+
+ public:
+  CopyWriter writer;  // last: its thread stops before the members above go
+};
+
+TEST(CopyWriter, HoldsAtMostDepthJobs) {
+  BlockedWriter w(2);
+  ASSERT_TRUE(w.writer.Submit(w.Count()).ok());
+  ASSERT_TRUE(w.writer.Submit(w.Count()).ok());
+  EXPECT_EQ(w.writer.queued(), 2u);
+  // A third waits for room while the first job runs.
+  std::atomic<bool> third_queued{false};
+  std::thread third([&] {
+    EXPECT_TRUE(w.writer.Submit(w.Count()).ok());
+    third_queued = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(third_queued.load());
+  w.Release();
+  third.join();
+  EXPECT_TRUE(third_queued.load());
+  ASSERT_TRUE(w.writer.Finish(/*discard=*/false).ok());
+  EXPECT_EQ(w.ran.load(), 4);
+}
+
+TEST(CopyWriter, DiscardingDropsWhatHasNotStarted) {
+  BlockedWriter w(8);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(w.writer.Submit(w.Count()).ok());
+  EXPECT_EQ(w.writer.queued(), 5u);
+  std::thread finisher([&] { EXPECT_TRUE(w.writer.Finish(/*discard=*/true).ok()); });
+  while (w.writer.queued() != 0) std::this_thread::yield();  // dropped by Finish
+  w.Release();
   finisher.join();
-  EXPECT_EQ(ran.load(), 1);  // the job under way finished; the five queued did not run
+  EXPECT_EQ(w.ran.load(), 1);  // the job under way finished; the five queued did not run
 }
 
 }  // namespace
