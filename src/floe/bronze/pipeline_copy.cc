@@ -58,6 +58,40 @@ class WaitNotice {
   std::thread thread_;  // last: started once the members above exist
 };
 
+// The columns of a copy's batch in the table's shape: by name, null for a column the
+// copy did not read. Invalid when a column was read as another type than the table's
+// columns say (the table changed under the copy, which is redone).
+arrow::Result<arrow::ArrayVector> CopiedArrays(const BronzeTable& table,
+                                               const pg::SnapshotBatch& batch) {
+  const auto& columns = table.columns;
+  std::vector<int> from(columns.size(), -1);
+  for (size_t c = 0; c < columns.size(); ++c) {
+    for (size_t k = 0; k < batch.num_columns(); ++k) {
+      if ((*batch.column_names)[k] == columns[c].name) from[c] = static_cast<int>(k);
+    }
+  }
+  // The reader decoded the rows into type_mapping's types already (binary COPY).
+  const auto n = static_cast<int64_t>(batch.num_rows());
+  const std::shared_ptr<arrow::RecordBatch>& read = batch.arrow_batch();
+  arrow::ArrayVector arrays;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    std::shared_ptr<arrow::Array> array;
+    if (from[c] < 0) {
+      ARROW_ASSIGN_OR_RAISE(array, arrow::MakeArrayOfNull(columns[c].mapping.type, n));
+    } else {
+      array = read->column(from[c]);
+      if (!array->type()->Equals(*columns[c].mapping.type)) {
+        return arrow::Status::Invalid(
+            "copying ", SourceName(table.source), ": column ", columns[c].name,
+            " was read as ", array->type()->ToString(), " but the table's columns say ",
+            columns[c].mapping.type->ToString());
+      }
+    }
+    arrays.push_back(std::move(array));
+  }
+  return arrays;
+}
+
 }  // namespace
 
 // Batches (snapshot batch_rows each) read ahead of a copy's writer.
@@ -248,42 +282,8 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
   for (BronzeTable* table : tables) turns[table] = 0;
   auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
     BronzeTable* table = by_name.at({batch.table->schema, batch.table->name});
-    const auto& columns = table->columns;
-    // Map the copy's columns onto the table's shape by name.
-    std::vector<int> from(columns.size(), -1);
-    for (size_t c = 0; c < columns.size(); ++c) {
-      for (size_t k = 0; k < batch.num_columns(); ++k) {
-        if ((*batch.column_names)[k] == columns[c].name) from[c] = static_cast<int>(k);
-      }
-    }
-    // The reader decoded the rows into type_mapping's types already (binary COPY).
+    ARROW_ASSIGN_OR_RAISE(arrow::ArrayVector arrays, CopiedArrays(*table, batch));
     const size_t n = batch.num_rows();
-    const std::shared_ptr<arrow::RecordBatch>& read = batch.arrow_batch();
-    arrow::ArrayVector arrays;
-    for (size_t c = 0; c < columns.size(); ++c) {
-      std::shared_ptr<arrow::Array> array;
-      if (from[c] < 0) {
-        ARROW_ASSIGN_OR_RAISE(array, arrow::MakeArrayOfNull(columns[c].mapping.type,
-                                                            static_cast<int64_t>(n)));
-      } else {
-        array = read->column(from[c]);
-        if (!array->type()->Equals(*columns[c].mapping.type)) {
-          // The table changed between reading its columns and the copy: this copy
-          // is thrown away and redone with the new columns.
-          return arrow::Status::Invalid(
-              "copying ", SourceName(table->source), ": column ", columns[c].name,
-              " was read as ", array->type()->ToString(), " but the table's columns say ",
-              columns[c].mapping.type->ToString());
-        }
-      }
-      arrays.push_back(std::move(array));
-    }
-    std::vector<pg::ConversionIssue> issues;
-    std::vector<size_t> issue_rows;
-    for (const pg::SnapshotIssue& issue : batch.issues()) {
-      issues.push_back(issue.issue);
-      issue_rows.push_back(issue.row);
-    }
     int64_t first_seq = 0;
     size_t lane = 0;
     {
@@ -302,16 +302,16 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
           metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
           return arrow::Status::OK();
         }));
-    if (!issues.empty()) {
+    if (!batch.issues().empty()) {
       std::lock_guard qlock(quarantine_mutex);
-      for (size_t i = 0; i < issues.size(); ++i) {
+      for (const pg::SnapshotIssue& issue : batch.issues()) {
         pg::QuarantineCandidate q;
         q.schema_name = table->source.schema;
         q.table_name = table->source.table;
         q.source_lsn = point;
         q.commit_lsn = point;
-        q.seq = static_cast<int32_t>(first_seq + static_cast<int64_t>(issue_rows[i]));
-        q.issue = std::move(issues[i]);
+        q.seq = static_cast<int32_t>(first_seq + static_cast<int64_t>(issue.row));
+        q.issue = issue.issue;
         quarantined.push_back(std::move(q));
       }
     }
