@@ -96,8 +96,9 @@ arrow::Result<arrow::ArrayVector> CopiedArrays(const BronzeTable& table,
 
 // Batches (snapshot batch_rows each) read ahead of a copy's writer.
 constexpr size_t kCopyWriterDepth = 4;
-// Writer threads of a copy with one reader worker.
-constexpr int kMinCopyWriters = 2;
+// Writer threads a table's batches take turns among (and of a copy with one reader
+// worker).
+constexpr int kCopyWritersPerTable = 2;
 
 std::string CopySlotName(const std::string& slot, int64_t pid) {
   // PostgreSQL truncates names to 63 bytes (NAMEDATALEN - 1) and a slot name that
@@ -269,17 +270,20 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
   std::mutex quarantine_mutex;
   std::vector<pg::QuarantineCandidate> quarantined;
   // Writer threads, at least two even for one reader worker: encoding Parquet costs
-  // more than reading. A table's batches take turns among them; writer i writes
-  // lane i of the table's appender (files of its own), so that none waits for
-  // another.
+  // more than reading. A table's batches take turns between two of them (each open
+  // file buffers a row group: more would multiply a wide table's memory); writer i
+  // writes lane i of the table's appender (files of its own), so that none waits
+  // for another.
   std::vector<std::unique_ptr<CopyWriter>> writers;
-  for (int w = 0; w < std::max(kMinCopyWriters, options_.snapshot_workers); ++w) {
+  for (int w = 0; w < std::max(kCopyWritersPerTable, options_.snapshot_workers); ++w) {
     writers.push_back(std::make_unique<CopyWriter>(kCopyWriterDepth));
   }
-  // Batches each table sent so far; every entry made before the reader starts (the
-  // workers change a table's under its mutex, never the map).
-  std::map<BronzeTable*, size_t> turns;
-  for (BronzeTable* table : tables) turns[table] = 0;
+  // Per table: its first writer and the batches it sent so far; every entry made
+  // before the reader starts (the workers change a table's under its mutex, never
+  // the map).
+  std::map<BronzeTable*, std::pair<size_t, size_t>> turns;
+  for (size_t t = 0; t < tables.size(); ++t)
+    turns[tables[t]] = {t * kCopyWritersPerTable, 0};
   auto sink = [&](const pg::SnapshotBatch& batch) -> arrow::Status {
     BronzeTable* table = by_name.at({batch.table->schema, batch.table->name});
     ARROW_ASSIGN_OR_RAISE(arrow::ArrayVector arrays, CopiedArrays(*table, batch));
@@ -290,18 +294,18 @@ arrow::Status Pipeline::CopyTables(const std::vector<BronzeTable*>& requested) {
       std::lock_guard lock(table->mutex);
       first_seq = table->snapshot_seq;
       table->snapshot_seq += static_cast<int64_t>(n);
-      lane = turns.at(table)++ % writers.size();
+      auto& [first, sent] = turns.at(table);
+      lane = (first + sent++ % kCopyWritersPerTable) % writers.size();
     }
-    ARROW_RETURN_NOT_OK(
-        writers[lane]->Submit([this, table, arrays = std::move(arrays), n, first_seq,
-                               point, copy_ts, lane]() mutable -> arrow::Status {
-          ARROW_RETURN_NOT_OK(WriteCopyRows(table, std::move(arrays), n, "r", first_seq,
-                                            point, copy_ts, static_cast<int>(lane)));
-          metrics_->snapshot_rows.Inc({SourceName(table->source)},
-                                      static_cast<double>(n));
-          metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
-          return arrow::Status::OK();
-        }));
+    ARROW_RETURN_NOT_OK(writers[lane]->Submit([this, table, arrays = std::move(arrays), n,
+                                               first_seq, point, copy_ts,
+                                               lane]() mutable -> arrow::Status {
+      ARROW_RETURN_NOT_OK(WriteCopyRows(table, std::move(arrays), n, "r", first_seq,
+                                        point, copy_ts, static_cast<int>(lane)));
+      metrics_->snapshot_rows.Inc({SourceName(table->source)}, static_cast<double>(n));
+      metrics_->events.Inc({SourceName(table->source), "r"}, static_cast<double>(n));
+      return arrow::Status::OK();
+    }));
     if (!batch.issues().empty()) {
       std::lock_guard qlock(quarantine_mutex);
       for (const pg::SnapshotIssue& issue : batch.issues()) {
