@@ -251,7 +251,8 @@ class TaskReader {
   static arrow::Result<std::unique_ptr<TaskReader>> Open(
       FileIO& io, const FileScanTask& task, const Schema& schema,
       const Schema& projection, const ExpressionPtr& filter, int64_t batch_rows = 0,
-      int64_t batch_bytes = 0, LastPositionDeletes* last_deletes = nullptr) {
+      int64_t batch_bytes = 0, LastPositionDeletes* last_deletes = nullptr,
+      int64_t stream_buffer_bytes = int64_t{1} << 20) {
     ARROW_RETURN_NOT_OK(EnsureComputeInitialized());
     const std::string& format = task.data_file.file_format;
     if (format != "PARQUET" && format != "parquet") {
@@ -297,9 +298,11 @@ class TaskReader {
         // time.
         parquet::ReaderProperties properties;
         properties.enable_buffered_stream();
-        properties.set_buffer_size(int64_t{1} << 20);
+        properties.set_buffer_size(stream_buffer_bytes);
         parquet::ArrowReaderProperties arrow_properties;
         arrow_properties.set_batch_size(batch_rows);
+        // Not the row group's column chunks read ahead whole (Arrow's default).
+        arrow_properties.set_pre_buffer(false);
         parquet::arrow::FileReaderBuilder builder;
         ARROW_RETURN_NOT_OK(builder.Open(input, properties));
         builder.memory_pool(arrow::default_memory_pool())->properties(arrow_properties);
@@ -511,6 +514,29 @@ class PlanReader : public arrow::RecordBatchReader {
 
 namespace {
 
+// Adds the (path, pos) rows with both set to `out` (only `only_path`'s when set);
+// returns how many had both.
+int64_t AddPositions(const arrow::StringArray& p, const arrow::Int64Array& pos,
+                     const std::string* only_path,
+                     std::map<std::string, std::vector<int64_t>>* out) {
+  int64_t with_path = 0;
+  // Rows come sorted by path: look the path up only when it changes.
+  std::vector<int64_t>* current = nullptr;
+  std::string_view current_path;
+  for (int64_t i = 0; i < p.length(); ++i) {
+    if (p.IsNull(i) || pos.IsNull(i)) continue;
+    ++with_path;
+    const std::string_view path = p.GetView(i);
+    if (only_path != nullptr && path != *only_path) continue;
+    if (current == nullptr || path != current_path) {
+      current = &(*out)[std::string(path)];
+      current_path = path;
+    }
+    current->push_back(pos.Value(i));
+  }
+  return with_path;
+}
+
 // Adds the (path, pos) rows of a position delete file to `out` (only `only_path`'s
 // when set), read a batch at a time, so a large delete file (a merge-on-read bucket's
 // one file) costs its positions, not its path column. False when the file's columns
@@ -534,48 +560,14 @@ arrow::Result<bool> StreamPositionDeletes(
     ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
     if (batch == nullptr) break;
     rows += batch->num_rows();
-    const auto& p = static_cast<const arrow::StringArray&>(*batch->column(0));
-    const auto& pos = static_cast<const arrow::Int64Array&>(*batch->column(1));
-    // Rows come sorted by path: look the path up only when it changes.
-    std::vector<int64_t>* current = nullptr;
-    std::string_view current_path;
-    for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      if (p.IsNull(i) || pos.IsNull(i)) continue;
-      ++with_path;
-      const std::string_view path = p.GetView(i);
-      if (only_path != nullptr && path != *only_path) continue;
-      if (current == nullptr || path != current_path) {
-        current = &(*out)[std::string(path)];
-        current_path = path;
-      }
-      current->push_back(pos.Value(i));
-    }
+    with_path += AddPositions(static_cast<const arrow::StringArray&>(*batch->column(0)),
+                              static_cast<const arrow::Int64Array&>(*batch->column(1)),
+                              only_path, out);
   }
   return rows == 0 || with_path > 0;
 }
 
 }  // namespace
-
-arrow::Status LastPositionDeletes::Append(FileIO& io, const DataFile& deletes,
-                                          const std::string& data_path,
-                                          std::vector<int64_t>* out) {
-  auto it = std::find_if(files_.begin(), files_.end(),
-                         [&](const auto& f) { return f.first == deletes.file_path; });
-  if (it == files_.end()) {
-    if (files_.size() == kKept) files_.pop_back();
-    ARROW_ASSIGN_OR_RAISE(auto positions, ReadPositionDeletes(io, deletes));
-    files_.emplace_front(deletes.file_path, std::move(positions));
-  } else if (it != files_.begin()) {
-    auto used = std::move(*it);
-    files_.erase(it);
-    files_.push_front(std::move(used));
-  }
-  const auto& positions = files_.front().second;
-  if (auto found = positions.find(data_path); found != positions.end()) {
-    out->insert(out->end(), found->second.begin(), found->second.end());
-  }
-  return arrow::Status::OK();
-}
 
 arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeletes(
     FileIO& io, const DataFile& deletes) {
@@ -595,20 +587,8 @@ arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeletes(
   }
   ARROW_ASSIGN_OR_RAISE(auto paths, Conform(path_it->second, arrow::utf8()));
   ARROW_ASSIGN_OR_RAISE(auto positions, Conform(pos_it->second, arrow::int64()));
-  const auto& p = static_cast<const arrow::StringArray&>(*paths);
-  const auto& pos = static_cast<const arrow::Int64Array&>(*positions);
-  // Rows come sorted by path: look the path up only when it changes.
-  std::vector<int64_t>* current = nullptr;
-  std::string_view current_path;
-  for (int64_t i = 0; i < p.length(); ++i) {
-    if (p.IsNull(i) || pos.IsNull(i)) continue;
-    const std::string_view path = p.GetView(i);
-    if (current == nullptr || path != current_path) {
-      current = &out[std::string(path)];
-      current_path = path;
-    }
-    current->push_back(pos.Value(i));
-  }
+  AddPositions(static_cast<const arrow::StringArray&>(*paths),
+               static_cast<const arrow::Int64Array&>(*positions), nullptr, &out);
   return out;
 }
 
@@ -733,6 +713,32 @@ arrow::Status ReadFileScanTaskInBatches(
     ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
     if (batch == nullptr) return arrow::Status::OK();
     if (batch->num_rows() > 0) ARROW_RETURN_NOT_OK(each(std::move(batch)));
+  }
+}
+
+struct FileScanBatches::Impl {
+  std::unique_ptr<TaskReader> reader;
+};
+
+FileScanBatches::FileScanBatches() = default;
+FileScanBatches::~FileScanBatches() = default;
+
+arrow::Result<std::unique_ptr<FileScanBatches>> FileScanBatches::Open(
+    FileIO& io, const FileScanTask& task, const Schema& schema, int64_t batch_rows,
+    int64_t batch_bytes, int64_t stream_buffer_bytes, LastPositionDeletes* last_deletes) {
+  auto out = std::unique_ptr<FileScanBatches>(new FileScanBatches());
+  out->impl_ = std::make_unique<Impl>();
+  ARROW_ASSIGN_OR_RAISE(out->impl_->reader,
+                        TaskReader::Open(io, task, schema, schema, AlwaysTrue(),
+                                         std::max<int64_t>(1, batch_rows), batch_bytes,
+                                         last_deletes, stream_buffer_bytes));
+  return out;
+}
+
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> FileScanBatches::Next() {
+  while (true) {
+    ARROW_ASSIGN_OR_RAISE(auto batch, impl_->reader->Next());
+    if (batch == nullptr || batch->num_rows() > 0) return batch;
   }
 }
 

@@ -149,6 +149,26 @@ arrow::Status ReadFileScanTaskInBatches(
     const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each,
     int64_t batch_bytes = 0, LastPositionDeletes* last_deletes = nullptr);
 
+/// A planned file read in `schema` like ReadFileScanTaskInBatches (no filter), its
+/// batches pulled one at a time, so several files can be read in step (a merge of
+/// sorted files). Each column chunk streams through `stream_buffer_bytes`: with many
+/// files open at once, a smaller buffer. REQUIRES: `io` (and `last_deletes`) outlive it.
+class FileScanBatches {
+ public:
+  ~FileScanBatches();
+  static arrow::Result<std::unique_ptr<FileScanBatches>> Open(
+      FileIO& io, const FileScanTask& task, const Schema& schema, int64_t batch_rows,
+      int64_t batch_bytes, int64_t stream_buffer_bytes,
+      LastPositionDeletes* last_deletes = nullptr);
+  /// The next batch with rows left, or null at the end.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Next();
+
+ private:
+  FileScanBatches();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Reads a planned scan lazily, one data file at a time.
 /// REQUIRES: `io` outlives the reader.
 arrow::Result<std::shared_ptr<arrow::RecordBatchReader>> ScanPlanBatches(FileIO& io,

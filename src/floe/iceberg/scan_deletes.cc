@@ -1,8 +1,11 @@
 // Which delete files a scan task reads (scan.h, AssignDeleteFiles): the Iceberg
-// spec's scan planning rules, by partition.
+// spec's scan planning rules, by partition; the last position delete files read,
+// kept (LastPositionDeletes).
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "floe/iceberg/scan.h"
@@ -61,6 +64,27 @@ void AssignDeleteFiles(const std::vector<DeleteFileEntry>& deletes,
       if (applies) task.delete_files.push_back(d.file);
     }
   }
+}
+
+arrow::Status LastPositionDeletes::Append(FileIO& io, const DataFile& deletes,
+                                          const std::string& data_path,
+                                          std::vector<int64_t>* out) {
+  auto it = std::find_if(files_.begin(), files_.end(),
+                         [&](const auto& f) { return f.first == deletes.file_path; });
+  if (it == files_.end()) {
+    if (files_.size() == kKept) files_.pop_back();
+    ARROW_ASSIGN_OR_RAISE(auto positions, ReadPositionDeletes(io, deletes));
+    files_.emplace_front(deletes.file_path, std::move(positions));
+  } else if (it != files_.begin()) {
+    auto used = std::move(*it);
+    files_.erase(it);
+    files_.push_front(std::move(used));
+  }
+  const auto& positions = files_.front().second;
+  if (auto found = positions.find(data_path); found != positions.end()) {
+    out->insert(out->end(), found->second.begin(), found->second.end());
+  }
+  return arrow::Status::OK();
 }
 
 }  // namespace floe::iceberg

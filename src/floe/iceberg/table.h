@@ -180,6 +180,11 @@ class DataFileWriter {
   /// order (none when no rows were written). The writer is then spent.
   arrow::Result<std::vector<DataFile>> Finish();
 
+  /// Row groups of at most about this many in-memory bytes (default a quarter of the
+  /// target size): a row group is held in memory until it is flushed. Before the
+  /// first Write.
+  void set_row_group_bytes(int64_t bytes) { row_group_bytes_ = bytes; }
+
   int64_t rows() const { return rows_; }
   /// Bytes flushed to finished and open files (row groups still in memory excluded).
   int64_t bytes_written() const;
@@ -198,6 +203,7 @@ class DataFileWriter {
   ParquetWriterOptions options_;
   int64_t target_size_;
   bool row_group_cap_set_ = false;
+  int64_t row_group_bytes_ = 0;
   std::unique_ptr<OpenFile> open_;
   std::vector<DataFile> done_;
   int64_t finished_bytes_ = 0;

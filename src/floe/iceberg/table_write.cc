@@ -224,7 +224,10 @@ arrow::Status DataFileWriter::Write(const arrow::RecordBatch& batch) {
     ARROW_ASSIGN_OR_RAISE(const int64_t batch_bytes,
                           arrow::util::ReferencedBufferSize(batch));
     const int64_t bytes_per_row = std::max<int64_t>(1, batch_bytes / batch.num_rows());
-    const int64_t row_cap = std::max<int64_t>(1, target_size_ / 4 / bytes_per_row);
+    const int64_t group_bytes = row_group_bytes_ > 0
+                                    ? std::min(row_group_bytes_, target_size_ / 4)
+                                    : target_size_ / 4;
+    const int64_t row_cap = std::max<int64_t>(1, group_bytes / bytes_per_row);
     options_.max_row_group_rows = std::min(options_.max_row_group_rows, row_cap);
     row_group_cap_set_ = true;
   }

@@ -1,0 +1,53 @@
+#pragma once
+
+// Merging runs of rows each sorted by some columns into one sorted sequence, a batch
+// at a time: what compaction needs to rewrite a bucket whose files are each sorted by
+// the key without holding the bucket in memory.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <arrow/api.h>
+
+namespace floe::iceberg {
+
+/// Orders rows of batches of one schema by some of their columns, ascending, nulls
+/// last and NaN after every number (Arrow's sort order). Compares booleans, integers,
+/// floating point, decimal128, dates, times, timestamps, durations, and strings and
+/// binaries (by their bytes); Make refuses other types.
+class RowOrder {
+ public:
+  static arrow::Result<RowOrder> Make(const arrow::Schema& schema,
+                                      const std::vector<int>& columns);
+
+  /// < 0, 0 or > 0 as row `i` of `a` sorts before, with or after row `j` of `b`.
+  int Compare(const arrow::RecordBatch& a, int64_t i, const arrow::RecordBatch& b,
+              int64_t j) const;
+
+ private:
+  using ColumnCompare = int (*)(const arrow::ArrayData&, int64_t, const arrow::ArrayData&,
+                                int64_t);
+  struct Column {
+    int index;
+    ColumnCompare compare;
+  };
+  std::vector<Column> columns_;
+};
+
+/// Pulls a run's next batch; null at its end.
+using BatchSource = std::function<arrow::Result<std::shared_ptr<arrow::RecordBatch>>()>;
+
+/// Merges `runs`, each sorted by `order`, into one sequence sorted by `order` (ties in
+/// run order), handing `each` batches of `schema` of at most `out_rows` rows. A
+/// run's batch is released once its rows are copied out, so memory is about one
+/// batch per run plus one output batch. Returns false, and stops, on meeting a row of
+/// a run that sorts before the row before it (the run is not sorted): what was
+/// handed on is then not the whole merge.
+arrow::Result<bool> MergeSortedRuns(
+    std::vector<BatchSource> runs, const std::shared_ptr<arrow::Schema>& schema,
+    const RowOrder& order, int64_t out_rows,
+    const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each);
+
+}  // namespace floe::iceberg
