@@ -49,11 +49,11 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def silver_measured(run, command: str = "silver") -> tuple[str, int]:
-    """Runs `floe silver` (or `floe verify`) once; returns its output and its peak RSS
-    in bytes."""
+def silver_measured(run, command: str = "silver", *args: str) -> tuple[str, int]:
+    """Runs `floe silver` (or `floe verify`, `floe compact ARGS`) once; returns its
+    output and its peak RSS in bytes."""
     proc = subprocess.run([sys.executable, "-c", PEAK_RSS, str(run.floe_bin), command,
-                           str(run.config_path)],
+                           *args, str(run.config_path)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=run.base,
                           timeout=600)
     out = proc.stdout.decode(errors="replace")
@@ -147,6 +147,17 @@ def test_merges_and_backfills_larger_than_the_memory_limit_stay_under_it(
         report = out[out.index(table):]
         assert "Silver vs fold(Bronze <= watermark): OK" in report, out
         assert "Silver vs source: OK" in report, out
+    # Compaction merges a bucket from its files (each sorted by the key) a batch at a
+    # time: re-bucketing every file into one bucket, and back into four, stays under
+    # the limit too (read whole and sorted, the single bucket took about 200 MiB).
+    for buckets in ("1", "4"):
+        out, peak = silver_measured(run, "compact", "--silver-only", "--buckets", buckets)
+        print(f"compact --buckets {buckets}: peak RSS {peak / 2**20:.1f} MiB")
+        assert f"to {buckets} bucket" in out, out
+        assert peak <= LIMIT + ALLOWANCE, (
+            f"compact --buckets {buckets} peak RSS {peak} over {LIMIT} + {ALLOWANCE}")
+        check_silver(run, pg, duckdb_con, "public.orders", ["id"])
+        check_silver(run, pg, duckdb_con, "public.docs", ["tenant", "n"])
     # A row deleted while floe run is stopped (Bronze has nothing newer): verify says
     # the source differs and names the key, found in its partition of keys.
     run.stop()

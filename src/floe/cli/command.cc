@@ -1,6 +1,7 @@
 #include "floe/cli/command.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -69,6 +70,8 @@ void SetUpLogging(bool json) {
   spdlog::set_default_logger(logger);
   spdlog::flush_on(spdlog::level::info);
 }
+
+void UseSystemAllocator() { ::setenv("ARROW_DEFAULT_MEMORY_POOL", "system", 0); }
 
 std::atomic<bool>* InstallStopSignals() {
   std::signal(SIGTERM, OnStopSignal);

@@ -51,6 +51,12 @@ void SetUpLogging(bool json);
 /// SIGTERM and SIGINT set the returned flag (a graceful stop); SIGPIPE is ignored.
 std::atomic<bool>* InstallStopSignals();
 
+/// The system allocator gives memory a merge, verify or compaction frees back to the
+/// kernel, so silver.memory_limit holds for the process's RSS (Arrow's default,
+/// mimalloc, keeps it; docs/silver.md "Memory"). ARROW_DEFAULT_MEMORY_POOL set by hand
+/// wins. Call before Arrow's default pool is first used.
+void UseSystemAllocator();
+
 /// `text` with the passwords of the source's and a PostgreSQL catalog's conninfo
 /// redacted: for errors printed by a subcommand.
 std::string RedactSecrets(const config::PipelineConfig& config, const std::string& text);

@@ -68,6 +68,7 @@ struct CompactArgs : MaintenanceArgs {
 // `floe compact FILE [--table s.t] [--bronze-days N] [--target-file-size BYTES]
 // [--buckets N] [--bronze-only | --silver-only]`.
 int Compact(const CompactArgs& args) {
+  UseSystemAllocator();
   maintenance::CompactOptions options;
   auto config = Prepare(args, &options.table);
   if (!config) return 1;
@@ -78,6 +79,8 @@ int Compact(const CompactArgs& args) {
     options.table_options.target_file_bytes = args.target_file_size;
   }
   if (args.buckets > 0) options.table_options.buckets = args.buckets;
+  options.table_options.memory_limit = config->silver.memory_limit;
+  options.table_options.spill_dir = config->silver.spill_dir;
   return Report("compact", *config, maintenance::CompactService(*config, options));
 }
 

@@ -25,12 +25,6 @@ struct SilverArgs {
   CLI::Option* metrics_listen_option = nullptr;
 };
 
-// The system allocator gives memory a merge (or verify) frees back to the kernel, so
-// silver.memory_limit holds for the process's RSS (Arrow's default, mimalloc, keeps
-// it; docs/silver.md "Memory"). ARROW_DEFAULT_MEMORY_POOL set by hand wins. Before
-// Arrow's default pool is first used.
-void UseSystemAllocator() { ::setenv("ARROW_DEFAULT_MEMORY_POOL", "system", 0); }
-
 // `floe silver FILE [--every [DURATION]]`: merges every Bronze table into its Silver
 // replica once, or (with --every; no value means `silver.every` of the file) again
 // and again until SIGTERM / SIGINT, serving /metrics, /healthz and /readyz on

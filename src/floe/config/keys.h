@@ -239,11 +239,13 @@ inline constexpr Key kSilverMemoryLimit{
     "silver.memory_limit",
     Kind::kByteSize,
     "`512MiB`",
-    "memory `floe silver` and `floe verify` aim to stay under, shared by the tables "
-    "merged at once; a merge whose changes do not fit is spilled to `spill_dir` and "
-    "done a slice of buckets at a time, a verification a partition of keys at a time "
-    "([silver.md](silver.md#memory)); at least 64MiB (the program itself takes about "
-    "40MiB)",
+    "memory `floe silver`, `floe verify` and Silver's `floe compact` aim to stay "
+    "under, shared by the tables merged at once; a merge whose changes do not fit is "
+    "spilled to `spill_dir` and done a slice of buckets at a time, a verification a "
+    "partition of keys at a time, a compaction merges a bucket's sorted files a batch "
+    "at a time ([silver.md](silver.md#memory), "
+    "[maintenance.md](maintenance.md#floe-compact-file)); at least 64MiB (the program "
+    "itself takes about 40MiB)",
     int64_t{512} << 20,
     int64_t{64} << 20,
     0,
@@ -251,8 +253,9 @@ inline constexpr Key kSilverMemoryLimit{
     "for example: 512MiB (the default), 2GiB"};
 inline constexpr Key kSilverSpillDir{
     "silver.spill_dir", Kind::kString, "the system's temporary directory",
-    "local directory a merge (or verification) larger than its memory share spills "
-    "to (removed after it); relative to the pipeline file's directory"};
+    "local directory a merge (or verification, or compaction of a bucket of many "
+    "files) larger than its memory share spills to (removed after it); relative to "
+    "the pipeline file's directory"};
 inline constexpr Key kMetricsListen{
     "metrics.listen", Kind::kOther, "`127.0.0.1:9464`",
     "`host:port` of /metrics, /healthz and /readyz (`floe run`); port 0 picks a free "

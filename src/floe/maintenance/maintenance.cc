@@ -24,6 +24,7 @@
 #include "floe/lake/keys.h"
 #include "floe/lake/metadata.h"
 #include "floe/lake/silver_layout.h"
+#include "floe/maintenance/rewrite.h"
 
 namespace floe::maintenance {
 namespace ice = floe::iceberg;
@@ -32,8 +33,6 @@ namespace cp = arrow::compute;
 namespace {
 
 constexpr int64_t kDayMs = int64_t{24} * 3600 * 1000;
-// Rows handed to the file writer at once (so it can roll files at row groups).
-constexpr int64_t kWriteSliceRows = 64 * 1024;
 
 // The files of one partition (of the default spec) of a snapshot.
 struct PartitionFiles {
@@ -41,12 +40,6 @@ struct PartitionFiles {
   std::vector<ice::LiveFile> data;
   std::vector<ice::LiveFile> deletes;
 };
-
-std::string PartitionKeyOf(const ice::PartitionTuple& partition) {
-  std::string key;
-  for (const auto& v : partition) key += (v ? "v" + ice::LiteralToString(*v) : "n") + "\x1f";
-  return key;
-}
 
 // Live files of the default spec by partition. Files of older specs are left as they
 // are (counted in *other_specs).
@@ -85,89 +78,6 @@ bool IsSmall(const ice::LiveFile& f, int64_t target) {
   return f.entry.data_file.file_size_in_bytes < target / 4 * 3;
 }
 
-// The rows of `data` with the deletes of `deletes` applied (by the spec's rules), in
-// the table's current schema.
-arrow::Result<std::shared_ptr<arrow::Table>> ReadLiveRows(
-    ice::Table& table, const std::vector<ice::LiveFile>& data,
-    const std::vector<ice::LiveFile>& deletes) {
-  std::vector<ice::FileScanTask> tasks;
-  for (const auto& f : data) {
-    ice::FileScanTask task;
-    task.data_file = f.entry.data_file;
-    task.spec_id = f.spec_id;
-    task.data_sequence_number = f.entry.sequence_number.value_or(0);
-    tasks.push_back(std::move(task));
-  }
-  std::vector<ice::DeleteFileEntry> delete_entries;
-  for (const auto& f : deletes) {
-    delete_entries.push_back(ice::DeleteFileEntry{f.entry.data_file, f.spec_id,
-                                                  f.entry.sequence_number.value_or(0)});
-  }
-  ice::AssignDeleteFiles(delete_entries, &tasks);
-  const ice::Schema& schema = table.schema();
-  ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ice::ToArrowSchema(schema));
-  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
-  for (const auto& task : tasks) {
-    ARROW_ASSIGN_OR_RAISE(
-        auto read, ice::ReadFileScanTask(table.io(), task, schema, schema, ice::AlwaysTrue()));
-    for (auto& b : read) {
-      if (b->num_rows() > 0) batches.push_back(std::move(b));
-    }
-  }
-  return arrow::Table::FromRecordBatches(arrow_schema, batches);
-}
-
-// `rows` sorted by `sort_keys`, as one batch.
-arrow::Result<std::shared_ptr<arrow::RecordBatch>> SortRows(
-    const std::shared_ptr<arrow::Table>& rows,
-    const std::vector<cp::SortKey>& sort_keys) {
-  ARROW_ASSIGN_OR_RAISE(auto indices,
-                        cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
-  ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
-  return sorted.table()->CombineChunksToBatch();
-}
-
-// Writes `rows` as files of partition `partition` (of `spec`, default: the table's
-// default spec) of about `target` bytes.
-arrow::Result<std::vector<ice::DataFile>> WriteRows(
-    ice::Table& table, const ice::PartitionTuple& partition,
-    const std::optional<ice::PartitionSpec>& spec, const arrow::RecordBatch& rows,
-    int64_t target) {
-  ARROW_ASSIGN_OR_RAISE(auto writer, table.NewDataFileWriter(partition, target, spec));
-  for (int64_t offset = 0; offset < rows.num_rows(); offset += kWriteSliceRows) {
-    arrow::Status st = writer->Write(*rows.Slice(offset, kWriteSliceRows));
-    if (!st.ok()) {
-      auto partial = writer->Finish();
-      if (partial.ok()) {
-        for (const auto& f : *partial) ARROW_UNUSED(table.io().Delete(f.file_path));
-      }
-      return st;
-    }
-  }
-  return writer->Finish();
-}
-
-// Reads `data` (deletes of `deletes` applied), sorts the rows by `sort_keys` and
-// writes them as files of partition `partition` of about `target` bytes. Returns the
-// files and the row count.
-arrow::Result<std::pair<std::vector<ice::DataFile>, int64_t>> RewritePartition(
-    ice::Table& table, const ice::PartitionTuple& partition,
-    const std::vector<ice::LiveFile>& data, const std::vector<ice::LiveFile>& deletes,
-    const std::vector<cp::SortKey>& sort_keys, int64_t target) {
-  std::pair<std::vector<ice::DataFile>, int64_t> out;
-  ARROW_ASSIGN_OR_RAISE(auto rows, ReadLiveRows(table, data, deletes));
-  out.second = rows->num_rows();
-  if (rows->num_rows() == 0) return out;
-  ARROW_ASSIGN_OR_RAISE(auto sorted, SortRows(rows, sort_keys));
-  ARROW_ASSIGN_OR_RAISE(out.first,
-                        WriteRows(table, partition, std::nullopt, *sorted, target));
-  return out;
-}
-
-void DeleteWritten(ice::FileIO& io, const std::vector<ice::DataFile>& files) {
-  for (const auto& f : files) ARROW_UNUSED(io.Delete(f.file_path));
-}
-
 // A plan: which files of which partitions to rewrite, or the whole table.
 struct Rewrite {
   ice::PartitionTuple partition;
@@ -187,80 +97,12 @@ struct Plan {
 using Planner = std::function<arrow::Result<Plan>(
     const ice::Table&, const std::vector<ice::LiveFile>& live, int64_t target)>;
 
-// The bucket of a file whose spec is exactly bucket(M, column `source_id`), and M.
-std::optional<std::pair<int32_t, int32_t>> BucketOf(const ice::TableMetadata& metadata,
-                                                    const ice::LiveFile& file,
-                                                    int32_t source_id) {
-  const ice::PartitionSpec* spec = metadata.FindSpec(file.spec_id);
-  if (spec == nullptr || spec->fields.size() != 1) return std::nullopt;
-  const ice::PartitionField& field = spec->fields[0];
-  if (field.transform.kind() != ice::TransformKind::kBucket ||
-      field.source_id != source_id) {
-    return std::nullopt;
-  }
-  const ice::PartitionTuple& partition = file.entry.data_file.partition;
-  if (partition.size() != 1 || !partition[0]) return std::nullopt;
-  const int32_t* bucket = std::get_if<int32_t>(&*partition[0]);
-  if (bucket == nullptr) return std::nullopt;
-  return std::make_pair(*bucket, field.transform.param());
-}
-
-// Rewrites every file of `live` into spec `into` (bucket(N', key[0])): rows with their
-// deletes applied, split into the buckets of `into`, each sorted by the key and
-// written as files of about `target` bytes (added to *written as they are made).
-// Rows of bucket b of M can only land in the buckets b' of N' with
-// b' = b (mod gcd(M, N')), so the files are read one such class at a time: a
-// doubling reads one old bucket at a time, a halving the two old buckets of one new
-// bucket. Returns the rows written and the buckets written.
-arrow::Result<std::pair<int64_t, int32_t>> RewriteWhole(
-    ice::Table& table, const std::vector<ice::LiveFile>& live,
-    const ice::PartitionSpec& into, bool new_spec,
-    const std::vector<cp::SortKey>& sort_keys, int64_t target,
-    std::vector<ice::DataFile>* written) {
-  const int32_t source_id = into.fields[0].source_id;
-  int32_t classes = into.fields[0].transform.param();
-  for (const auto& f : live) {
-    auto bucket = BucketOf(table.metadata(), f, source_id);
-    classes = bucket ? std::gcd(classes, bucket->second) : 1;
-  }
-  std::map<int32_t, std::pair<std::vector<ice::LiveFile>, std::vector<ice::LiveFile>>>
-      by_class;
-  for (const auto& f : live) {
-    auto bucket = BucketOf(table.metadata(), f, source_id);
-    const int32_t c = bucket ? bucket->first % classes : 0;
-    auto& entry = by_class[c];
-    (f.entry.data_file.content == ice::DataFileContent::kData ? entry.first
-                                                              : entry.second)
-        .push_back(f);
-  }
-  std::pair<int64_t, int32_t> out{0, 0};
-  const std::optional<ice::PartitionSpec> spec =
-      new_spec ? std::optional<ice::PartitionSpec>(into) : std::nullopt;
-  for (const auto& [c, files] : by_class) {
-    if (files.first.empty()) continue;
-    ARROW_ASSIGN_OR_RAISE(auto rows, ReadLiveRows(table, files.first, files.second));
-    if (rows->num_rows() == 0) continue;
-    out.first += rows->num_rows();
-    ARROW_ASSIGN_OR_RAISE(auto sorted, SortRows(rows, sort_keys));
-    ARROW_ASSIGN_OR_RAISE(auto parts,
-                          ice::SplitByPartition(into, table.schema(), *sorted));
-    for (const auto& part : parts) {
-      ARROW_ASSIGN_OR_RAISE(auto files_written,
-                            WriteRows(table, part.partition, spec, *part.batch, target));
-      ++out.second;
-      for (auto& f : files_written) written->push_back(std::move(f));
-    }
-  }
-  return out;
-}
-
 // The loop both compactions share: plan on the current snapshot, rewrite, commit
 // validated against everything since that snapshot; plan again when a concurrent
 // commit invalidated the plan.
 arrow::Result<CompactResult> Compact(ice::Table& table, bool silver,
-                                     const std::vector<cp::SortKey>& sort_keys,
-                                     const std::string& inherit_key,
-                                     const Planner& plan,
+                                     const RewriteOrder& order,
+                                     const std::string& inherit_key, const Planner& plan,
                                      const CompactTableOptions& options) {
   CompactResult result;
   result.table = table.identifier().ToString();
@@ -296,8 +138,8 @@ arrow::Result<CompactResult> Compact(ice::Table& table, bool silver,
                ? attempt_result.data_files_removed
                : attempt_result.delete_files_removed);
       }
-      auto written = RewriteWhole(table, live, *planned.whole, planned.new_spec,
-                                  sort_keys, target, &request.files_to_add);
+      auto written = RewriteWhole(table, live, *planned.whole, planned.new_spec, order,
+                                  target, &request.files_to_add);
       if (written.ok()) {
         attempt_result.rows = written->first;
         attempt_result.partitions = written->second;
@@ -309,7 +151,7 @@ arrow::Result<CompactResult> Compact(ice::Table& table, bool silver,
     }
     for (const auto& rewrite : planned.rewrites) {
       auto written = RewritePartition(table, rewrite.partition, rewrite.data,
-                                      rewrite.deletes, sort_keys, target);
+                                      rewrite.deletes, order, target);
       if (!written.ok()) {
         failed = written.status();
         break;
@@ -522,8 +364,12 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
     return arrow::Status::Invalid("--buckets must be between 1 and ", lake::kMaxBuckets,
                                   ", not ", *options.buckets);
   }
-  std::vector<cp::SortKey> sort_keys;
-  for (const auto& k : key) sort_keys.emplace_back(k, cp::SortOrder::Ascending);
+  // Silver's data files are each sorted by the key: a bucket is merged from them.
+  RewriteOrder order;
+  for (const auto& k : key) order.sort_keys.emplace_back(k, cp::SortOrder::Ascending);
+  order.files_sorted_by = key;
+  order.memory_limit = options.memory_limit;
+  order.spill_dir = options.spill_dir;
   const std::string name = table.identifier().ToString();
   Planner plan = [&key, &options, name](const ice::Table& t,
                                         const std::vector<ice::LiveFile>& live,
@@ -581,7 +427,7 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
     }
     return out;
   };
-  return Compact(table, /*silver=*/true, sort_keys, lake::kWatermarkSummaryKey, plan,
+  return Compact(table, /*silver=*/true, order, lake::kWatermarkSummaryKey, plan,
                  options);
 }
 
@@ -600,8 +446,8 @@ arrow::Result<CompactResult> CompactBronzeTable(ice::Table& table,
     return arrow::Status::Invalid(table.identifier().ToString(), " has no ", time_column,
                                   " column: not a Bronze changelog");
   }
-  std::vector<cp::SortKey> sort_keys;
-  sort_keys.emplace_back(time_column, cp::SortOrder::Descending);
+  RewriteOrder order;
+  order.sort_keys.emplace_back(time_column, cp::SortOrder::Descending);
   const int64_t now = options.now_ms.value_or(ice::CurrentTimeMs());
   const int64_t first_day =
       (now >= 0 ? now / kDayMs : (now - kDayMs + 1) / kDayMs) - options.bronze_days;
@@ -631,7 +477,7 @@ arrow::Result<CompactResult> CompactBronzeTable(ice::Table& table,
     }
     return out;
   };
-  return Compact(table, /*silver=*/false, sort_keys, lake::kCommitLsnSummaryKey, plan,
+  return Compact(table, /*silver=*/false, order, lake::kCommitLsnSummaryKey, plan,
                  options);
 }
 

@@ -26,6 +26,9 @@ namespace floe::maintenance {
 inline constexpr int64_t kDefaultCompactTargetBytes = int64_t{128} << 20;
 /// Bronze compaction looks at the partitions of this many most recent days.
 inline constexpr int kDefaultBronzeDays = 7;
+/// The memory a Silver compaction aims to stay under when none is given (floe
+/// compact passes silver.memory_limit).
+inline constexpr int64_t kDefaultCompactMemoryBytes = int64_t{512} << 20;
 /// Snapshots younger than this are never expired.
 inline constexpr int64_t kDefaultSnapshotRetentionMs = int64_t{30} * 24 * 3600 * 1000;
 /// Of every table's history at least this many newest snapshots are kept.
@@ -49,6 +52,13 @@ struct CompactTableOptions {
   /// Silver: re-bucket to this many buckets (1 to lake::kMaxBuckets) instead of
   /// the count the live size calls for (RebucketTarget).
   std::optional<int32_t> buckets;
+  /// Silver: the memory the rewrite of a bucket aims to stay under. Silver's files
+  /// are each sorted by the key, so a bucket is merged from them a batch at a time
+  /// (when more files than fit are open at once, groups of them are merged to
+  /// `spill_dir` first) instead of read whole and sorted.
+  int64_t memory_limit = kDefaultCompactMemoryBytes;
+  /// Where merges of many files spill (empty: the system's temporary directory).
+  std::string spill_dir;
 };
 
 struct CompactResult {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -205,6 +206,65 @@ TEST_F(MaintenanceTest, SilverCompactionAppliesDeletesSortsByKeyAndKeepsTheWater
   // Nothing left to do.
   EXPECT_EQ(ValueOrDie(CompactSilverTable(*table, {"id"}, keep)).partitions, 0);
   EXPECT_EQ(table->metadata().default_spec_id, 0);
+}
+
+// Silver's files are each sorted by the key, so a bucket is merged from them a batch
+// at a time. Generated tables (seeded) of many sorted files with deletes, compacted
+// and re-bucketed with room for every file open at once and with so little memory
+// that the files are merged two at a time through runs spilled to disk: the same
+// rows every time, each written file sorted, nothing left in the spill directory.
+TEST_F(MaintenanceTest, SortedFilesAreMergedWithinTheMemoryLimitThroughSpilledRuns) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    for (int64_t memory : {int64_t{512} << 20, int64_t{16} << 20}) {
+      for (int32_t buckets : {4, 8, 2}) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + ", memory " +
+                     std::to_string(memory) + ", buckets " + std::to_string(buckets));
+        std::mt19937_64 rng(seed);
+        auto table = CreateSilver();
+        std::multiset<int64_t> expected;
+        int64_t next_id = 0;
+        const int files = std::uniform_int_distribution<int>(5, 12)(rng);
+        for (int f = 0; f < files; ++f) {
+          std::vector<int64_t> ids;
+          const int rows = std::uniform_int_distribution<int>(0, 300)(rng);
+          for (int i = 0; i < rows; ++i) {
+            next_id += std::uniform_int_distribution<int64_t>(1, 5)(rng);
+            ids.push_back(next_id * 7919 % 100003);  // interleaved across files
+          }
+          std::sort(ids.begin(), ids.end());
+          expected.insert(ids.begin(), ids.end());
+          ValueOrDie(table->AppendFiles(WriteSilver(*table, ids),
+                                        {{"floe.bronze-commit-lsn", "10"}}));
+        }
+        std::vector<int64_t> all(expected.begin(), expected.end());
+        for (int d = 0; d < 5 && !all.empty(); ++d) {
+          const int64_t gone =
+              all[std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng)];
+          if (expected.count(gone) == 0) continue;
+          DeleteId(*table, gone);
+          expected.erase(expected.find(gone));
+        }
+        CompactTableOptions options;
+        options.buckets = buckets;
+        options.memory_limit = memory;
+        options.spill_dir = (dir_ / "spill").string();
+        fs::create_directories(options.spill_dir);
+        CompactResult r = ValueOrDie(CompactSilverTable(*table, {"id"}, options));
+        EXPECT_EQ(r.rows, static_cast<int64_t>(expected.size()));
+        EXPECT_EQ(r.buckets_to, buckets == 4 ? 0 : buckets);
+        ASSERT_TRUE(table->Refresh().ok());
+        EXPECT_EQ(Ids(*table), expected);
+        EXPECT_TRUE(Live(*table, ice::DataFileContent::kPositionDeletes).empty());
+        for (const auto& f : Live(*table, ice::DataFileContent::kData)) {
+          auto ids = FileIds(*table, f.entry.data_file);
+          EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+        }
+        EXPECT_TRUE(fs::is_empty(options.spill_dir));
+        table.reset();
+        ASSERT_TRUE(catalog_->DropTable({{"db"}, "silver"}).ok());
+      }
+    }
+  }
 }
 
 TEST_F(MaintenanceTest, SilverCompactionRacedByANewDeletePlansAgainAndKeepsTheDelete) {
