@@ -15,8 +15,10 @@ import re
 import subprocess
 import sys
 
+import pyarrow.parquet as pq
 from floerun import floe  # noqa: F401
 from oracle import check_silver
+from test_silver_tools import export
 from test_silver_tools import tool as silver_tool
 
 SERVICE = "svc"
@@ -209,4 +211,42 @@ def test_updates_leaving_wide_toast_values_alone_stay_under_the_limit(
     assert spilled_slices(out) > 1
     assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
     check_silver(run, pg, duckdb_con, "public.wide", ["id"])
+    run.stop()
+
+
+def test_a_backfill_from_an_export_larger_than_the_memory_limit_stays_under_it(
+        floe, pg, duckdb_con, tmp_path):
+    """`floe silver backfill` streams the export's files, spills them by the key's
+    hash and checks and writes a partition at a time (it used to read the whole
+    export into memory: about 4x the limit here)."""
+    pg.execute("CREATE TABLE notes (id bigint PRIMARY KEY, kind int, note text)")
+    pg.execute(f"INSERT INTO notes SELECT g, g % 7, {NOTE} || {NOTE} || {NOTE} "
+               f"FROM generate_series(1, {ROWS}) g")
+    run = floe(service=SERVICE, extra_yaml="silver:\n  memory_limit: 64MiB\n").start()
+    run.wait_streaming(timeout=300)
+    pg.execute("UPDATE notes SET kind = kind + 1 WHERE id % 5 = 0")
+    wait_confirmed(run, pg)
+    # The export, in several files of one directory, taken after Bronze's start.
+    whole = tmp_path / "whole.parquet"
+    lsn = export(pg, "notes", whole)
+    parts = tmp_path / "export"
+    parts.mkdir()
+    table = pq.read_table(whole)
+    for i in range(4):
+        step = (len(table) + 3) // 4
+        pq.write_table(table.slice(i * step, step), parts / f"part-{i}.parquet")
+    del table
+    pg.execute("DELETE FROM notes WHERE id % 11 = 0")
+    pg.execute("UPDATE notes SET note = 'after' WHERE id % 13 = 0")
+    wait_confirmed(run, pg)
+
+    out, peak = silver_measured(run, "silver", "backfill", "--table", "public.notes",
+                                "--parquet", str(parts), "--lsn", lsn)
+    print(f"backfill from an export: peak RSS {peak / 2**20:.1f} MiB")
+    assert "seeded from" in out, out
+    assert peak <= LIMIT + ALLOWANCE, (
+        f"backfill from an export peak RSS {peak} over {LIMIT} + {ALLOWANCE}")
+    out, peak = silver_measured(run)
+    assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    check_silver(run, pg, duckdb_con, "public.notes", ["id"])
     run.stop()

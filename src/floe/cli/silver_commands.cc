@@ -115,6 +115,7 @@ struct BackfillArgs {
 // [--replace]`: seeds the table's Silver replica from a Parquet export of the source
 // taken at LSN X/Y (docs/silver.md). Exit code 1 when refused or failed.
 int Backfill(const BackfillArgs& args) {
+  UseSystemAllocator();
   auto config = LoadConfig(args.file, "not started");
   if (!config) return 1;
   SetUpLogging(args.json_logs);

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string_view>
 #include <utility>
 
+#include <arrow/io/file.h>
+#include <arrow/ipc/api.h>
 #include <arrow/util/bit_util.h>
 #include <arrow/util/decimal.h>
 
@@ -297,6 +300,60 @@ arrow::Result<bool> MergeSortedRuns(
   }
   ARROW_RETURN_NOT_OK(output.Flush());
   return true;
+}
+
+struct SpilledRun::Io {
+  std::shared_ptr<arrow::io::FileOutputStream> out;
+  std::shared_ptr<arrow::ipc::RecordBatchWriter> writer;
+  std::shared_ptr<arrow::ipc::RecordBatchFileReader> reader;
+};
+
+SpilledRun::~SpilledRun() {
+  if (io_ != nullptr && io_->writer != nullptr) {
+    ARROW_UNUSED(io_->writer->Close());
+    ARROW_UNUSED(io_->out->Close());
+  }
+  io_.reset();
+  std::error_code ignored;
+  std::filesystem::remove(path_, ignored);
+}
+
+arrow::Result<std::unique_ptr<SpilledRun>> SpilledRun::Create(
+    const std::filesystem::path& dir, const std::shared_ptr<arrow::Schema>& schema) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  auto run = std::unique_ptr<SpilledRun>(new SpilledRun());
+  run->path_ = (dir.empty() ? std::filesystem::temp_directory_path() : dir) /
+               ("floe-run-" + std::to_string(rng()) + ".arrow");
+  run->io_ = std::make_unique<Io>();
+  ARROW_ASSIGN_OR_RAISE(run->io_->out,
+                        arrow::io::FileOutputStream::Open(run->path_.string()));
+  ARROW_ASSIGN_OR_RAISE(run->io_->writer,
+                        arrow::ipc::MakeFileWriter(run->io_->out, schema));
+  return run;
+}
+
+arrow::Status SpilledRun::Write(const arrow::RecordBatch& batch) {
+  if (io_->writer == nullptr) return arrow::Status::Invalid("the run is closed");
+  return io_->writer->WriteRecordBatch(batch);
+}
+
+arrow::Status SpilledRun::Close() {
+  if (io_->writer == nullptr) return arrow::Status::OK();
+  ARROW_RETURN_NOT_OK(io_->writer->Close());
+  ARROW_RETURN_NOT_OK(io_->out->Close());
+  io_->writer.reset();
+  io_->out.reset();
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> SpilledRun::Next() {
+  if (io_->writer != nullptr) return arrow::Status::Invalid("the run is not closed");
+  if (io_->reader == nullptr) {
+    ARROW_ASSIGN_OR_RAISE(auto file, arrow::io::ReadableFile::Open(path_.string()));
+    ARROW_ASSIGN_OR_RAISE(io_->reader, arrow::ipc::RecordBatchFileReader::Open(file));
+  }
+  if (next_ == io_->reader->num_record_batches()) return nullptr;
+  return io_->reader->ReadRecordBatch(next_++);
 }
 
 }  // namespace floe::iceberg

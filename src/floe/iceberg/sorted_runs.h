@@ -5,6 +5,7 @@
 // the key without holding the bucket in memory.
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -49,5 +50,32 @@ arrow::Result<bool> MergeSortedRuns(
     std::vector<BatchSource> runs, const std::shared_ptr<arrow::Schema>& schema,
     const RowOrder& order, int64_t out_rows,
     const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each);
+
+/// A run written to a local Arrow IPC file (named `floe-run-<random>.arrow` in `dir`,
+/// the system's temporary directory when empty) and read back a batch at a time; the
+/// file is removed with the object.
+class SpilledRun {
+ public:
+  ~SpilledRun();
+  SpilledRun(const SpilledRun&) = delete;
+  SpilledRun& operator=(const SpilledRun&) = delete;
+
+  static arrow::Result<std::unique_ptr<SpilledRun>> Create(
+      const std::filesystem::path& dir, const std::shared_ptr<arrow::Schema>& schema);
+  arrow::Status Write(const arrow::RecordBatch& batch);
+  /// Ends the writing; then Next reads the batches back in order.
+  arrow::Status Close();
+  /// The next batch written; null at the end.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Next();
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  SpilledRun() = default;
+  struct Io;
+  std::filesystem::path path_;
+  std::unique_ptr<Io> io_;
+  int next_ = 0;
+};
 
 }  // namespace floe::iceberg

@@ -6,10 +6,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
-#include <random>
 
-#include <arrow/io/file.h>
-#include <arrow/ipc/api.h>
 #include <spdlog/spdlog.h>
 
 #include "floe/iceberg/expression.h"
@@ -162,42 +159,6 @@ class Writers {
   int32_t partitions_ = 0;
 };
 
-// A merge's run spilled to local disk: an Arrow IPC file, read back a batch at a time
-// and removed when done.
-class SpilledRun {
- public:
-  explicit SpilledRun(std::filesystem::path path) : path_(std::move(path)) {}
-  ~SpilledRun() {
-    reader_.reset();
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-  }
-
-  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Next() {
-    if (reader_ == nullptr) {
-      ARROW_ASSIGN_OR_RAISE(auto file, arrow::io::ReadableFile::Open(path_.string()));
-      ARROW_ASSIGN_OR_RAISE(reader_, arrow::ipc::RecordBatchFileReader::Open(file));
-    }
-    if (next_ == reader_->num_record_batches()) return nullptr;
-    return reader_->ReadRecordBatch(next_++);
-  }
-
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-  std::shared_ptr<arrow::ipc::RecordBatchFileReader> reader_;
-  int next_ = 0;
-};
-
-std::filesystem::path SpillPath(const std::string& spill_dir) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::filesystem::path dir = spill_dir.empty()
-                                        ? std::filesystem::temp_directory_path()
-                                        : std::filesystem::path(spill_dir);
-  return dir / ("floe-compact-" + std::to_string(rng()) + ".arrow");
-}
-
 // Merges the live rows of `data` (deletes of `deletes` applied; every file sorted
 // by `order.files_sorted_by`) in that order, handing `each` batches, within about
 // `order.memory_limit`: each open file holds a batch, a page and a stream buffer per
@@ -257,23 +218,20 @@ arrow::Result<bool> MergeLiveRows(
                                 batch_rows(1), each);
   }
   // Too many files to open at once: merge them a group at a time to local disk.
-  std::vector<std::unique_ptr<SpilledRun>> spilled;
+  std::vector<std::unique_ptr<ice::SpilledRun>> spilled;
   const size_t groups = (tasks.size() + fan_in - 1) / fan_in;
   for (size_t from = 0; from < tasks.size(); from += fan_in) {
-    auto run = std::make_unique<SpilledRun>(SpillPath(order.spill_dir));
-    ARROW_ASSIGN_OR_RAISE(auto out,
-                          arrow::io::FileOutputStream::Open(run->path().string()));
-    ARROW_ASSIGN_OR_RAISE(auto writer, arrow::ipc::MakeFileWriter(out, arrow_schema));
+    ARROW_ASSIGN_OR_RAISE(auto run,
+                          ice::SpilledRun::Create(order.spill_dir, arrow_schema));
+    ice::SpilledRun* writing = run.get();
     spilled.push_back(std::move(run));
     ARROW_ASSIGN_OR_RAISE(
         bool sorted,
-        ice::MergeSortedRuns(file_sources(from, std::min(tasks.size(), from + fan_in)),
-                             arrow_schema, row_order, batch_rows(groups),
-                             [&](std::shared_ptr<arrow::RecordBatch> b) {
-                               return writer->WriteRecordBatch(*b);
-                             }));
-    ARROW_RETURN_NOT_OK(writer->Close());
-    ARROW_RETURN_NOT_OK(out->Close());
+        ice::MergeSortedRuns(
+            file_sources(from, std::min(tasks.size(), from + fan_in)), arrow_schema,
+            row_order, batch_rows(groups),
+            [&](std::shared_ptr<arrow::RecordBatch> b) { return writing->Write(*b); }));
+    ARROW_RETURN_NOT_OK(writing->Close());
     if (!sorted) return false;
   }
   std::vector<ice::BatchSource> sources;

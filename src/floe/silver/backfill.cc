@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 #include <arrow/compute/api.h>
 #include <arrow/compute/initialize.h>
 #include <arrow/io/file.h>
+#include <arrow/util/byte_size.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/exception.h>
 #include <spdlog/spdlog.h>
@@ -20,8 +22,10 @@
 #include "floe/common/lsn.h"
 #include "floe/common/progress.h"
 #include "floe/iceberg/conversions.h"
+#include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/schema.h"
+#include "floe/iceberg/sorted_runs.h"
 #include "floe/iceberg/table.h"
 #include "floe/lake/catalog.h"
 #include "floe/lake/keys.h"
@@ -29,6 +33,7 @@
 #include "floe/silver/fold.h"
 #include "floe/silver/merge.h"
 #include "floe/silver/silver.h"
+#include "floe/silver/spill.h"
 #include "floe/silver/verify.h"
 
 namespace floe::silver {
@@ -38,33 +43,20 @@ namespace ice = floe::iceberg;
 namespace cp = arrow::compute;
 namespace fs = std::filesystem;
 
+// Rows of the export read at once.
+constexpr int64_t kExportBatchRows = 8 * 1024;
+// The export row number column of held rows (HeldSchema).
+constexpr const char* kExportRowColumn = "__floe_export_row";
+// What a backfill needs besides the export's rows (the program, manifests, a Parquet
+// writer's row group).
+constexpr int64_t kBackfillFixedBytes = int64_t{48} << 20;
+constexpr int32_t kMaxExportPartitions = 4096;
+
 arrow::Result<std::unique_ptr<parquet::arrow::FileReader>> OpenParquetFile(
     const std::string& path) {
   ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(path));
   try {
     return parquet::arrow::OpenFile(input, arrow::default_memory_pool());
-  } catch (const parquet::ParquetException& e) {
-    return arrow::Status::IOError("reading ", path, ": ", e.what());
-  }
-}
-
-// The whole file, one row group at a time (each counted into `progress`).
-arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetFile(
-    const std::string& path, parquet::arrow::FileReader& reader,
-    ProgressReporter* progress) {
-  try {
-    std::vector<std::shared_ptr<arrow::Table>> groups;
-    for (int g = 0; g < reader.num_row_groups(); ++g) {
-      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> group, reader.ReadRowGroup(g));
-      if (progress != nullptr) progress->Add(group->num_rows());
-      groups.push_back(std::move(group));
-    }
-    if (groups.empty()) {
-      std::shared_ptr<arrow::Schema> schema;
-      ARROW_RETURN_NOT_OK(reader.GetSchema(&schema));
-      return arrow::Table::MakeEmpty(schema);
-    }
-    return arrow::ConcatenateTables(groups);
   } catch (const parquet::ParquetException& e) {
     return arrow::Status::IOError("reading ", path, ": ", e.what());
   }
@@ -131,50 +123,83 @@ arrow::Result<uint64_t> BronzeStartLsn(const ice::TableMetadata& bronze,
   return lake::CommittedLsnOf(bronze).value();
 }
 
-arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetExport(const std::string& path,
-                                                               ProgressReporter* progress) {
+arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
+                                              ProgressReporter* progress) {
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     return arrow::Status::IOError("the export ", path, " does not exist");
   }
-  std::vector<std::string> files;
+  auto files = std::make_shared<std::vector<std::string>>();
   if (!fs::is_directory(path, ec)) {
-    files.push_back(path);
+    files->push_back(path);
   } else {
     for (const auto& entry : fs::directory_iterator(path)) {
       if (entry.is_regular_file() && entry.path().extension() == ".parquet") {
-        files.push_back(entry.path().string());
+        files->push_back(entry.path().string());
       }
     }
-    std::sort(files.begin(), files.end());
-    if (files.empty()) {
+    std::sort(files->begin(), files->end());
+    if (files->empty()) {
       return arrow::Status::IOError("the directory ", path, " holds no *.parquet file");
     }
   }
-  // Every footer first: the row count of the whole export, for progress.
-  std::vector<std::unique_ptr<parquet::arrow::FileReader>> readers;
-  for (const auto& f : files) {
+  // Every footer first: the row count of the whole export, and one schema.
+  ExportReader out;
+  for (const auto& f : *files) {
     ARROW_ASSIGN_OR_RAISE(auto reader, OpenParquetFile(f));
-    if (progress != nullptr) progress->AddTotal(reader->parquet_reader()->metadata()->num_rows());
-    readers.push_back(std::move(reader));
-  }
-  std::vector<std::shared_ptr<arrow::Table>> tables;
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (progress != nullptr) {
-      progress->SetDetail("reading file " + std::to_string(i + 1) + "/" +
-                          std::to_string(files.size()));
+    const int64_t rows = reader->parquet_reader()->metadata()->num_rows();
+    out.rows += rows;
+    if (progress != nullptr) progress->AddTotal(rows);
+    std::shared_ptr<arrow::Schema> schema;
+    ARROW_RETURN_NOT_OK(reader->GetSchema(&schema));
+    if (out.schema == nullptr) {
+      out.schema = schema;
+    } else if (!schema->Equals(*out.schema, /*check_metadata=*/false)) {
+      return arrow::Status::Invalid(
+          "the files of ", path, " do not share one schema: ", f, " has ",
+          schema->ToString(), ", ", files->front(), " has ", out.schema->ToString());
     }
-    ARROW_ASSIGN_OR_RAISE(auto t, ReadParquetFile(files[i], *readers[i], progress));
-    readers[i].reset();
-    tables.push_back(std::move(t));
   }
-  if (tables.size() == 1) return tables[0];
-  auto combined = arrow::ConcatenateTables(tables);
-  if (!combined.ok()) {
-    return arrow::Status::Invalid(
-        "the files of ", path, " do not share one schema: ", combined.status().message());
-  }
-  return combined;
+  // Then the files one after the other, a batch at a time.
+  struct State {
+    size_t next_file = 0;
+    std::unique_ptr<parquet::arrow::FileReader> file;
+    std::unique_ptr<arrow::RecordBatchReader> batches;
+  };
+  auto state = std::make_shared<State>();
+  out.next = [files, state,
+              progress]() -> arrow::Result<std::shared_ptr<arrow::RecordBatch>> {
+    while (true) {
+      if (state->batches == nullptr) {
+        if (state->next_file == files->size()) return nullptr;
+        const std::string& f = (*files)[state->next_file++];
+        if (progress != nullptr) {
+          progress->SetDetail("reading file " + std::to_string(state->next_file) + "/" +
+                              std::to_string(files->size()));
+        }
+        ARROW_ASSIGN_OR_RAISE(state->file, OpenParquetFile(f));
+        state->file->set_batch_size(kExportBatchRows);
+        try {
+          ARROW_ASSIGN_OR_RAISE(state->batches, state->file->GetRecordBatchReader());
+        } catch (const parquet::ParquetException& e) {
+          return arrow::Status::IOError("reading ", f, ": ", e.what());
+        }
+      }
+      std::shared_ptr<arrow::RecordBatch> batch;
+      try {
+        ARROW_RETURN_NOT_OK(state->batches->ReadNext(&batch));
+      } catch (const parquet::ParquetException& e) {
+        return arrow::Status::IOError("reading the export: ", e.what());
+      }
+      if (batch != nullptr) {
+        if (progress != nullptr) progress->Add(batch->num_rows());
+        return batch;
+      }
+      state->batches.reset();
+      state->file.reset();
+    }
+  };
+  return out;
 }
 
 namespace {
@@ -203,15 +228,15 @@ arrow::Status CheckExportLsn(const ice::TableMetadata& bronze, ice::FileIO& io,
 
 // Refuses an export whose columns (by name) are not exactly Bronze's row columns.
 arrow::Status CheckExportColumns(const std::vector<const ice::NestedField*>& row_fields,
-                                 const arrow::Table& rows,
+                                 const arrow::Schema& rows,
                                  const ice::TableIdentifier& bronze_id) {
   std::vector<std::string> missing, extra;
   std::set<std::string> bronze_names;
   for (const auto* f : row_fields) {
     bronze_names.insert(f->name);
-    if (rows.schema()->GetFieldIndex(f->name) < 0) missing.push_back(f->name);
+    if (rows.GetFieldIndex(f->name) < 0) missing.push_back(f->name);
   }
-  for (const auto& f : rows.schema()->fields()) {
+  for (const auto& f : rows.fields()) {
     if (!bronze_names.contains(f->name())) extra.push_back(f->name());
   }
   if (!missing.empty() || !extra.empty()) {
@@ -232,65 +257,167 @@ arrow::Status CheckExportColumns(const std::vector<const ice::NestedField*>& row
   return arrow::Status::OK();
 }
 
-// The export's columns by name, values in Bronze's types.
-arrow::Result<std::map<std::string, std::shared_ptr<arrow::Array>>> ExportColumns(
-    const std::vector<const ice::NestedField*>& row_fields, const arrow::Table& rows) {
-  std::map<std::string, std::shared_ptr<arrow::Array>> columns;
+// The schema export rows are held in: Bronze's row columns in Bronze's types, then
+// each row's number in the export (for messages: values never go into one).
+arrow::Result<std::shared_ptr<arrow::Schema>> HeldSchema(
+    const std::vector<const ice::NestedField*>& row_fields) {
+  arrow::FieldVector fields;
   for (const auto* f : row_fields) {
     ARROW_ASSIGN_OR_RAISE(auto type, ice::ToArrowType(*f->type));
-    auto chunked = rows.GetColumnByName(f->name);
-    std::shared_ptr<arrow::Array> array;
-    if (chunked->num_chunks() == 1) {
-      array = chunked->chunk(0);
-    } else if (chunked->num_chunks() == 0) {
-      ARROW_ASSIGN_OR_RAISE(array, arrow::MakeEmptyArray(type));
-    } else {
-      ARROW_ASSIGN_OR_RAISE(array, arrow::Concatenate(chunked->chunks()));
-    }
-    if (!array->type()->Equals(*type)) {
-      auto cast = cp::Cast(array, type);
+    fields.push_back(arrow::field(f->name, type));
+  }
+  fields.push_back(arrow::field(kExportRowColumn, arrow::int64(), false));
+  return arrow::schema(fields);
+}
+
+// A batch of the export in `held` (HeldSchema), its rows numbered from `first_row`;
+// the key columns must not be null.
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> HeldRows(
+    const std::shared_ptr<arrow::Schema>& held, const arrow::RecordBatch& rows,
+    int64_t first_row, const std::vector<std::string>& key) {
+  arrow::ArrayVector arrays;
+  for (int i = 0; i + 1 < held->num_fields(); ++i) {
+    const auto& field = held->field(i);
+    std::shared_ptr<arrow::Array> array = rows.GetColumnByName(field->name());
+    if (!array->type()->Equals(*field->type())) {
+      auto cast = cp::Cast(array, field->type());
       if (!cast.ok()) {
-        return arrow::Status::Invalid("column `", f->name, "` of the export is ",
-                                      array->type()->ToString(),
-                                      ", which does not convert to Bronze's ",
-                                      f->type->ToString(), ": ", cast.status().message());
+        return arrow::Status::Invalid(
+            "column `", field->name(), "` of the export is ", array->type()->ToString(),
+            ", which does not convert to Bronze's ", field->type()->ToString(), ": ",
+            cast.status().message());
       }
       array = cast->make_array();
     }
-    columns[f->name] = array;
+    if (array->null_count() > 0 &&
+        std::find(key.begin(), key.end(), field->name()) != key.end()) {
+      return arrow::Status::Invalid("the export has rows with a null key column `",
+                                    field->name(), "`; a Silver key cannot be null");
+    }
+    arrays.push_back(std::move(array));
   }
-  return columns;
+  arrow::Int64Builder numbers;
+  ARROW_RETURN_NOT_OK(numbers.Reserve(rows.num_rows()));
+  for (int64_t i = 0; i < rows.num_rows(); ++i) numbers.UnsafeAppend(first_row + i);
+  ARROW_ASSIGN_OR_RAISE(auto numbered, numbers.Finish());
+  arrays.push_back(std::move(numbered));
+  return arrow::RecordBatch::Make(held, rows.num_rows(), std::move(arrays));
 }
 
-// The export's key: not null, and unique.
-arrow::Status CheckExportKey(
-    const std::map<std::string, std::shared_ptr<arrow::Array>>& columns,
-    const std::vector<std::string>& key, const arrow::Table& rows,
-    const ice::TableIdentifier& bronze_id) {
-  std::vector<const arrow::Array*> key_arrays;
-  for (const auto& k : key) {
-    auto it = columns.find(k);
-    if (it == columns.end()) {
-      return arrow::Status::Invalid("merge key column `", k, "` is not a column of ",
-                                    bronze_id.ToString());
+const SpillPurpose kBackfillSpill{
+    "a backfill from an export larger than silver.memory_limit",
+    "about the export's size (in Arrow form, LZ4-compressed)"};
+
+// The export's rows (HeldRows), held in memory or, when they do not fit, spilled by
+// partition: the hash of the first key column (Iceberg's bucket of it) modulo a
+// power of two, so a key's rows share a partition and a partition holds whole
+// Silver buckets (or, when Silver's buckets are fewer, a part of one).
+class HeldExport {
+ public:
+  static arrow::Result<HeldExport> Read(ExportReader& source,
+                                        const std::shared_ptr<arrow::Schema>& held,
+                                        const std::vector<std::string>& key,
+                                        const ice::Type& key_type,
+                                        const BackfillTableOptions& options) {
+    HeldExport out;
+    out.schema_ = held;
+    int64_t row = 0;
+    while (true) {
+      ARROW_ASSIGN_OR_RAISE(auto batch, source.next());
+      if (batch == nullptr) break;
+      if (batch->num_rows() == 0) continue;
+      ARROW_ASSIGN_OR_RAISE(auto rows, HeldRows(held, *batch, row, key));
+      row += rows->num_rows();
+      if (out.spill_ == nullptr && out.held_.empty()) {
+        // The partitions from the first batch: a partition, its copy sorted and its
+        // keys hashed take about four times its bytes.
+        ARROW_ASSIGN_OR_RAISE(const int64_t bytes,
+                              arrow::util::ReferencedBufferSize(*rows));
+        const double total = static_cast<double>(bytes) /
+                             static_cast<double>(rows->num_rows()) *
+                             static_cast<double>(std::max(source.rows, row));
+        const double room = static_cast<double>(
+            std::max<int64_t>(options.memory_limit - kBackfillFixedBytes, 8 << 20));
+        while (out.partitions_ < kMaxExportPartitions &&
+               4 * total > room * out.partitions_) {
+          out.partitions_ *= 2;
+        }
+        if (out.partitions_ > 1) {
+          ARROW_ASSIGN_OR_RAISE(
+              out.spill_, PartitionSpill::Make(options.spill_dir, out.partitions_, held,
+                                               kBackfillSpill));
+        }
+      }
+      if (out.spill_ == nullptr) {
+        out.held_.push_back(std::move(rows));
+        continue;
+      }
+      ARROW_ASSIGN_OR_RAISE(
+          std::vector<int32_t> parts,
+          ice::BucketValues(*rows->GetColumnByName(key[0]), key_type, out.partitions_));
+      // One reordering of the batch by partition, then each partition's slice.
+      std::vector<int64_t> starts(out.partitions_ + 1, 0);
+      for (int32_t p : parts) ++starts[p + 1];
+      std::partial_sum(starts.begin(), starts.end(), starts.begin());
+      std::vector<int64_t> next(starts.begin(), starts.end() - 1);
+      std::vector<int64_t> order(rows->num_rows());
+      for (int64_t i = 0; i < rows->num_rows(); ++i) order[next[parts[i]]++] = i;
+      arrow::Int64Builder indices;
+      ARROW_RETURN_NOT_OK(indices.AppendValues(order));
+      ARROW_ASSIGN_OR_RAISE(auto taken, indices.Finish());
+      ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted,
+                            cp::Take(arrow::Datum(rows), arrow::Datum(taken)));
+      for (int32_t p = 0; p < out.partitions_; ++p) {
+        const int64_t n = starts[p + 1] - starts[p];
+        if (n == 0) continue;
+        ARROW_RETURN_NOT_OK(
+            out.spill_->Write(p, sorted.record_batch()->Slice(starts[p], n)));
+      }
     }
-    if (it->second->null_count() > 0) {
-      return arrow::Status::Invalid("the export has rows with a null key column `", k,
-                                    "`; a Silver key cannot be null");
-    }
-    key_arrays.push_back(it->second.get());
+    out.rows_ = row;
+    return out;
   }
+
+  int32_t partitions() const { return partitions_; }
+  int64_t rows() const { return rows_; }
+
+  /// Partition `p`'s rows as one batch.
+  arrow::Result<std::shared_ptr<arrow::RecordBatch>> Load(int32_t p) const {
+    std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+    if (spill_ == nullptr) {
+      batches = held_;
+    } else {
+      ARROW_RETURN_NOT_OK(spill_->ReadInto(p, &batches));
+    }
+    if (batches.empty()) return arrow::RecordBatch::MakeEmpty(schema_);
+    return arrow::ConcatenateRecordBatches(batches);
+  }
+
+ private:
+  std::shared_ptr<arrow::Schema> schema_;
+  int32_t partitions_ = 1;
+  int64_t rows_ = 0;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> held_;
+  std::unique_ptr<PartitionSpill> spill_;
+};
+
+// The key is unique in `rows` (HeldRows: a key's rows all in one partition).
+arrow::Status CheckUniqueKey(const arrow::RecordBatch& rows,
+                             const std::vector<std::string>& key) {
+  std::vector<const arrow::Array*> key_arrays;
+  for (const auto& k : key) key_arrays.push_back(rows.GetColumnByName(k).get());
+  const auto& numbers =
+      static_cast<const arrow::Int64Array&>(*rows.GetColumnByName(kExportRowColumn));
   // Rows are named by their number, not their key: values from the source never go
   // into a message.
   std::unordered_map<std::string, int64_t> seen;
   for (int64_t i = 0; i < rows.num_rows(); ++i) {
     ARROW_ASSIGN_OR_RAISE(std::string encoded, EncodeKey(key_arrays, i));
-    auto [it, added] = seen.emplace(std::move(encoded), i);
+    auto [it, added] = seen.emplace(std::move(encoded), numbers.Value(i));
     if (!added) {
-      std::string names;
-      for (const std::string& k : key) names += (names.empty() ? "" : ", ") + k;
       return arrow::Status::Invalid("the export holds rows ", it->second + 1, " and ",
-                                    i + 1, " with the same key (", names,
+                                    numbers.Value(i) + 1, " with the same key (",
+                                    Joined(key),
                                     "); it is not a consistent export of a table with "
                                     "that key");
     }
@@ -298,36 +425,148 @@ arrow::Status CheckExportKey(
   return arrow::Status::OK();
 }
 
-// The export's rows in Silver's schema `silver_arrow`.
+// Held rows in Silver's schema `silver_arrow`.
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> SilverRows(
-    const std::shared_ptr<arrow::Schema>& silver_arrow,
-    const std::map<std::string, std::shared_ptr<arrow::Array>>& columns,
-    const arrow::Table& rows, uint64_t lsn) {
+    const std::shared_ptr<arrow::Schema>& silver_arrow, const arrow::RecordBatch& rows,
+    uint64_t lsn) {
   arrow::ArrayVector arrays;
   for (const auto& field : silver_arrow->fields()) {
-    if (field->name() == kCdcCommitLsn) {
+    std::shared_ptr<arrow::Array> array = rows.GetColumnByName(field->name());
+    if (field->name() == kCdcCommitLsn && array == nullptr) {
       // The last change applied to each row is unknown: the export's LSN stands in.
-      ARROW_ASSIGN_OR_RAISE(auto array, arrow::MakeArrayFromScalar(
-                                            arrow::Int64Scalar(static_cast<int64_t>(lsn)),
+      ARROW_ASSIGN_OR_RAISE(
+          array, arrow::MakeArrayFromScalar(arrow::Int64Scalar(static_cast<int64_t>(lsn)),
                                             rows.num_rows()));
-      arrays.push_back(array);
-      continue;
-    }
-    auto it = columns.find(field->name());
-    if (it == columns.end()) {
-      ARROW_ASSIGN_OR_RAISE(auto array,
+    } else if (array == nullptr) {
+      ARROW_ASSIGN_OR_RAISE(array,
                             arrow::MakeArrayOfNull(field->type(), rows.num_rows()));
-      arrays.push_back(array);
-      continue;
-    }
-    std::shared_ptr<arrow::Array> array = it->second;
-    if (!array->type()->Equals(*field->type())) {
+    } else if (!array->type()->Equals(*field->type())) {
       ARROW_ASSIGN_OR_RAISE(auto cast, cp::Cast(array, field->type()));
       array = cast.make_array();
     }
-    arrays.push_back(array);
+    arrays.push_back(std::move(array));
   }
   return arrow::RecordBatch::Make(silver_arrow, rows.num_rows(), arrays);
+}
+
+// Writes Silver bucket `bucket` of `buckets` from the partitions of `rows` that hold
+// its rows (more partitions than buckets: p = bucket mod buckets): each partition
+// sorted by the key into a run spilled to disk, the runs merged into the bucket's
+// files, so the bucket gets files of the target size, not one per partition.
+arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
+    ice::Table& silver, const std::shared_ptr<arrow::Schema>& silver_arrow,
+    const HeldExport& rows, int32_t bucket, int32_t buckets,
+    const std::vector<std::string>& key, const ice::RowOrder& order, uint64_t lsn,
+    const BackfillTableOptions& options) {
+  std::vector<cp::SortKey> sort_keys;
+  for (const auto& k : key) sort_keys.emplace_back(k);
+  const int64_t runs_count = (rows.partitions() - bucket + buckets - 1) / buckets;
+  std::vector<std::unique_ptr<ice::SpilledRun>> runs;
+  int64_t run_batch_rows = kExportBatchRows;
+  for (int32_t p = bucket; p < rows.partitions(); p += buckets) {
+    ARROW_ASSIGN_OR_RAISE(auto held, rows.Load(p));
+    if (held->num_rows() == 0) continue;
+    ARROW_ASSIGN_OR_RAISE(auto batch, SilverRows(silver_arrow, *held, lsn));
+    held.reset();
+    ARROW_ASSIGN_OR_RAISE(
+        auto indices, cp::SortIndices(arrow::Datum(batch), cp::SortOptions(sort_keys)));
+    ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(batch), indices));
+    batch = sorted.record_batch();
+    // The runs' batches, one of each held at once while merging, in a quarter of
+    // the memory.
+    ARROW_ASSIGN_OR_RAISE(const int64_t bytes, arrow::util::ReferencedBufferSize(*batch));
+    const int64_t row_bytes = std::max<int64_t>(1, bytes / batch->num_rows());
+    run_batch_rows = std::clamp<int64_t>(
+        options.memory_limit / 4 / std::max<int64_t>(1, runs_count) / row_bytes, 64,
+        kExportBatchRows);
+    ARROW_ASSIGN_OR_RAISE(auto run,
+                          ice::SpilledRun::Create(options.spill_dir, silver_arrow));
+    for (int64_t at = 0; at < batch->num_rows(); at += run_batch_rows) {
+      ARROW_RETURN_NOT_OK(run->Write(*batch->Slice(at, run_batch_rows)));
+    }
+    ARROW_RETURN_NOT_OK(run->Close());
+    runs.push_back(std::move(run));
+  }
+  if (runs.empty()) return std::vector<ice::DataFile>{};
+  std::vector<ice::BatchSource> sources;
+  for (auto& run : runs) sources.push_back([r = run.get()]() { return r->Next(); });
+  ARROW_ASSIGN_OR_RAISE(auto writer,
+                        silver.NewDataFileWriter({ice::Literal(int32_t{bucket})},
+                                                 options.target_file_bytes));
+  writer->set_row_group_bytes(std::max<int64_t>(1 << 20, options.memory_limit / 8));
+  ARROW_ASSIGN_OR_RAISE(
+      bool sorted,
+      ice::MergeSortedRuns(
+          std::move(sources), silver_arrow, order, run_batch_rows,
+          [&](std::shared_ptr<arrow::RecordBatch> b) { return writer->Write(*b); }));
+  auto files = writer->Finish();
+  if (!sorted) {
+    if (files.ok()) {
+      for (const auto& f : *files) ARROW_UNUSED(silver.io().Delete(f.file_path));
+    }
+    return arrow::Status::UnknownError("a sorted run of bucket ", bucket,
+                                       " came back out of order");
+  }
+  return files;
+}
+
+// Writes every partition of `rows` to `silver` (sorted by the key, by bucket) and
+// commits them in one append with watermark `lsn`. On failure nothing is committed
+// and the files written are deleted.
+arrow::Status WriteAndCommit(ice::Table& silver, ice::FileIO& io, const HeldExport& rows,
+                             const std::vector<std::string>& key, uint64_t lsn,
+                             const BackfillTableOptions& options,
+                             const ice::TableIdentifier& silver_id,
+                             BackfillStats* stats) {
+  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
+  std::vector<ice::DataFile> files;
+  auto drop_files = [&]() {
+    for (const auto& f : files) ARROW_UNUSED(io.Delete(f.file_path));
+  };
+  // More partitions than buckets: a bucket's partitions are merged (when the key's
+  // types can be ordered), else each partition holds whole buckets.
+  const int32_t buckets = stats->buckets;
+  std::optional<ice::RowOrder> order;
+  if (rows.partitions() > buckets) {
+    std::vector<int> columns;
+    for (const auto& k : key) columns.push_back(silver_arrow->GetFieldIndex(k));
+    auto made = ice::RowOrder::Make(*silver_arrow, columns);
+    if (made.ok()) order = std::move(*made);
+  }
+  const int32_t steps = order ? buckets : rows.partitions();
+  for (int32_t p = 0; p < steps; ++p) {
+    auto written = [&]() -> arrow::Result<std::vector<ice::DataFile>> {
+      if (order) {
+        return WriteBucketFromRuns(silver, silver_arrow, rows, p, buckets, key, *order,
+                                   lsn, options);
+      }
+      ARROW_ASSIGN_OR_RAISE(auto held, rows.Load(p));
+      if (held->num_rows() == 0) return std::vector<ice::DataFile>{};
+      ARROW_ASSIGN_OR_RAISE(auto batch, SilverRows(silver_arrow, *held, lsn));
+      held.reset();
+      return WriteUpserts(silver, batch, key);
+    }();
+    if (!written.ok()) {
+      drop_files();
+      return written.status();
+    }
+    for (auto& f : *written) files.push_back(std::move(f));
+  }
+  ice::SummaryProperties summary = {{lake::kWatermarkSummaryKey, std::to_string(lsn)}};
+  if (!options.origin.empty()) summary[lake::kSeededFromSummaryKey] = options.origin;
+  // One attempt: if anything committed to the new table meanwhile (a `floe silver`
+  // pass filling it from Bronze), the catalog's compare-and-swap refuses this commit.
+  ice::CommitOptions once;
+  once.max_attempts = 1;
+  auto committed = silver.AppendFiles(files, summary, once);
+  if (!committed.ok()) {
+    drop_files();
+    return arrow::Status::IOError(
+        "seeding ", silver_id.ToString(), " failed: ", committed.status().message(),
+        ". If `floe silver` ran meanwhile, stop it and retry with --replace");
+  }
+  stats->data_files = static_cast<int32_t>(files.size());
+  return arrow::Status::OK();
 }
 
 }  // namespace
@@ -337,7 +576,7 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
                                            const ice::TableIdentifier& bronze_id,
                                            const ice::TableIdentifier& silver_id,
                                            const std::string& warehouse,
-                                           const arrow::Table& rows, uint64_t lsn,
+                                           ExportReader& rows, uint64_t lsn,
                                            const BackfillTableOptions& options) {
   ARROW_RETURN_NOT_OK(EnsureCompute());
   BackfillStats stats;
@@ -362,31 +601,39 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
   for (const auto& f : bronze_schema.fields()) {
     if (!IsCdcColumn(f.name)) row_fields.push_back(&f);
   }
-  ARROW_RETURN_NOT_OK(CheckExportColumns(row_fields, rows, bronze_id));
+  ARROW_RETURN_NOT_OK(CheckExportColumns(row_fields, *rows.schema, bronze_id));
+  const ice::NestedField* key_field = bronze_schema.FindField(key[0]);
+  if (key_field == nullptr) {
+    return arrow::Status::Invalid("merge key column `", key[0], "` is not a column of ",
+                                  bronze_id.ToString());
+  }
 
   // Silver's table: refuse to overwrite one unless asked.
   ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(silver_id));
-  if (exists) {
-    if (!options.replace) {
-      return arrow::Status::Invalid(
-          silver_id.ToString(),
-          " already exists; pass --replace to drop it and seed it from the export "
-          "(its files stay until orphan cleanup), or drop it yourself");
-    }
+  if (exists && !options.replace) {
+    return arrow::Status::Invalid(
+        silver_id.ToString(),
+        " already exists; pass --replace to drop it and seed it from the export "
+        "(its files stay until orphan cleanup), or drop it yourself");
   }
 
-  // Values in Bronze's types, the key unique and not null.
-  ARROW_ASSIGN_OR_RAISE(auto columns, ExportColumns(row_fields, rows));
-  ARROW_RETURN_NOT_OK(CheckExportKey(columns, key, rows, bronze_id));
+  // Values in Bronze's types, the key not null (as read) and unique (a partition at
+  // a time), before anything is dropped or created.
+  ARROW_ASSIGN_OR_RAISE(auto held_schema, HeldSchema(row_fields));
+  ARROW_ASSIGN_OR_RAISE(HeldExport held, HeldExport::Read(rows, held_schema, key,
+                                                          *key_field->type, options));
+  for (int32_t p = 0; p < held.partitions(); ++p) {
+    ARROW_ASSIGN_OR_RAISE(auto part, held.Load(p));
+    ARROW_RETURN_NOT_OK(CheckUniqueKey(*part, key));
+  }
 
   if (exists) {
     ARROW_RETURN_NOT_OK(catalog->DropTable(silver_id));
     stats.replaced = true;
   }
-  auto created =
-      CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse, key,
-                        rows.num_rows(), options.target_file_bytes, &stats.buckets,
-                        options.copy_on_write);
+  auto created = CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse,
+                                   key, held.rows(), options.target_file_bytes,
+                                   &stats.buckets, options.copy_on_write);
   if (!created.ok()) {
     if (ice::GetCatalogErrorKind(created.status()) ==
         ice::CatalogErrorKind::kAlreadyExists) {
@@ -396,32 +643,31 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
     }
     return created.status();
   }
-  std::unique_ptr<ice::Table> silver = std::move(*created);
-  ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver->schema()));
-  ARROW_ASSIGN_OR_RAISE(auto batch, SilverRows(silver_arrow, columns, rows, lsn));
-  auto written = WriteUpserts(*silver, batch, key);
+  arrow::Status written =
+      WriteAndCommit(**created, *io, held, key, lsn, options, silver_id, &stats);
   if (!written.ok()) {
     // Nothing committed: do not leave an empty table behind for a retry to trip on.
     ARROW_UNUSED(catalog->DropTable(silver_id));
-    return written.status();
+    return written;
   }
-  const std::vector<ice::DataFile>& files = *written;
-  ice::SummaryProperties summary = {{lake::kWatermarkSummaryKey, std::to_string(lsn)}};
-  if (!options.origin.empty()) summary[lake::kSeededFromSummaryKey] = options.origin;
-  // One attempt: if anything committed to the new table meanwhile (a `floe silver`
-  // pass filling it from Bronze), the catalog's compare-and-swap refuses this commit.
-  ice::CommitOptions once;
-  once.max_attempts = 1;
-  auto committed = silver->AppendFiles(files, summary, once);
-  if (!committed.ok()) {
-    for (const auto& f : files) ARROW_UNUSED(io->Delete(f.file_path));
-    return arrow::Status::IOError(
-        "seeding ", silver_id.ToString(), " failed: ", committed.status().message(),
-        ". If `floe silver` ran meanwhile, stop it and retry with --replace");
-  }
-  stats.rows = rows.num_rows();
-  stats.data_files = static_cast<int32_t>(files.size());
+  stats.rows = held.rows();
   return stats;
+}
+
+arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
+                                           std::shared_ptr<ice::FileIO> io,
+                                           const ice::TableIdentifier& bronze_id,
+                                           const ice::TableIdentifier& silver_id,
+                                           const std::string& warehouse,
+                                           const arrow::Table& rows, uint64_t lsn,
+                                           const BackfillTableOptions& options) {
+  auto reader = std::make_shared<arrow::TableBatchReader>(rows);
+  ExportReader source;
+  source.schema = rows.schema();
+  source.rows = rows.num_rows();
+  source.next = [reader]() { return reader->Next(); };
+  return BackfillTable(catalog, io, bronze_id, silver_id, warehouse, source, lsn,
+                       options);
 }
 
 arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& config,
@@ -437,8 +683,8 @@ arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& co
         "Bronze's changes after the export");
   }
   ProgressReporter progress("backfill", "rows read", options.progress);
-  ARROW_ASSIGN_OR_RAISE(auto rows, ReadParquetExport(options.parquet_path, &progress));
-  progress.SetDetail("sorting and writing Silver");
+  ARROW_ASSIGN_OR_RAISE(ExportReader rows,
+                        OpenParquetExport(options.parquet_path, &progress));
   BackfillTableOptions table_options;
   table_options.key = names.key;
   table_options.replace = options.replace;
@@ -446,8 +692,10 @@ arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& co
   table_options.copy_on_write =
       config.silver.WriteModeOf(options.table) == config::SilverWriteMode::kCopyOnWrite;
   table_options.origin = options.parquet_path + " at " + Lsn(options.lsn).ToString();
+  table_options.memory_limit = MergeShare(config.silver.memory_limit, 1);
+  table_options.spill_dir = config.silver.spill_dir;
   auto stats = BackfillTable(catalog.get(), io, names.bronze, names.silver,
-                             config.warehouse, *rows, options.lsn, table_options);
+                             config.warehouse, rows, options.lsn, table_options);
   progress.SetDetail(stats.ok() ? "written" : "failed");
   progress.Finish();
   return stats;

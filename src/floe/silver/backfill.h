@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,11 +42,20 @@ namespace floe::silver {
 arrow::Result<uint64_t> BronzeStartLsn(const iceberg::TableMetadata& bronze,
                                        iceberg::FileIO& io);
 
-/// Reads a Parquet export: one file, or every `*.parquet` file of a directory (in
-/// name order), as one table; rows read are counted into `progress` (may be null),
-/// whose total is the export's row count from the files' footers.
-arrow::Result<std::shared_ptr<arrow::Table>> ReadParquetExport(
-    const std::string& path, ProgressReporter* progress = nullptr);
+/// An export read a batch at a time.
+struct ExportReader {
+  std::shared_ptr<arrow::Schema> schema;
+  /// Rows in all (from the files' footers).
+  int64_t rows = 0;
+  /// The next batch; null at the end.
+  std::function<arrow::Result<std::shared_ptr<arrow::RecordBatch>>()> next;
+};
+
+/// Opens a Parquet export: one file, or every `*.parquet` file of a directory (in
+/// name order), which must share one schema; rows read are counted into `progress`
+/// (may be null), whose total is the export's row count from the files' footers.
+arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
+                                              ProgressReporter* progress = nullptr);
 
 struct BackfillTableOptions {
   /// The merge key declared in the pipeline file (silver.keys), else Bronze's.
@@ -57,6 +68,12 @@ struct BackfillTableOptions {
   bool copy_on_write = false;
   /// Recorded in the snapshot summary (lake::kSeededFromSummaryKey).
   std::string origin;
+  /// The memory the backfill aims to stay under (its MergeShare of
+  /// silver.memory_limit): an export larger than fits is spilled to `spill_dir`
+  /// partitioned by the first key column's hash, then checked and written a
+  /// partition at a time.
+  int64_t memory_limit = int64_t{512} << 20;
+  std::filesystem::path spill_dir;
 };
 
 struct BackfillStats {
@@ -72,7 +89,16 @@ struct BackfillStats {
 /// table at `lsn`): checks the guard and the columns (matched by name to Bronze's row
 /// columns; a missing or extra column is an error naming it; values are cast to
 /// Bronze's types), checks the key is unique and not null, creates the table and
-/// commits the rows in one append with watermark `lsn`.
+/// commits the rows in one append with watermark `lsn`. Nothing is created or
+/// dropped (with `replace`) before every check passed.
+arrow::Result<BackfillStats> BackfillTable(iceberg::Catalog* catalog,
+                                           std::shared_ptr<iceberg::FileIO> io,
+                                           const iceberg::TableIdentifier& bronze_id,
+                                           const iceberg::TableIdentifier& silver_id,
+                                           const std::string& warehouse,
+                                           ExportReader& rows, uint64_t lsn,
+                                           const BackfillTableOptions& options);
+/// The same, from rows in memory.
 arrow::Result<BackfillStats> BackfillTable(iceberg::Catalog* catalog,
                                            std::shared_ptr<iceberg::FileIO> io,
                                            const iceberg::TableIdentifier& bronze_id,

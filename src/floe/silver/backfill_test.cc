@@ -3,9 +3,11 @@
 // the export's LSN. tests/integration/test_silver_tools.py runs it end to end.
 #include "floe/silver/backfill.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -146,6 +148,91 @@ TEST_F(BackfillTest, SeedsSilverThenMergesContinueFromTheExportLsn) {
   Merge();
   EXPECT_EQ(SilverRows(),
             (std::map<int64_t, std::string>{{1, "uno"}, {2, "dos"}, {4, "four"}}));
+}
+
+// An export larger than the memory limit is spilled by the key's hash and checked
+// and written a partition at a time: every row once, each file sorted by the key, a
+// duplicate key still found (naming its rows) before the table is touched, nothing
+// left in the spill directory. Seeded: the rows and where the duplicate goes.
+TEST_F(BackfillTest, AnExportLargerThanTheMemoryLimitIsSeededAPartitionAtATime) {
+  Append({{"r", 100, 0, 1, "one"}}, 100);
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    // Small files: more buckets than partitions (each partition whole buckets).
+    // Large: one bucket over many partitions, merged from sorted runs into one file.
+    const int64_t target = seed % 2 == 1 ? int64_t{1} << 20 : int64_t{1} << 30;
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", target " + std::to_string(target));
+    std::mt19937_64 rng(seed);
+    std::map<int64_t, std::string> rows;
+    while (rows.size() < 20'000) {
+      const int64_t id =
+          std::uniform_int_distribution<int64_t>(-1'000'000, 1'000'000)(rng);
+      rows[id] =
+          std::string(1000, static_cast<char>('a' + id % 26 + (id < 0 ? 26 : 0) % 26));
+    }
+    // Export order: shuffled.
+    std::vector<std::pair<int64_t, std::string>> shuffled(rows.begin(), rows.end());
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    auto table_of = [](const std::vector<std::pair<int64_t, std::string>>& in) {
+      arrow::Int64Builder id;
+      arrow::StringBuilder name;
+      for (const auto& [k, v] : in) {
+        EXPECT_TRUE(id.Append(k).ok());
+        EXPECT_TRUE(name.Append(v).ok());
+      }
+      return arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64()),
+                                               arrow::field("name", arrow::utf8())}),
+                                {id.Finish().ValueOrDie(), name.Finish().ValueOrDie()});
+    };
+    BackfillTableOptions options;
+    options.replace = true;
+    options.target_file_bytes = target;
+    options.memory_limit = 0;  // the least: 8 MiB for rows, about 20 MB of them
+    options.spill_dir = dir_ / "spill";
+    fs::create_directories(options.spill_dir);
+
+    // A duplicate at a random place: refused with both rows' numbers.
+    auto with_duplicate = shuffled;
+    const size_t first =
+        std::uniform_int_distribution<size_t>(0, shuffled.size() - 1)(rng);
+    with_duplicate.push_back(shuffled[first]);
+    auto refused = BackfillTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_,
+                                 *table_of(with_duplicate), 100, options);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find(
+                  "rows " + std::to_string(first + 1) + " and " +
+                  std::to_string(with_duplicate.size()) + " with the same key (id)"),
+              std::string::npos)
+        << refused.status().message();
+    EXPECT_TRUE(fs::is_empty(options.spill_dir));
+
+    auto seeded = BackfillTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_,
+                                *table_of(shuffled), 100, options);
+    ASSERT_TRUE(seeded.ok()) << seeded.status().ToString();
+    EXPECT_EQ(seeded->rows, static_cast<int64_t>(rows.size()));
+    EXPECT_EQ(SilverRows(), rows);
+    EXPECT_TRUE(fs::is_empty(options.spill_dir));
+    // Each file sorted by the key.
+    auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+    if (target == int64_t{1} << 30) {
+      EXPECT_EQ(seeded->buckets, 1);
+      EXPECT_EQ(seeded->data_files, 1);
+    } else {
+      EXPECT_GT(seeded->buckets, 1);
+    }
+    for (const auto& f : silver->LiveFiles().ValueOrDie()) {
+      ice::FileScanTask task;
+      task.data_file = f.entry.data_file;
+      std::vector<int64_t> ids;
+      for (const auto& b : ice::ReadFileScanTask(*io_, task, silver->schema(),
+                                                 silver->schema(), ice::AlwaysTrue())
+                               .ValueOrDie()) {
+        const auto& column =
+            static_cast<const arrow::Int64Array&>(*b->GetColumnByName("id"));
+        for (int64_t i = 0; i < column.length(); ++i) ids.push_back(column.Value(i));
+      }
+      EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+    }
+  }
 }
 
 TEST_F(BackfillTest, TheSeededTableNamesItsWriteMode) {
