@@ -132,11 +132,20 @@ def silver_by_reader(run, con, table, service: str = SERVICE):
                "DuckDB": (dk.column_names, dk.to_pylist())}
 
 
+def _key_part(v: Any) -> Any:
+    """A key value as a dict key: NaN (which equals nothing in Python, itself
+    included) as a marker, as PostgreSQL's float equality has NaN = NaN."""
+    v = norm(v)
+    if isinstance(v, float) and math.isnan(v):
+        return ("NaN",)
+    return v
+
+
 def _keyed(rows: list[dict], key: list[str]) -> tuple[dict[tuple, dict], list[tuple]]:
     out: dict[tuple, dict] = {}
     dupes = []
     for r in rows:
-        k = tuple(norm(r[c]) for c in key)
+        k = tuple(_key_part(r[c]) for c in key)
         if k in out:
             dupes.append(k)
         out[k] = r

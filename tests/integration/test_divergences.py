@@ -44,6 +44,36 @@ def wait_copied(run, table: str, timeout: float = 90) -> None:
         what=f"the copy of {table} to commit")
 
 
+def test_boolean_and_nan_key_columns_after_the_first_merge(floe, pg, duckdb_con):
+    """Break-it findings: a boolean key column after the first asked Parquet for a
+    bloom filter it cannot write (every merge of the table failed), and a NaN in a
+    float key column reached the merge's scan filter, which cannot name NaN (every
+    merge after a change to such a row failed)."""
+    pg.execute("CREATE TABLE kb (a int, b boolean, v int, PRIMARY KEY (a, b))")
+    pg.execute("INSERT INTO kb SELECT g % 20, g >= 20, g FROM generate_series(0, 39) g")
+    pg.execute("CREATE TABLE kf (a int, f float8, r real, v int, PRIMARY KEY (a, f, r))")
+    pg.execute("INSERT INTO kf VALUES (1, 'NaN', 1, 1), (1, 1.5, 'NaN', 2), "
+               "(2, 'Infinity', '-Infinity', 3), (2, '-0', 0, 4), (3, 'NaN', 'NaN', 5), "
+               "(4, 2.5, 2.5, 6)")
+    run = floe(service=SERVICE).start()
+    run.wait_streaming()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.kb", ["a", "b"])
+    check_silver(run, pg, duckdb_con, "public.kf", ["a", "f", "r"])
+    pg.execute("UPDATE kb SET v = -v WHERE a % 3 = 0")
+    pg.execute("DELETE FROM kb WHERE a = 5 AND b")
+    pg.execute("DELETE FROM kb WHERE a = 7 AND b")
+    pg.execute("UPDATE kb SET b = NOT b WHERE a = 7")
+    pg.execute("UPDATE kf SET v = v * 10 WHERE f = 'NaN' OR r = 'NaN'")
+    pg.execute("DELETE FROM kf WHERE a = 3")
+    pg.execute("UPDATE kf SET f = 'NaN' WHERE a = 4")
+    pg.execute("INSERT INTO kf VALUES (5, 'NaN', 0, 7)")
+    wait_flushed(run, pg)
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.kb", ["a", "b"])
+    check_silver(run, pg, duckdb_con, "public.kf", ["a", "f", "r"])
+
+
 def test_an_update_right_after_another_rows_delete_keeps_its_own_toast(floe, pg,
                                                                        duckdb_con):
     """#1: DELETE a; UPDATE b SET title (b's body unchanged TOAST) in one transaction

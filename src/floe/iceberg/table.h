@@ -252,6 +252,10 @@ class Table {
   void set_plain_fields(std::vector<int32_t> field_ids) {
     plain_fields_ = std::move(field_ids);
   }
+  /// Row groups of the data files this Table object writes of at most about this
+  /// many in-memory bytes (DataFileWriter::set_row_group_bytes; 0: a quarter of the
+  /// target size). Not a table property: a writer's memory budget.
+  void set_row_group_bytes(int64_t bytes) { row_group_bytes_ = bytes; }
 
   /// A fresh location for a data file of partition `partition` (in the default
   /// spec): `<location>/data/<field>=<value>/.../<uuid>.parquet`.
@@ -410,6 +414,7 @@ class Table {
   TableMetadata metadata_;
   std::string metadata_location_;
   std::vector<int32_t> plain_fields_;
+  int64_t row_group_bytes_ = 0;
 };
 
 /// The longest directory name PartitionPath writes for one partition field.

@@ -64,7 +64,11 @@ arrow::Result<ParquetWriterOptions> Table::WriterOptions() const {
     bloom.column = it->first.substr(enabled_prefix.size());
     // A column renamed or dropped since the property was set: Iceberg keys these
     // properties by name, and a rename does not carry them along.
-    if (schema().FindField(bloom.column) == nullptr) continue;
+    const NestedField* bloom_field = schema().FindField(bloom.column);
+    if (bloom_field == nullptr) continue;
+    // Parquet has no bloom filters for booleans (a table made before floe knew, or by
+    // another engine, may ask for one): the column is written without.
+    if (bloom_field->type->id() == TypeId::kBoolean) continue;
     auto fpp = props.find(kBloomFilterFppPrefix + bloom.column);
     if (fpp != props.end()) {
       try {
@@ -188,8 +192,10 @@ arrow::Result<std::unique_ptr<DataFileWriter>> Table::NewDataFileWriter(
   }
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema()));
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, WriterOptions());
-  return std::unique_ptr<DataFileWriter>(new DataFileWriter(
+  auto writer = std::unique_ptr<DataFileWriter>(new DataFileWriter(
       this, partition, std::move(spec), std::move(arrow_schema), options, target));
+  writer->set_row_group_bytes(row_group_bytes_);
+  return writer;
 }
 
 struct DataFileWriter::OpenFile {

@@ -309,6 +309,8 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
   }
   props.insert(DefaultProperties().begin(), DefaultProperties().end());
   for (const auto& k : key) {
+    // Parquet has no bloom filters for booleans (a boolean key column after the first).
+    if (schema.FindField(k)->type->id() == ice::TypeId::kBoolean) continue;
     props[std::string(ice::kBloomFilterEnabledPrefix) + k] = "true";
   }
   ARROW_RETURN_NOT_OK(catalog->EnsureNamespace(silver_id.ns));
@@ -743,6 +745,9 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       silver = std::move(*created);
     }
     if (stats.buckets == 0) stats.buckets = SilverBuckets(*silver);
+    // A row group is held in memory until it is flushed: the upserts' and a
+    // copy-on-write rewrite's within the merge's share.
+    silver->set_row_group_bytes(RowGroupBytes(options.memory_limit));
 
     // Everything below is planned from this Silver snapshot, and the commit lands only
     // on it (one attempt: a concurrent commit makes the catalog's compare-and-swap

@@ -102,6 +102,13 @@ inline int64_t SliceBytes(int64_t share) {
                            (share - kFixedWorkingSet) / kWorkingSetFactor);
 }
 
+/// The in-memory bytes of a row group a merge with `share` of memory writes (held
+/// until flushed): an eighth of the share, at least 1 MiB (the writer's default, a
+/// quarter of the target file size, when that is less).
+inline int64_t RowGroupBytes(int64_t share) {
+  return std::max<int64_t>(int64_t{1} << 20, share / 8);
+}
+
 struct MergeOptions {
   /// The merge key declared in the pipeline file (silver.keys); unset uses Bronze's
   /// `floe.source.primary-key`.
