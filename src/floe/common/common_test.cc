@@ -1,5 +1,10 @@
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -7,6 +12,7 @@
 #include "floe/common/civil_date.h"
 #include "floe/common/error.h"
 #include "floe/common/parse.h"
+#include "floe/common/spill_dir.h"
 
 namespace floe {
 namespace {
@@ -95,6 +101,47 @@ TEST(CivilDate, RoundTripsAndStepsOneDayAtATime) {
       prev = d;
     }
   }
+}
+
+// A spill directory is made (its parent too), removed with the object; those of
+// processes that are gone are removed by the next one made, a live process's kept; a
+// parent that cannot be made names the setting.
+TEST(SpillDirectory, MadeRemovedAndLeftoversOfDeadProcessesCleared) {
+  namespace fs = std::filesystem;
+  const fs::path base = fs::temp_directory_path() /
+                        ("floe_spill_dir_test_" + std::to_string(::getpid())) / "nested";
+  fs::remove_all(base.parent_path());
+  fs::path made;
+  {
+    auto dir = SpillDirectory::Make(base, "a test");
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    made = (*dir)->path();
+    EXPECT_TRUE(fs::is_directory(made));
+    EXPECT_EQ(made.parent_path(), base);
+    std::ofstream(made / "run.arrow") << "x";
+  }
+  EXPECT_FALSE(fs::exists(made));
+  // Left by a killed process (no such pid), by this one, and not floe's.
+  const fs::path dead = base / "floe-spill-999999998-abcdef";
+  const fs::path alive = base / ("floe-spill-" + std::to_string(::getpid()) + "-abcdef");
+  const fs::path other = base / "floe-spill-x-abcdef";
+  for (const auto& d : {dead, alive, other}) {
+    fs::create_directories(d);
+    std::ofstream(d / "p0.arrows") << "x";
+  }
+  auto next = SpillDirectory::Make(base, "a test");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_TRUE(fs::exists(other));
+  next->reset();
+  // Under a regular file: no directory can be made.
+  std::ofstream(base / "file") << "x";
+  auto refused = SpillDirectory::Make(base / "file" / "below", "a test");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("set silver.spill_dir"), std::string::npos)
+      << refused.status().message();
+  fs::remove_all(base.parent_path());
 }
 
 }  // namespace

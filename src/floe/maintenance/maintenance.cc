@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "floe/common/error.h"
+#include "floe/common/spill_dir.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/literal.h"
 #include "floe/iceberg/partition_split.h"
@@ -516,6 +517,11 @@ arrow::Result<std::vector<ServiceTable>> ListServiceTables(
 arrow::Result<std::vector<TableReport>> CompactService(const config::PipelineConfig& config,
                                                        const CompactOptions& options) {
   ARROW_ASSIGN_OR_RAISE(Opened opened, OpenService(config, options.table));
+  // What a killed floe process spilled (a compaction, a merge) goes now, whether or
+  // not this compaction spills.
+  if (!options.table_options.spill_dir.empty()) {
+    SpillDirectory::RemoveStale(options.table_options.spill_dir);
+  }
   auto reports = ForEachTable(
       opened, [&](ice::Table& table, bool is_silver) -> arrow::Result<std::string> {
         if (is_silver) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -9,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "floe/common/spill_dir.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/literal.h"
 #include "floe/iceberg/partition_split.h"
@@ -102,10 +104,40 @@ class Writers {
     return arrow::Status::OK();
   }
 
+  /// Rows go to a run per partition spilled under `parent` first, and each run is
+  /// written to its files in Finish, one partition at a time: for a split into more
+  /// partitions than can have a data file open at once (each holds a row group, a
+  /// page per column and a bloom filter).
+  arrow::Status SpillUnder(const std::string& parent) {
+    ARROW_ASSIGN_OR_RAISE(spill_dir_,
+                          SpillDirectory::Make(parent,
+                                               "a Silver re-bucketing into more "
+                                               "buckets than silver.memory_limit "
+                                               "holds open at once"));
+    return arrow::Status::OK();
+  }
+
   /// The files written; `partitions()` of them were written to.
   arrow::Result<std::vector<ice::DataFile>> Finish() {
     std::vector<ice::DataFile> files;
     arrow::Status failed;
+    for (auto& [key, run] : runs_) {
+      if (!failed.ok()) break;
+      failed = [&]() -> arrow::Status {
+        ARROW_RETURN_NOT_OK(run.second->Close());
+        ARROW_ASSIGN_OR_RAISE(auto writer, NewWriter(run.first));
+        while (true) {
+          ARROW_ASSIGN_OR_RAISE(auto batch, run.second->Next());
+          if (batch == nullptr) break;
+          ARROW_RETURN_NOT_OK(writer->Write(*batch));
+        }
+        ARROW_ASSIGN_OR_RAISE(auto done, writer->Finish());
+        for (auto& f : done) files.push_back(std::move(f));
+        run.second.reset();
+        return arrow::Status::OK();
+      }();
+    }
+    runs_.clear();
     for (auto& [key, writer] : open_) {
       auto done = writer->Finish();
       if (!done.ok()) {
@@ -124,7 +156,7 @@ class Writers {
 
   /// Deletes everything written; the writers start again from nothing.
   void Abandon() {
-    if (open_.empty()) return;
+    if (open_.empty() && runs_.empty()) return;
     auto files = Finish();
     if (files.ok()) DeleteWritten(table_.io(), *files);
     rows_ = 0;
@@ -135,14 +167,31 @@ class Writers {
   int32_t partitions() const { return partitions_; }
 
  private:
+  arrow::Result<std::unique_ptr<ice::DataFileWriter>> NewWriter(
+      const ice::PartitionTuple& partition) {
+    const std::optional<ice::PartitionSpec> spec =
+        new_spec_ ? split_ : std::optional<ice::PartitionSpec>();
+    ARROW_ASSIGN_OR_RAISE(auto writer,
+                          table_.NewDataFileWriter(partition, target_, spec));
+    writer->set_row_group_bytes(row_group_bytes_);
+    return writer;
+  }
+
   arrow::Status WriteTo(const ice::PartitionTuple& partition,
                         const arrow::RecordBatch& batch) {
+    if (spill_dir_ != nullptr) {
+      auto& run = runs_[PartitionKeyOf(partition)];
+      if (run.second == nullptr) {
+        run.first = partition;
+        ARROW_ASSIGN_OR_RAISE(
+            run.second, ice::SpilledRun::Create(spill_dir_->path(), batch.schema()));
+        ++partitions_;
+      }
+      return run.second->Write(batch);
+    }
     auto& writer = open_[PartitionKeyOf(partition)];
     if (writer == nullptr) {
-      const std::optional<ice::PartitionSpec> spec =
-          new_spec_ ? split_ : std::optional<ice::PartitionSpec>();
-      ARROW_ASSIGN_OR_RAISE(writer, table_.NewDataFileWriter(partition, target_, spec));
-      writer->set_row_group_bytes(row_group_bytes_);
+      ARROW_ASSIGN_OR_RAISE(writer, NewWriter(partition));
       ++partitions_;
     }
     return writer->Write(batch);
@@ -155,6 +204,9 @@ class Writers {
   int64_t target_;
   int64_t row_group_bytes_;
   std::map<std::string, std::unique_ptr<ice::DataFileWriter>> open_;
+  std::unique_ptr<SpillDirectory> spill_dir_;
+  std::map<std::string, std::pair<ice::PartitionTuple, std::unique_ptr<ice::SpilledRun>>>
+      runs_;
   int64_t rows_ = 0;
   int32_t partitions_ = 0;
 };
@@ -218,11 +270,14 @@ arrow::Result<bool> MergeLiveRows(
                                 batch_rows(1), each);
   }
   // Too many files to open at once: merge them a group at a time to local disk.
+  ARROW_ASSIGN_OR_RAISE(
+      auto dir, SpillDirectory::Make(order.spill_dir,
+                                     "the compaction of a Silver bucket of more files "
+                                     "than silver.memory_limit holds open at once"));
   std::vector<std::unique_ptr<ice::SpilledRun>> spilled;
   const size_t groups = (tasks.size() + fan_in - 1) / fan_in;
   for (size_t from = 0; from < tasks.size(); from += fan_in) {
-    ARROW_ASSIGN_OR_RAISE(auto run,
-                          ice::SpilledRun::Create(order.spill_dir, arrow_schema));
+    ARROW_ASSIGN_OR_RAISE(auto run, ice::SpilledRun::Create(dir->path(), arrow_schema));
     ice::SpilledRun* writing = run.get();
     spilled.push_back(std::move(run));
     ARROW_ASSIGN_OR_RAISE(
@@ -292,6 +347,18 @@ int64_t RowGroupBytes(const RewriteOrder& order, int32_t writers) {
   return std::max<int64_t>(kMiB, order.memory_limit / 8 / std::max(1, writers));
 }
 
+// How many data files a rewrite may have open at once within its memory: each holds
+// a row group, a page per column and a bloom filter (about 1 MiB a column, 2 MiB
+// besides, and its row group); at least 2.
+int32_t OpenWritersFitting(const RewriteOrder& order, const ice::Schema& schema,
+                           int64_t target) {
+  if (order.files_sorted_by.empty()) return std::numeric_limits<int32_t>::max();
+  const int64_t per_writer = static_cast<int64_t>(schema.fields().size()) * kMiB +
+                             2 * kMiB + std::min(RowGroupBytes(order, 1), target / 4);
+  return static_cast<int32_t>(
+      std::clamp<int64_t>(order.memory_limit / 4 / per_writer, 2, 4096));
+}
+
 // The bucket of a file whose spec is exactly bucket(M, column `source_id`), and M.
 std::optional<std::pair<int32_t, int32_t>> BucketOf(const ice::TableMetadata& metadata,
                                                     const ice::LiveFile& file,
@@ -353,9 +420,13 @@ arrow::Result<std::pair<int64_t, int32_t>> RewriteWhole(
   std::pair<int64_t, int32_t> out{0, 0};
   for (const auto& [c, files] : by_class) {
     if (files.first.empty()) continue;
-    // A class's rows land in N' / classes buckets, a file open in each.
+    // A class's rows land in N' / classes buckets, a file open in each, unless more
+    // than fit: then a run spilled per bucket, written a bucket at a time.
+    const int32_t fan_out = into.fields[0].transform.param() / classes;
+    const bool spill = fan_out > OpenWritersFitting(order, table.schema(), target);
     Writers writers(table, {}, into, new_spec, target,
-                    RowGroupBytes(order, into.fields[0].transform.param() / classes));
+                    RowGroupBytes(order, spill ? 1 : fan_out));
+    if (spill) ARROW_RETURN_NOT_OK(writers.SpillUnder(order.spill_dir));
     ARROW_ASSIGN_OR_RAISE(const int64_t rows,
                           WriteOrdered(table, files.first, files.second, order, writers));
     out.first += rows;

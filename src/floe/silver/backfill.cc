@@ -380,6 +380,11 @@ class HeldExport {
 
   int32_t partitions() const { return partitions_; }
   int64_t rows() const { return rows_; }
+  /// The spill's directory (when spilled): removed with it, by the next process when
+  /// this one is killed.
+  std::filesystem::path spill_dir() const {
+    return spill_ != nullptr ? spill_->dir() : std::filesystem::path();
+  }
 
   /// Partition `p`'s rows as one batch.
   arrow::Result<std::shared_ptr<arrow::RecordBatch>> Load(int32_t p) const {
@@ -480,7 +485,7 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
         options.memory_limit / 4 / std::max<int64_t>(1, runs_count) / row_bytes, 64,
         kExportBatchRows);
     ARROW_ASSIGN_OR_RAISE(auto run,
-                          ice::SpilledRun::Create(options.spill_dir, silver_arrow));
+                          ice::SpilledRun::Create(rows.spill_dir(), silver_arrow));
     for (int64_t at = 0; at < batch->num_rows(); at += run_batch_rows) {
       ARROW_RETURN_NOT_OK(run->Write(*batch->Slice(at, run_batch_rows)));
     }

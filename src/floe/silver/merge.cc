@@ -745,9 +745,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       silver = std::move(*created);
     }
     if (stats.buckets == 0) stats.buckets = SilverBuckets(*silver);
-    // A row group is held in memory until it is flushed: the upserts' and a
-    // copy-on-write rewrite's within the merge's share.
-    silver->set_row_group_bytes(RowGroupBytes(options.memory_limit));
+    silver->set_row_group_bytes(
+        RowGroupBytes(options.memory_limit));  // held until flushed
 
     // Everything below is planned from this Silver snapshot, and the commit lands only
     // on it (one attempt: a concurrent commit makes the catalog's compare-and-swap

@@ -1,11 +1,6 @@
 #include "floe/silver/spill.h"
 
-#include <signal.h>
-#include <stdlib.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <system_error>
 #include <utility>
 
@@ -22,28 +17,14 @@ const SpillPurpose kMergeSpill{
     "a Silver merge larger than its share of silver.memory_limit",
     "about twice the increment's Bronze bytes"};
 
-PartitionSpill::~PartitionSpill() {
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
-}
+PartitionSpill::~PartitionSpill() = default;
 
 arrow::Result<std::unique_ptr<PartitionSpill>> PartitionSpill::Make(
     const fs::path& parent, int32_t partitions, std::shared_ptr<arrow::Schema> schema,
     SpillPurpose purpose) {
-  std::error_code ec;
-  fs::path base = parent.empty() ? fs::temp_directory_path(ec) : parent;
-  if (ec) base = "/tmp";
-  fs::create_directories(base, ec);
-  RemoveStaleSpills(base);
-  std::string templ =
-      (base / ("floe-spill-" + std::to_string(::getpid()) + "-XXXXXX")).string();
-  if (::mkdtemp(templ.data()) == nullptr) {
-    return arrow::Status::IOError("cannot make a spill directory under ", base.string(),
-                                  " for ", purpose.work, ": ", std::strerror(errno),
-                                  "; set silver.spill_dir to a writable local directory");
-  }
+  ARROW_ASSIGN_OR_RAISE(auto dir, SpillDirectory::Make(parent, purpose.work));
   auto spill = std::unique_ptr<PartitionSpill>(new PartitionSpill());
-  spill->dir_ = templ;
+  spill->dir_ = std::move(dir);
   spill->schema_ = std::move(schema);
   spill->purpose_ = std::move(purpose);
   spill->written_.assign(partitions, false);
@@ -74,32 +55,14 @@ arrow::Status PartitionSpill::Write(int32_t partition,
 
 arrow::Status PartitionSpill::Explained(const arrow::Status& status) const {
   if (status.ok()) return status;
-  return status.WithMessage("writing the spill of ", purpose_.work, " to ", dir_.string(),
-                            ": ", status.message(),
+  return status.WithMessage("writing the spill of ", purpose_.work, " to ",
+                            dir().string(), ": ", status.message(),
                             "; give silver.spill_dir a local directory with room for ",
                             purpose_.room, ", or raise silver.memory_limit");
 }
 
 void PartitionSpill::RemoveStaleSpills(const fs::path& base) {
-  std::error_code ec;
-  for (fs::directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const std::string prefix = "floe-spill-";
-    std::error_code is_dir;
-    if (name.rfind(prefix, 0) != 0 || !it->is_directory(is_dir)) continue;
-    const size_t dash = name.find('-', prefix.size());
-    if (dash == std::string::npos || dash == prefix.size()) continue;
-    const std::string pid_text = name.substr(prefix.size(), dash - prefix.size());
-    if (pid_text.size() > 9 ||
-        pid_text.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    const auto pid = static_cast<pid_t>(std::stol(pid_text));
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
-    std::error_code removed;
-    fs::remove_all(it->path(), removed);
-    if (!removed) spdlog::info("removed {}, left by a process that was killed", name);
-  }
+  SpillDirectory::RemoveStale(base);
 }
 
 arrow::Status PartitionSpill::ReadInto(
@@ -136,7 +99,7 @@ arrow::Status PartitionSpill::ForEach(
 }
 
 std::string PartitionSpill::PathOf(int32_t partition) const {
-  return (dir_ / ("p" + std::to_string(partition) + ".arrows")).string();
+  return (dir() / ("p" + std::to_string(partition) + ".arrows")).string();
 }
 
 }  // namespace floe::silver

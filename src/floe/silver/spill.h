@@ -18,6 +18,8 @@
 #include <arrow/status.h>
 #include <arrow/type_fwd.h>
 
+#include "floe/common/spill_dir.h"
+
 namespace floe::silver {
 
 /// What a spill is for, in its error messages: the work and the room it needs.
@@ -58,7 +60,7 @@ class PartitionSpill {
       const;
 
   const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
-  const std::filesystem::path& dir() const { return dir_; }
+  const std::filesystem::path& dir() const { return dir_->path(); }
 
   /// Spill directories under `base` of floe processes that are gone, removed.
   static void RemoveStaleSpills(const std::filesystem::path& base);
@@ -69,7 +71,7 @@ class PartitionSpill {
   // A failure to write the spill, with what to do about it.
   arrow::Status Explained(const arrow::Status& status) const;
 
-  std::filesystem::path dir_;
+  std::unique_ptr<SpillDirectory> dir_;
   std::shared_ptr<arrow::Schema> schema_;
   arrow::ipc::IpcWriteOptions options_;
   SpillPurpose purpose_;
