@@ -745,8 +745,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       silver = std::move(*created);
     }
     if (stats.buckets == 0) stats.buckets = SilverBuckets(*silver);
-    silver->set_row_group_bytes(
-        RowGroupBytes(options.memory_limit));  // held until flushed
+    silver->set_row_group_bytes(RowGroupBytes(options.memory_limit));
 
     // Everything below is planned from this Silver snapshot, and the commit lands only
     // on it (one attempt: a concurrent commit makes the catalog's compare-and-swap
