@@ -156,11 +156,12 @@ class Writers {
 
   /// Deletes everything written; the writers start again from nothing.
   void Abandon() {
-    if (open_.empty() && runs_.empty()) return;
-    auto files = Finish();
-    if (files.ok()) DeleteWritten(table_.io(), *files);
+    runs_.clear();  // their files go with them, never written out
     rows_ = 0;
     partitions_ = 0;
+    if (open_.empty()) return;
+    auto files = Finish();
+    if (files.ok()) DeleteWritten(table_.io(), *files);
   }
 
   int64_t rows() const { return rows_; }
