@@ -43,8 +43,9 @@ namespace ice = floe::iceberg;
 namespace cp = arrow::compute;
 namespace fs = std::filesystem;
 
-// Rows of the export read at once.
+// Rows of the export read at once, at most, and about how many bytes.
 constexpr int64_t kExportBatchRows = 8 * 1024;
+constexpr int64_t kExportBatchBytes = int64_t{4} << 20;
 // The export row number column of held rows (HeldSchema).
 constexpr const char* kExportRowColumn = "__floe_export_row";
 // What a backfill needs besides the export's rows (the program, manifests, a Parquet
@@ -52,11 +53,35 @@ constexpr const char* kExportRowColumn = "__floe_export_row";
 constexpr int64_t kBackfillFixedBytes = int64_t{48} << 20;
 constexpr int32_t kMaxExportPartitions = 4096;
 
+// A file of the export, read a batch at a time: column chunks streamed through a
+// buffer (not a row group's read ahead whole), batches of about kExportBatchBytes
+// (fewer rows for wide ones, from the row groups' uncompressed bytes per row).
 arrow::Result<std::unique_ptr<parquet::arrow::FileReader>> OpenParquetFile(
     const std::string& path) {
   ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(path));
   try {
-    return parquet::arrow::OpenFile(input, arrow::default_memory_pool());
+    parquet::ReaderProperties properties;
+    properties.enable_buffered_stream();
+    properties.set_buffer_size(int64_t{1} << 20);
+    parquet::ArrowReaderProperties arrow_properties;
+    arrow_properties.set_pre_buffer(false);
+    parquet::arrow::FileReaderBuilder builder;
+    if (arrow::Status opened = builder.Open(input, properties); !opened.ok()) {
+      return opened.WithMessage("reading ", path, ": ", opened.message());
+    }
+    builder.memory_pool(arrow::default_memory_pool())->properties(arrow_properties);
+    std::unique_ptr<parquet::arrow::FileReader> reader;
+    ARROW_ASSIGN_OR_RAISE(reader, builder.Build());
+    const auto metadata = reader->parquet_reader()->metadata();
+    int64_t bytes = 0;
+    for (int g = 0; g < metadata->num_row_groups(); ++g) {
+      bytes += metadata->RowGroup(g)->total_byte_size();
+    }
+    const int64_t per_row =
+        std::max<int64_t>(1, bytes / std::max<int64_t>(1, metadata->num_rows()));
+    reader->set_batch_size(
+        std::clamp<int64_t>(kExportBatchBytes / per_row, 16, kExportBatchRows));
+    return reader;
   } catch (const parquet::ParquetException& e) {
     return arrow::Status::IOError("reading ", path, ": ", e.what());
   }
@@ -134,6 +159,15 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
     files->push_back(path);
   } else {
     for (const auto& entry : fs::directory_iterator(path)) {
+      if (entry.is_directory()) {
+        // A partitioned or nested export (Spark's col=value/ or x.parquet/ folders):
+        // reading the top level only would silently seed part of the table.
+        return arrow::Status::Invalid(
+            "the export directory ", path, " holds a directory (",
+            entry.path().filename().string(),
+            "); floe reads the *.parquet files at the top level of the directory only. "
+            "Put every file of the export there");
+      }
       if (entry.is_regular_file() && entry.path().extension() == ".parquet") {
         files->push_back(entry.path().string());
       }
@@ -163,6 +197,7 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
   // Then the files one after the other, a batch at a time.
   struct State {
     size_t next_file = 0;
+    std::string path;
     std::unique_ptr<parquet::arrow::FileReader> file;
     std::unique_ptr<arrow::RecordBatchReader> batches;
   };
@@ -172,13 +207,12 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
     while (true) {
       if (state->batches == nullptr) {
         if (state->next_file == files->size()) return nullptr;
-        const std::string& f = (*files)[state->next_file++];
+        const std::string& f = state->path = (*files)[state->next_file++];
         if (progress != nullptr) {
           progress->SetDetail("reading file " + std::to_string(state->next_file) + "/" +
                               std::to_string(files->size()));
         }
         ARROW_ASSIGN_OR_RAISE(state->file, OpenParquetFile(f));
-        state->file->set_batch_size(kExportBatchRows);
         try {
           ARROW_ASSIGN_OR_RAISE(state->batches, state->file->GetRecordBatchReader());
         } catch (const parquet::ParquetException& e) {
@@ -187,9 +221,11 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
       }
       std::shared_ptr<arrow::RecordBatch> batch;
       try {
-        ARROW_RETURN_NOT_OK(state->batches->ReadNext(&batch));
+        if (arrow::Status read = state->batches->ReadNext(&batch); !read.ok()) {
+          return read.WithMessage("reading ", state->path, ": ", read.message());
+        }
       } catch (const parquet::ParquetException& e) {
-        return arrow::Status::IOError("reading the export: ", e.what());
+        return arrow::Status::IOError("reading ", state->path, ": ", e.what());
       }
       if (batch != nullptr) {
         if (progress != nullptr) progress->Add(batch->num_rows());

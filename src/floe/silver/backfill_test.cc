@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -12,7 +13,9 @@
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/io/file.h>
 #include <gtest/gtest.h>
+#include <parquet/arrow/writer.h>
 
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
@@ -233,6 +236,62 @@ TEST_F(BackfillTest, AnExportLargerThanTheMemoryLimitIsSeededAPartitionAtATime) 
       EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
     }
   }
+}
+
+// An export is read in batches of a few MB whatever its row groups (one row group of
+// 20 MB of wide rows here), a directory holding a directory is refused (reading its
+// top level only would seed part of the table), and a broken file is named.
+TEST_F(BackfillTest, AnExportIsReadInSmallBatchesAndAnIncompleteOneIsRefused) {
+  arrow::Int64Builder id;
+  arrow::StringBuilder name;
+  std::mt19937_64 rng(5);
+  for (int64_t i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(id.Append(i).ok());
+    std::string value(10'000, ' ');
+    for (char& c : value) c = static_cast<char>('a' + rng() % 26);  // not a dictionary's
+    ASSERT_TRUE(name.Append(value).ok());
+  }
+  auto table = arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64()),
+                                                 arrow::field("name", arrow::utf8())}),
+                                  {id.Finish().ValueOrDie(), name.Finish().ValueOrDie()});
+  const fs::path dir = dir_ / "export";
+  fs::create_directories(dir);
+  {
+    auto out =
+        arrow::io::FileOutputStream::Open((dir / "a.parquet").string()).ValueOrDie();
+    ASSERT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), out,
+                                           /*chunk_size=*/1'000'000)
+                    .ok());
+    ASSERT_TRUE(out->Close().ok());
+  }
+  auto reader = OpenParquetExport(dir.string());
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ(reader->rows, 2000);
+  int64_t rows = 0;
+  int batches = 0;
+  while (true) {
+    auto batch = reader->next().ValueOrDie();
+    if (batch == nullptr) break;
+    EXPECT_LE(batch->num_rows(), 500);  // about 4 MB of 10 KB rows
+    rows += batch->num_rows();
+    ++batches;
+  }
+  EXPECT_EQ(rows, 2000);
+  EXPECT_GE(batches, 4);
+
+  fs::create_directories(dir / "part=1");
+  auto nested = OpenParquetExport(dir.string());
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("holds a directory (part=1)"),
+            std::string::npos)
+      << nested.status().message();
+  fs::remove(dir / "part=1");
+
+  std::ofstream(dir / "b.parquet") << "not parquet at all";
+  auto broken = OpenParquetExport(dir.string());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("b.parquet"), std::string::npos)
+      << broken.status().message();
 }
 
 TEST_F(BackfillTest, TheSeededTableNamesItsWriteMode) {
