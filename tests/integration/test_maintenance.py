@@ -178,7 +178,10 @@ def test_compaction_applies_deletes_sorts_and_keeps_every_position(floe, pg, duc
         pg.execute("INSERT INTO items SELECT g, 'new ' || g, 1 "
                    f"FROM generate_series({1000 + round_ * 10}, {1009 + round_ * 10}) g")
         wait_bronze(run, pg, "public.items", ["id"])
-        silver(run)
+        # Two merges, not three: a third would find the bucket's 4 small files and
+        # fold them, deletes and all (docs/silver.md, "Small files").
+        if round_ != 1:
+            silver(run)
     run.stop()
 
     st = silver_table(run, "public.items")
@@ -300,7 +303,9 @@ def test_expire_keeps_the_last_snapshots_and_time_travel(floe, pg, duckdb_con):
     pg.execute("INSERT INTO items SELECT g, 'item ' || g, 0 FROM generate_series(1, 100) g")
     run = floe(service=SERVICE, interval="200ms").start().wait_streaming()
     wait_bronze(run, pg, "public.items", ["id"])
-    for i in range(4):
+    # A backfill and two merges (a third would fold the bucket's small files itself,
+    # docs/silver.md "Small files", leaving the compaction nothing to do).
+    for i in range(3):
         pg.execute(f"INSERT INTO items VALUES ({200 + i}, 'x', {i})")
         pg.execute(f"DELETE FROM items WHERE id = {10 + i}")
         wait_bronze(run, pg, "public.items", ["id"])
@@ -320,7 +325,7 @@ def test_expire_keeps_the_last_snapshots_and_time_travel(floe, pg, duckdb_con):
     bt = run.load("public.items")
     st = silver_table(run, "public.items")
     snaps = {"bronze": list(bt.snapshots()), "silver": list(st.snapshots())}
-    assert len(snaps["bronze"]) >= 6 and len(snaps["silver"]) >= 6, snaps
+    assert len(snaps["bronze"]) >= 5 and len(snaps["silver"]) >= 5, snaps
 
     def files_of(table, snapshots) -> set[str]:
         return {f["file_path"] for s in snapshots

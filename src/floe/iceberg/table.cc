@@ -267,7 +267,8 @@ arrow::Result<Snapshot> Table::AppendFiles(const std::vector<DataFile>& files,
 arrow::Result<Snapshot> Table::RowDelta(const RowDeltaRequest& request,
                                         const SummaryProperties& summary,
                                         const CommitOptions& options) {
-  if (request.add_data_files.empty() && request.add_delete_files.empty()) {
+  if (request.add_data_files.empty() && request.add_delete_files.empty() &&
+      request.remove_data_files.empty()) {
     return arrow::Status::Invalid("a row delta needs at least one file");
   }
   std::set<std::string> referenced(request.referenced_data_files.begin(),
@@ -300,6 +301,18 @@ arrow::Result<Snapshot> Table::RowDelta(const RowDeltaRequest& request,
     }
     pending.remove_paths.insert(file.file_path);
   }
+  // Partitions of the data files removed: a delete file added there meanwhile may
+  // point into one of them, and its rows would come back in the files replacing it.
+  std::set<PartitionKey> rewritten;
+  for (const auto& file : request.remove_data_files) {
+    if (IsDeleteFile(file)) {
+      return arrow::Status::Invalid("row delta: ", file.file_path,
+                                    " is a delete file; pass it in remove_delete_files");
+    }
+    pending.remove_paths.insert(file.file_path);
+    rewritten.insert(MakePartitionKey(metadata_.default_spec_id, file.partition));
+  }
+  if (!request.remove_data_files.empty()) pending.operation = "overwrite";
   pending.validate_from = request.validate_from_snapshot_id
                               ? request.validate_from_snapshot_id
                               : metadata_.current_snapshot_id;
@@ -309,8 +322,17 @@ arrow::Result<Snapshot> Table::RowDelta(const RowDeltaRequest& request,
   }
   const bool check_added = request.validate_no_conflicting_data_files;
   const std::string table_name = id_.ToString();
-  pending.validate = [referenced, touched, check_added,
+  pending.validate = [referenced, touched, rewritten, check_added,
                       table_name](const ConcurrentChanges& changes) -> arrow::Status {
+    for (const LiveFile& file : changes.added_deletes) {
+      if (rewritten.contains(
+              MakePartitionKey(file.spec_id, file.entry.data_file.partition))) {
+        return ValidationFailure("row delta on " + table_name + ": concurrent snapshot " +
+                                 std::to_string(file.entry.snapshot_id.value_or(0)) +
+                                 " added delete file " + file.entry.data_file.file_path +
+                                 " in a partition whose data files this delta rewrites");
+      }
+    }
     for (const LiveFile& gone : changes.removed_data) {
       if (referenced.contains(gone.entry.data_file.file_path)) {
         return ValidationFailure(

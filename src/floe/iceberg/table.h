@@ -89,6 +89,10 @@ struct RowDeltaRequest {
   /// Delete files the added ones replace (their positions among the new ones'); each
   /// must still be live when the delta lands.
   std::vector<DataFile> remove_delete_files;
+  /// Data files whose live rows the added data files hold again (a merge folding a
+  /// partition's small files into one as it goes); each must still be live when the
+  /// delta lands, and no delete file added meanwhile may apply to their partitions.
+  std::vector<DataFile> remove_data_files;
   /// Data files the new position deletes point into. Each delete file's
   /// referenced_data_file is added automatically. If a concurrent commit removed one
   /// of them, the RowDelta fails with a validation failure.

@@ -341,6 +341,46 @@ TEST_F(TableOperationsTest, RowDeltaFailsWhenAConcurrentRewriteRemovedItsTargetF
   }
 }
 
+// A row delta that folds data files into a new one (a merge's small files): they
+// leave the table with it; a delete file committed meanwhile in their partition
+// refuses it (its rows would come back in the fold), and a delete file is not a data
+// file to remove.
+TEST_F(TableOperationsTest, RowDeltaRemovesTheDataFilesItFolds) {
+  auto table = CreateTable();
+  DataFile a = Write(*table, 0, 5), b = Write(*table, 5, 5);
+  ValueOrDie(table->AppendFiles({a, b}));
+  auto stale = Load();
+  RowDeltaRequest concurrent;
+  concurrent.add_delete_files = {Deletes(*table, a, {1})};
+  ValueOrDie(table->RowDelta(concurrent));
+
+  RowDeltaRequest fold;
+  fold.add_data_files = {Write(*stale, 0, 10)};
+  fold.remove_data_files = {a, b};
+  auto refused = stale->RowDelta(fold);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(IsValidationFailure(refused.status())) << refused.status().ToString();
+
+  RowDeltaRequest again;
+  DataFile folded = Write(*table, 0, 10);
+  again.add_data_files = {folded};
+  again.remove_data_files = {a, b};
+  ValueOrDie(table->RowDelta(again));
+  auto loaded = Load();
+  const auto live = LivePaths(*loaded);
+  EXPECT_FALSE(live.contains(a.file_path));
+  EXPECT_FALSE(live.contains(b.file_path));
+  EXPECT_TRUE(live.contains(folded.file_path));
+  const auto& summary = loaded->metadata().CurrentSnapshot()->summary;
+  EXPECT_EQ(summary.at("deleted-data-files"), "2");
+  EXPECT_EQ(loaded->metadata().CurrentSnapshot()->operation, "overwrite");
+
+  RowDeltaRequest wrong;
+  wrong.add_data_files = {Write(*table, 20, 1)};
+  wrong.remove_data_files = {concurrent.add_delete_files[0]};
+  EXPECT_FALSE(table->RowDelta(wrong).ok());
+}
+
 TEST_F(TableOperationsTest, RewriteFailsWhenAConcurrentRowDeltaDeletedFromItsFiles) {
   auto table = CreateTable();
   DataFile data = Write(*table, 0, 10);

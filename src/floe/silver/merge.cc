@@ -48,6 +48,7 @@ using merge_internal::MergeFiles;
 using merge_internal::SilverBuckets;
 using merge_internal::SilverDeletes;
 using merge_internal::SilverKeyNames;
+using merge_internal::TierSmallFiles;
 using merge_internal::WritePlan;
 using merge_internal::WriteSlices;
 
@@ -617,24 +618,29 @@ arrow::Result<std::unique_ptr<Increment>> ReadIncrement(const ice::TableMetadata
                          columns.bronze_names[columns.key_columns[0]], read);
 }
 
-// Writes a plan's files: from the changes folded in memory, or a slice at a time.
+// Writes a plan's files: from the changes folded in memory, or a slice at a time;
+// then folds the small files of the buckets it wrote in.
 arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& planned,
                              ice::FileIO& io, const Increment& increment,
                              const Changes& changes, const FoldResult& fold,
                              const MergeColumns& columns,
                              const std::vector<std::string>& key, bool silver_has_rows,
-                             bool copy_on_write, MergeFiles* files,
+                             const MergeOptions& options, MergeFiles* files,
                              std::set<std::string>* referenced, bool* truncated,
                              MergeStats* stats) {
+  const bool copy_on_write = options.copy_on_write;
   if (increment.spilled()) {
-    return WriteSlices(silver, planned, io, increment, columns, key, silver_has_rows,
-                       copy_on_write, files, referenced, truncated, stats);
+    ARROW_RETURN_NOT_OK(WriteSlices(silver, planned, io, increment, columns, key,
+                                    silver_has_rows, copy_on_write, files, referenced,
+                                    truncated, stats));
+  } else {
+    ARROW_ASSIGN_OR_RAISE(SilverDeletes found,
+                          WritePlan(silver, planned, io, changes, fold, columns, key,
+                                    silver_has_rows, copy_on_write, files, stats));
+    *referenced = std::move(found.referenced);
   }
-  ARROW_ASSIGN_OR_RAISE(SilverDeletes found,
-                        WritePlan(silver, planned, io, changes, fold, columns, key,
-                                  silver_has_rows, copy_on_write, files, stats));
-  *referenced = std::move(found.referenced);
-  return arrow::Status::OK();
+  return TierSmallFiles(silver, planned.current_snapshot_id, *truncated, key,
+                        options.memory_limit, copy_on_write, files, stats);
 }
 
 // Why a merge gave up: every plan lost its race or met a retryable failure (a full
@@ -755,9 +761,9 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     MergeFiles files;
     std::set<std::string> referenced;
     bool truncated = fold.truncated;
-    ARROW_RETURN_NOT_OK(WriteIncrement(
-        *silver, planned, *io, *increment, changes, fold, columns, key, silver_has_rows,
-        options.copy_on_write, &files, &referenced, &truncated, &stats));
+    ARROW_RETURN_NOT_OK(WriteIncrement(*silver, planned, *io, *increment, changes, fold,
+                                       columns, key, silver_has_rows, options, &files,
+                                       &referenced, &truncated, &stats));
     stats.bronze_bytes_read = increment_bronze_bytes + counted.bronze_read.bytes;
     stats.silver_bytes_read = counted.silver_read.bytes;
     stats.bytes_written = counted.silver_written.bytes;

@@ -174,6 +174,10 @@ struct MergeStats {
   /// Copy-on-write: position delete files removed (every row they deleted is gone
   /// from the rewritten files).
   int32_t delete_files_removed = 0;
+  /// Small data files folded into new ones before the commit (the merge's own and
+  /// live ones), and the files they made (merge_tier.cc).
+  int32_t tiered_files = 0;
+  int32_t tier_files_added = 0;
   /// Row groups of those files whose key column(s) were read, and the row groups
   /// skipped without reading them: by their min/max statistics of the key, or by
   /// their bloom filters of the key.

@@ -122,17 +122,18 @@ arrow::Status CommitMerge(ice::Table& silver, std::optional<int64_t> planned_sna
     request.validate_no_conflicting_data_files = true;
     return silver.Overwrite(request, summary, once).status();
   }
-  if (files.data.empty() && files.deletes.empty()) {
+  if (files.data.empty() && files.deletes.empty() && files.tiered.empty()) {
     // Nothing changed (or only keys that never reached Silver were deleted): an
     // empty snapshot still moves the watermark.
     return silver.AppendFiles({}, summary, once).status();
   }
-  if (!silver_has_rows && files.deletes.empty()) {
+  if (!silver_has_rows && files.deletes.empty() && files.tiered.empty()) {
     return silver.AppendFiles(files.data, summary, once).status();
   }
   ice::RowDeltaRequest request;
   request.add_data_files = files.data;
   request.add_delete_files = files.deletes;
+  request.remove_data_files = files.tiered;
   for (const auto& [path, file] : files.replaced_deletes) {
     request.remove_delete_files.push_back(file);
   }
@@ -172,6 +173,7 @@ arrow::Status CommitPlan(ice::Table& silver, ice::FileIO& io,
       stats->rewritten_data_files = stats->rewrite_files_added = 0;
       stats->rewrite_rows_dropped = stats->rewrite_rows_copied = 0;
       stats->delete_files_removed = 0;
+      stats->tiered_files = stats->tier_files_added = 0;
       return committed;
     }
     DeleteFiles(io, files.written);

@@ -120,6 +120,9 @@ struct MergeFiles {
   /// commit removes them, so a bucket keeps one delete file however many merges ran
   /// since it was last compacted.
   std::map<std::string, iceberg::DataFile> replaced_deletes;
+  /// Merge-on-read: live data files whose rows the plan folded into new ones
+  /// (TierSmallFiles); the commit removes them. Copy-on-write's are in `cow.remove`.
+  std::vector<iceberg::DataFile> tiered;
 };
 
 /// Writes the plan's deletes: the rewrite of the data files holding them
@@ -139,6 +142,27 @@ arrow::Result<SilverDeletes> WritePlan(
     const Changes& changes, const FoldResult& fold, const MergeColumns& columns,
     const std::vector<std::string>& key, bool silver_has_rows, bool copy_on_write,
     MergeFiles* files, MergeStats* stats);
+
+// --- merge_tier.cc
+
+/// The small data files (under 3/4 of the target size) a partition may gather before
+/// a merge writing in it folds them into one.
+inline constexpr int kTierFiles = 4;
+
+/// Folds the small data files of each partition the plan writes in, when there are
+/// kTierFiles or more (its own new ones, and the live ones of snapshot
+/// `planned_snapshot` with their deletes and the plan's applied), into one file
+/// sorted by `key`: the smallest ones, while each next is at most twice those before
+/// it together (so a row is rewritten a logarithmic number of times). Within `memory`
+/// (the merge's share). The files folded leave `files` (the plan's own are deleted);
+/// merge-on-read: the live ones go to `files->tiered` and the partition's delete
+/// files are rewritten without positions in them; copy-on-write: to `files->cow.remove`.
+/// Nothing after a truncate (the commit replaces every file). Counts the plan's files
+/// in `stats`; on an error every file the plan wrote is deleted.
+arrow::Status TierSmallFiles(iceberg::Table& silver,
+                             std::optional<int64_t> planned_snapshot, bool truncated,
+                             const std::vector<std::string>& key, int64_t memory,
+                             bool copy_on_write, MergeFiles* files, MergeStats* stats);
 
 /// The merge's work counters as snapshot-summary properties.
 void AddMergeCounters(const MergeStats& stats, iceberg::SummaryProperties* summary);

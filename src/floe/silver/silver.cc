@@ -226,6 +226,10 @@ std::string Describe(const MergeStats& s) {
             std::to_string(s.rewrite_rows_copied) + " copied), " +
             std::to_string(s.delete_files_removed) + " delete files removed";
   }
+  if (s.tiered_files > 0) {
+    text += "; " + std::to_string(s.tiered_files) + " small data files folded into " +
+            std::to_string(s.tier_files_added);
+  }
   if (s.slices > 1) {
     text += "; " + std::to_string(s.increment_bytes) + " bytes of changes spilled and " +
             "merged in " + std::to_string(s.slices) + " slices";

@@ -1,0 +1,303 @@
+// Merge-time tiering: a merge writes a data file per bucket it touches (per slice,
+// when the increment is spilled), so without compaction a bucket would gather a file
+// per merge and every later merge would open each one's footer. Before it commits, a
+// merge folds the small data files of each bucket it touches (the bucket's live ones
+// and its own new ones) into one sorted file, size-tiered so that a row is rewritten
+// a logarithmic number of times; the commit removes the files it folded.
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <arrow/api.h>
+#include <spdlog/spdlog.h>
+
+#include "floe/iceberg/partition_split.h"
+#include "floe/iceberg/position_delete_writer.h"
+#include "floe/iceberg/scan.h"
+#include "floe/iceberg/sorted_runs.h"
+#include "floe/silver/merge_internal.h"
+
+namespace floe::silver::merge_internal {
+namespace {
+
+namespace ice = floe::iceberg;
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+// Rows of the batches merged and written.
+constexpr int64_t kTierBatchRows = 8192;
+
+// A small data file a merge may fold: live in the planned snapshot (its deletes, and
+// the merge's new ones, applied as it is read) or written by the merge itself.
+struct Candidate {
+  ice::FileScanTask task;
+  bool written = false;
+};
+
+// The partition key merges use ("<spec id>/<partition path>").
+std::string WhereOf(const ice::Table& silver, const ice::PartitionTuple& partition) {
+  return std::to_string(silver.spec().spec_id) + "/" +
+         ice::PartitionPath(silver.spec(), silver.schema(), partition);
+}
+
+ice::FileScanTask TaskOf(const ice::DataFile& file, int32_t spec_id, int64_t sequence) {
+  ice::FileScanTask task;
+  task.data_file = file;
+  task.spec_id = spec_id;
+  task.data_sequence_number = sequence;
+  return task;
+}
+
+// Which of `candidates` (sorted by size) to fold: the smallest ones while each next
+// file is at most twice those chosen so far together, so a file is folded again only
+// once the files beside it add up to half its size (it then grows by half at least:
+// a row is rewritten a logarithmic number of times), and at most `fan_in`. Fewer than
+// two: none.
+size_t ChooseTier(const std::vector<Candidate>& candidates, size_t fan_in) {
+  if (candidates.size() < 2) return 0;
+  int64_t sum = candidates[0].task.data_file.file_size_in_bytes;
+  size_t n = 1;
+  while (n < candidates.size() && n < fan_in &&
+         candidates[n].task.data_file.file_size_in_bytes <= 2 * sum) {
+    sum += candidates[n].task.data_file.file_size_in_bytes;
+    ++n;
+  }
+  return n >= 2 ? n : 0;
+}
+
+// Merges the rows of `files` (each sorted by the key, deletes applied as they are
+// read) into new data files of `partition`; false (and nothing left written) when a
+// file is not sorted.
+arrow::Result<bool> FoldFiles(ice::Table& silver, const ice::PartitionTuple& partition,
+                              const std::vector<Candidate>& files,
+                              const std::vector<std::string>& key, int64_t memory,
+                              std::vector<ice::DataFile>* out) {
+  ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ice::ToArrowSchema(silver.schema()));
+  std::vector<int> key_columns;
+  for (const auto& k : key) key_columns.push_back(arrow_schema->GetFieldIndex(k));
+  auto order = ice::RowOrder::Make(*arrow_schema, key_columns);
+  if (!order.ok()) return false;  // a key type the merge cannot compare: not folded
+  const auto open = static_cast<int64_t>(files.size());
+  const int64_t columns = std::max(1, arrow_schema->num_fields());
+  const int64_t batch_bytes = std::clamp<int64_t>(memory / 12 / open, 64 * 1024, kMiB);
+  const int64_t buffer =
+      std::clamp<int64_t>(memory / 8 / open / columns, 16 * 1024, kMiB);
+  ice::LastPositionDeletes last_deletes;
+  std::vector<ice::BatchSource> sources;
+  for (const Candidate& c : files) {
+    auto reader = std::make_shared<std::unique_ptr<ice::FileScanBatches>>();
+    sources.push_back(
+        [&, reader,
+         task = &c.task]() -> arrow::Result<std::shared_ptr<arrow::RecordBatch>> {
+          if (*reader == nullptr) {
+            ARROW_ASSIGN_OR_RAISE(
+                *reader, ice::FileScanBatches::Open(silver.io(), *task, silver.schema(),
+                                                    kTierBatchRows, batch_bytes, buffer,
+                                                    &last_deletes));
+          }
+          return (*reader)->Next();
+        });
+  }
+  ARROW_ASSIGN_OR_RAISE(auto writer, silver.NewDataFileWriter(partition));
+  auto merged = ice::MergeSortedRuns(
+      std::move(sources), arrow_schema, *order, kTierBatchRows,
+      [&](std::shared_ptr<arrow::RecordBatch> b) { return writer->Write(*b); });
+  auto finished = writer->Finish();
+  if (!merged.ok() || !*merged || !finished.ok()) {
+    if (finished.ok()) DeleteFiles(silver.io(), *finished);
+    if (!merged.ok()) return merged.status();
+    if (!finished.ok()) return finished.status();
+    return false;
+  }
+  *out = std::move(*finished);
+  return true;
+}
+
+// Removes the files of `paths` from `files` (and from `written`), deleting them.
+void DropWritten(ice::FileIO& io, const std::set<std::string>& paths,
+                 std::vector<ice::DataFile>* files, std::vector<ice::DataFile>* written) {
+  std::vector<ice::DataFile> gone;
+  auto drop = [&](std::vector<ice::DataFile>* v, bool keep_gone) {
+    auto it = std::stable_partition(v->begin(), v->end(), [&](const ice::DataFile& f) {
+      return !paths.contains(f.file_path);
+    });
+    if (keep_gone) gone.assign(it, v->end());
+    v->erase(it, v->end());
+  };
+  drop(files, true);
+  drop(written, false);
+  DeleteFiles(io, gone);
+}
+
+// Merge-on-read: the positions of partition `partition`'s delete files (the merge's
+// new ones and the live ones not yet replaced, `live_deletes`) rewritten as one
+// delete file without those pointing into `folded` (files the commit removes), which
+// replaces them: no delete file is left pointing into a removed data file.
+arrow::Status RewriteDeletes(ice::Table& silver, const ice::PartitionTuple& partition,
+                             const std::string& where,
+                             const std::vector<ice::DataFile>& live_deletes,
+                             const std::set<std::string>& folded, MergeFiles* files) {
+  ice::PositionsByFile kept;
+  std::set<std::string> new_paths;
+  auto add = [&](const ice::DataFile& d) -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(auto refs, ice::ReadPositionDeletes(silver.io(), d));
+    for (auto& [path, positions] : refs) {
+      if (folded.contains(path)) continue;
+      auto& into = kept[path];
+      into.insert(into.end(), positions.begin(), positions.end());
+    }
+    return arrow::Status::OK();
+  };
+  for (const ice::DataFile& d : files->deletes) {
+    if (WhereOf(silver, d.partition) != where) continue;
+    ARROW_RETURN_NOT_OK(add(d));
+    new_paths.insert(d.file_path);
+  }
+  for (const ice::DataFile& d : live_deletes) {
+    if (files->replaced_deletes.contains(d.file_path)) continue;
+    ARROW_RETURN_NOT_OK(add(d));
+    files->replaced_deletes.emplace(d.file_path, d);
+  }
+  DropWritten(silver.io(), new_paths, &files->deletes, &files->written);
+  if (kept.empty()) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(ice::DataFile file,
+                        ice::WritePositionDeleteFile(silver, partition, std::move(kept)));
+  files->written.push_back(file);
+  files->deletes.push_back(std::move(file));
+  return arrow::Status::OK();
+}
+
+// The folds of TierSmallFiles, partition by partition.
+arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_snapshot,
+                             const std::vector<std::string>& key, int64_t memory,
+                             bool copy_on_write, MergeFiles* files, MergeStats* stats) {
+  ARROW_ASSIGN_OR_RAISE(const int64_t target, silver.TargetFileSizeBytes());
+  auto small = [&](const ice::DataFile& f) {
+    return f.file_size_in_bytes < target / 4 * 3;
+  };
+  const int32_t spec_id = silver.spec().spec_id;
+  // The partitions the merge writes in, and its own small new files of each.
+  std::map<std::string, ice::PartitionTuple> touched;
+  std::map<std::string, std::vector<Candidate>> by_partition;
+  for (const auto* list : {&files->data, &files->cow.add, &files->deletes}) {
+    for (const ice::DataFile& f : *list)
+      touched[WhereOf(silver, f.partition)] = f.partition;
+  }
+  for (const auto* list : {&files->data, &files->cow.add}) {
+    for (const ice::DataFile& f : *list) {
+      if (small(f)) {
+        by_partition[WhereOf(silver, f.partition)].push_back(
+            Candidate{TaskOf(f, spec_id, 0), /*written=*/true});
+      }
+    }
+  }
+  if (touched.empty()) return arrow::Status::OK();
+  // The live small files of those partitions, each with the delete files that apply
+  // (and merge-on-read: the merge's new ones of its partition).
+  std::map<std::string, std::vector<ice::DataFile>> live_deletes;
+  if (planned_snapshot) {
+    ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles(planned_snapshot));
+    std::set<std::string> removed;
+    for (const ice::DataFile& f : files->cow.remove) removed.insert(f.file_path);
+    std::vector<ice::FileScanTask> tasks;
+    std::vector<ice::DeleteFileEntry> deletes;
+    for (const ice::LiveFile& f : live) {
+      const ice::DataFile& file = f.entry.data_file;
+      if (f.spec_id != spec_id) continue;
+      const std::string where = WhereOf(silver, file.partition);
+      if (!touched.contains(where)) continue;
+      if (file.content != ice::DataFileContent::kData) {
+        deletes.push_back(
+            ice::DeleteFileEntry{file, f.spec_id, f.entry.sequence_number.value_or(0)});
+        live_deletes[where].push_back(file);
+      } else if (small(file) && !removed.contains(file.file_path)) {
+        tasks.push_back(TaskOf(file, f.spec_id, f.entry.sequence_number.value_or(0)));
+      }
+    }
+    ice::AssignDeleteFiles(deletes, &tasks);
+    for (ice::FileScanTask& task : tasks) {
+      const bool position_only = std::all_of(
+          task.delete_files.begin(), task.delete_files.end(), [](const ice::DataFile& d) {
+            return d.content == ice::DataFileContent::kPositionDeletes;
+          });
+      // Copy-on-write leaves files with deletes to the rewrite that removes them;
+      // equality deletes (another engine's) are left to compaction.
+      if (!position_only || (copy_on_write && !task.delete_files.empty())) continue;
+      const std::string where = WhereOf(silver, task.data_file.partition);
+      for (const ice::DataFile& d : files->deletes) {
+        if (WhereOf(silver, d.partition) == where) task.delete_files.push_back(d);
+      }
+      by_partition[where].push_back(Candidate{std::move(task), false});
+    }
+  }
+  const int64_t columns = static_cast<int64_t>(silver.schema().fields().size());
+  const int64_t per_file = columns * (2 * kMiB + 64 * 1024) + 3 * kMiB;
+  const size_t fan_in =
+      static_cast<size_t>(std::clamp<int64_t>(memory / 3 / per_file, 2, 64));
+  for (auto& [where, candidates] : by_partition) {
+    if (candidates.size() < static_cast<size_t>(kTierFiles)) continue;
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) {
+                       return a.task.data_file.file_size_in_bytes <
+                              b.task.data_file.file_size_in_bytes;
+                     });
+    const size_t n = ChooseTier(candidates, fan_in);
+    if (n == 0) continue;
+    candidates.resize(n);
+    std::vector<ice::DataFile> folded_into;
+    ARROW_ASSIGN_OR_RAISE(
+        const bool sorted,
+        FoldFiles(silver, touched.at(where), candidates, key, memory, &folded_into));
+    if (!sorted) {
+      spdlog::warn(
+          "{}: a data file of partition {} is not sorted by the key; its small files "
+          "are left for `floe compact`",
+          silver.identifier().ToString(), where);
+      continue;
+    }
+    std::set<std::string> written, live;
+    for (const Candidate& c : candidates) {
+      (c.written ? written : live).insert(c.task.data_file.file_path);
+      if (!c.written) {
+        (copy_on_write ? files->cow.remove : files->tiered).push_back(c.task.data_file);
+      }
+    }
+    DropWritten(silver.io(), written, &files->data, &files->written);
+    DropWritten(silver.io(), written, &files->cow.add, &files->written);
+    files->written.insert(files->written.end(), folded_into.begin(), folded_into.end());
+    files->data.insert(files->data.end(), folded_into.begin(), folded_into.end());
+    if (!copy_on_write && !live.empty()) {
+      ARROW_RETURN_NOT_OK(RewriteDeletes(silver, touched.at(where), where,
+                                         live_deletes[where], live, files));
+    }
+    stats->tiered_files += static_cast<int32_t>(n);
+    stats->tier_files_added += static_cast<int32_t>(folded_into.size());
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Status TierSmallFiles(ice::Table& silver, std::optional<int64_t> planned_snapshot,
+                             bool truncated, const std::vector<std::string>& key,
+                             int64_t memory, bool copy_on_write, MergeFiles* files,
+                             MergeStats* stats) {
+  if (truncated) return arrow::Status::OK();
+  arrow::Status folded =
+      FoldPartitions(silver, planned_snapshot, key, memory, copy_on_write, files, stats);
+  if (!folded.ok()) {
+    DeleteFiles(silver.io(), files->written);
+    return folded;
+  }
+  stats->data_files = static_cast<int32_t>(files->data.size());
+  stats->delete_files = static_cast<int32_t>(files->deletes.size());
+  if (!copy_on_write) {
+    stats->delete_files_removed = static_cast<int32_t>(files->replaced_deletes.size());
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace floe::silver::merge_internal

@@ -1,0 +1,137 @@
+// Merge-time tiering (merge_tier.cc): many merges without compaction keep a bucket's
+// small files few, and Silver equal to the changes, in both write modes.
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "floe/iceberg/scan.h"
+#include "floe/silver/bronze_fixture_test_util.h"
+#include "floe/silver/merge.h"
+
+namespace floe::silver {
+namespace {
+
+namespace ice = floe::iceberg;
+using testing::BronzeFixture;
+using testing::Row;
+
+class MergeTierTest : public BronzeFixture, public ::testing::WithParamInterface<bool> {
+ protected:
+  MergeStats MergeInMode() {
+    MergeOptions options;
+    options.target_file_bytes = kTarget;
+    options.copy_on_write = GetParam();
+    auto stats =
+        MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    return stats.ok() ? *stats : MergeStats{};
+  }
+
+  static constexpr int64_t kTarget = 4096;
+};
+
+// Randomized, seeded: 40 merges of random upserts, inserts and deletes (some keys
+// changed in several merges, some deleted and inserted again). After each: Silver
+// holds exactly the expected rows, no delete file points into a data file that is
+// not live, and no partition holds more small files than tiering leaves (without it,
+// every bucket would gain a file per merge).
+TEST_P(MergeTierTest, ManyMergesKeepFewSmallFilesAndSilverExact) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (copy_on_write " +
+               std::to_string(GetParam()) + ")");
+  std::mt19937 rng(seed);
+  std::map<int64_t, std::string> want;
+  int64_t lsn = 100;
+  std::vector<Row> rows;
+  for (int64_t id = 0; id < 600; ++id) {
+    rows.push_back({"r", lsn, static_cast<int32_t>(id), id, "v0_" + std::to_string(id)});
+    want[id] = "v0_" + std::to_string(id);
+  }
+  Append(rows, lsn);
+  MergeInMode();
+  ASSERT_EQ(SilverRows(), want);
+  int64_t next_id = 600;
+  int tiered = 0;
+  constexpr int kMerges = 40;
+  for (int merge = 1; merge <= kMerges; ++merge) {
+    lsn += 100;
+    rows.clear();
+    const int changes = 5 + static_cast<int>(rng() % 40);
+    for (int c = 0; c < changes; ++c) {
+      const std::string value = "v" + std::to_string(merge) + "_" + std::to_string(c);
+      const uint32_t what = rng() % 10;
+      const auto seq = static_cast<int32_t>(c);
+      if (what < 5 && !want.empty()) {  // update a live key
+        auto it = want.begin();
+        std::advance(it, rng() % want.size());
+        rows.push_back({"u", lsn, seq, it->first, value});
+        it->second = value;
+      } else if (what < 7 && !want.empty()) {  // delete a live key
+        auto it = want.begin();
+        std::advance(it, rng() % want.size());
+        rows.push_back({"d", lsn, seq, it->first, std::nullopt});
+        want.erase(it);
+      } else if (what < 8 && next_id > 0) {  // insert a key again (maybe deleted)
+        const int64_t id = static_cast<int64_t>(rng() % next_id);
+        if (want.contains(id)) continue;
+        rows.push_back({"c", lsn, seq, id, value});
+        want[id] = value;
+      } else {
+        rows.push_back({"c", lsn, seq, next_id, value});
+        want[next_id++] = value;
+      }
+    }
+    Append(rows, lsn);
+    const MergeStats stats = MergeInMode();
+    tiered += stats.tiered_files;
+    ASSERT_EQ(SilverRows(), want) << "after merge " << merge;
+
+    std::set<std::string> data;
+    std::map<std::string, int> small_by_partition;
+    std::vector<ice::DataFile> deletes;
+    auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+    for (const ice::LiveFile& f : silver->LiveFiles().ValueOrDie()) {
+      const ice::DataFile& file = f.entry.data_file;
+      if (file.content != ice::DataFileContent::kData) {
+        deletes.push_back(file);
+        continue;
+      }
+      data.insert(file.file_path);
+      if (file.file_size_in_bytes < kTarget / 4 * 3) {
+        ++small_by_partition[ice::PartitionPath(silver->spec(), silver->schema(),
+                                                file.partition)];
+      }
+    }
+    for (const ice::DataFile& d : deletes) {
+      auto refs = ice::ReadPositionDeletes(*io_, d).ValueOrDie();
+      for (const auto& [path, positions] : refs) {
+        EXPECT_TRUE(data.contains(path))
+            << "after merge " << merge << ": delete file " << d.file_path
+            << " points into " << path << ", which is not live";
+      }
+    }
+    if (GetParam()) {
+      EXPECT_TRUE(deletes.empty());
+    }
+    for (const auto& [partition, n] : small_by_partition) {
+      // Sizes at least double each time a file is folded again: a handful of tiers.
+      EXPECT_LE(n, 12) << "after merge " << merge << ": partition " << partition
+                       << " holds " << n << " small data files";
+    }
+  }
+  EXPECT_GT(tiered, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(WriteModes, MergeTierTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "CopyOnWrite" : "MergeOnRead";
+                         });
+
+}  // namespace
+}  // namespace floe::silver
