@@ -288,3 +288,33 @@ def test_a_key_column_whose_name_bronze_holds_otherwise_is_verified(floe, pg):
     out = tool(run, "verify", str(run.config_path), "--table", "public.dotted")
     assert "Silver vs fold(Bronze <= watermark): OK" in out, out
     assert "Silver vs source: OK" in out, out
+
+
+def test_backfill_of_a_table_with_a_column_named_like_floes_row_numbers(
+        floe, pg, duckdb_con, tmp_path):
+    # floe numbers the export's rows in a column of its own while it holds them; a
+    # source column of that name must keep its values (it came out null) and a
+    # duplicate key must still be found (the check read the wrong column).
+    pg.execute('CREATE TABLE t (id int PRIMARY KEY, "__floe_export_row" bigint, '
+               '"__floe_export_row_" text)')
+    pg.execute("INSERT INTO t SELECT g, g * 7, 'v' || g FROM generate_series(1, 500) g")
+    run = floe(service=SERVICE).start().wait_streaming()
+    wait_bronze(run, pg, "public.t", ["id"])
+    exported = tmp_path / "t.parquet"
+    lsn = export(pg, "t", exported)
+    pg.execute('UPDATE t SET "__floe_export_row" = -1 WHERE id % 9 = 0')
+    wait_bronze(run, pg, "public.t", ["id"])
+    run.stop()
+    cfg = str(run.config_path)
+
+    doubled = tmp_path / "doubled.parquet"
+    rows = pq.read_table(exported)
+    pq.write_table(pa.concat_tables([rows, rows.slice(17, 1)]), doubled)
+    out = tool(run, "backfill", cfg, "--table", "public.t", "--parquet", str(doubled),
+               "--lsn", lsn, expect_rc=1)
+    assert "the export holds rows 18 and 501 with the same key" in out, out
+
+    tool(run, "backfill", cfg, "--table", "public.t", "--parquet", str(exported),
+         "--lsn", lsn)
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.t", ["id"])

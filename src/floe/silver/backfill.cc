@@ -294,7 +294,7 @@ arrow::Status CheckExportColumns(const std::vector<const ice::NestedField*>& row
 }
 
 // The schema export rows are held in: Bronze's row columns in Bronze's types, then
-// each row's number in the export (for messages: values never go into one).
+// each row's number in the export (for messages: values never go into one), last.
 arrow::Result<std::shared_ptr<arrow::Schema>> HeldSchema(
     const std::vector<const ice::NestedField*>& row_fields) {
   arrow::FieldVector fields;
@@ -302,7 +302,14 @@ arrow::Result<std::shared_ptr<arrow::Schema>> HeldSchema(
     ARROW_ASSIGN_OR_RAISE(auto type, ice::ToArrowType(*f->type));
     fields.push_back(arrow::field(f->name, type));
   }
-  fields.push_back(arrow::field(kExportRowColumn, arrow::int64(), false));
+  // Named apart from every row column (a source column may be named like it): the
+  // rows are looked up by name.
+  std::string numbering = kExportRowColumn;
+  while (std::any_of(row_fields.begin(), row_fields.end(),
+                     [&](const ice::NestedField* f) { return f->name == numbering; })) {
+    numbering += "_";
+  }
+  fields.push_back(arrow::field(numbering, arrow::int64(), false));
   return arrow::schema(fields);
 }
 
@@ -447,8 +454,9 @@ arrow::Status CheckUniqueKey(const arrow::RecordBatch& rows,
                              const std::vector<std::string>& key) {
   std::vector<const arrow::Array*> key_arrays;
   for (const auto& k : key) key_arrays.push_back(rows.GetColumnByName(k).get());
+  // The row numbers: the last column (HeldSchema).
   const auto& numbers =
-      static_cast<const arrow::Int64Array&>(*rows.GetColumnByName(kExportRowColumn));
+      static_cast<const arrow::Int64Array&>(*rows.column(rows.num_columns() - 1));
   // Rows are named by their number, not their key: values from the source never go
   // into a message.
   std::unordered_map<std::string, int64_t> seen;
