@@ -82,12 +82,6 @@ ExpressionOp Negate(ExpressionOp op) {
   return op;
 }
 
-bool IsNaN(const Literal& v) {
-  if (const auto* f = std::get_if<float>(&v)) return std::isnan(*f);
-  if (const auto* d = std::get_if<double>(&v)) return std::isnan(*d);
-  return false;
-}
-
 template <typename T>
 std::optional<T> ExactInt(const Literal& v) {
   int64_t x;

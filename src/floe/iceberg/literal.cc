@@ -1,6 +1,7 @@
 #include "floe/iceberg/literal.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -126,6 +127,12 @@ arrow::Status CheckLiteralType(const Type& type, const Literal& value) {
                                     std::get<Bytes>(value).size());
   }
   return arrow::Status::OK();
+}
+
+bool IsNaN(const Literal& value) {
+  if (const auto* f = std::get_if<float>(&value)) return std::isnan(*f);
+  if (const auto* d = std::get_if<double>(&value)) return std::isnan(*d);
+  return false;
 }
 
 std::string LiteralToString(const Literal& value) {

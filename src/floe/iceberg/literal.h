@@ -54,6 +54,9 @@ using Literal = std::variant<bool, int32_t, int64_t, float, double, Decimal, std
 /// decimals and fixed, its scale / length match the type.
 arrow::Status CheckLiteralType(const Type& type, const Literal& value);
 
+/// Whether `value` is a float or double NaN (no filter or bound can name one).
+bool IsNaN(const Literal& value);
+
 /// A readable rendering for error messages and test output (not a serialization).
 std::string LiteralToString(const Literal& value);
 

@@ -488,12 +488,6 @@ bool Less(const Literal& a, const Literal& b) {
       a);
 }
 
-bool IsNaN(const Literal& v) {
-  if (const float* f = std::get_if<float>(&v)) return std::isnan(*f);
-  if (const double* d = std::get_if<double>(&v)) return std::isnan(*d);
-  return false;
-}
-
 arrow::Result<std::vector<PartitionFieldSummary>> Summarize(
     const Type& partition_type, const std::vector<ManifestEntry>& entries) {
   std::vector<PartitionFieldSummary> out;

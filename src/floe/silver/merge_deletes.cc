@@ -174,12 +174,7 @@ arrow::Result<ice::ExpressionPtr> KeyFilter(
     if (lits.empty()) return ice::AlwaysFalse();
     // A filter cannot name NaN (its rows are matched by key all the same): no
     // pruning by this column.
-    const bool has_nan = std::any_of(lits.begin(), lits.end(), [](const ice::Literal& v) {
-      const double* d = std::get_if<double>(&v);
-      const float* f = std::get_if<float>(&v);
-      return (d != nullptr && std::isnan(*d)) || (f != nullptr && std::isnan(*f));
-    });
-    if (has_nan) continue;
+    if (std::any_of(lits.begin(), lits.end(), ice::IsNaN)) continue;
     if (lits.size() <= kMaxInValues) {
       filter = ice::And(filter, ice::In(fields[k]->name, lits));
     } else {
