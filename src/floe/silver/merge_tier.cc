@@ -83,14 +83,17 @@ arrow::Result<bool> FoldFiles(ice::Table& silver, const ice::PartitionTuple& par
   const auto open = static_cast<int64_t>(files.size());
   const int64_t columns = std::max(1, arrow_schema->num_fields());
   const int64_t batch_bytes = std::clamp<int64_t>(memory / 12 / open, 64 * 1024, kMiB);
-  const int64_t buffer =
+  // Small files: no stream buffer larger than the file itself.
+  const int64_t most_buffer =
       std::clamp<int64_t>(memory / 8 / open / columns, 16 * 1024, kMiB);
   ice::LastPositionDeletes last_deletes;
   std::vector<ice::BatchSource> sources;
   for (const Candidate& c : files) {
     auto reader = std::make_shared<std::unique_ptr<ice::FileScanBatches>>();
+    const int64_t buffer =
+        std::clamp<int64_t>(c.task.data_file.file_size_in_bytes, 16 * 1024, most_buffer);
     sources.push_back(
-        [&, reader,
+        [&, reader, buffer,
          task = &c.task]() -> arrow::Result<std::shared_ptr<arrow::RecordBatch>> {
           if (*reader == nullptr) {
             ARROW_ASSIGN_OR_RAISE(
