@@ -148,12 +148,17 @@ arrow::Result<SilverDeletes> WritePlan(
 /// The small data files (under 3/4 of the target size) a partition may gather before
 /// a merge writing in it folds them into one.
 inline constexpr int kTierFiles = 4;
+/// The folds of one bucket in one merge, at most (each of as many files as the
+/// merge's memory share holds open at once).
+inline constexpr int kTierPasses = 8;
 
 /// Folds the small data files of each partition the plan writes in, when there are
 /// kTierFiles or more (its own new ones, and the live ones of snapshot
 /// `planned_snapshot` with their deletes and the plan's applied), into one file
-/// sorted by `key`: the smallest ones, while each next is at most twice those before
-/// it together (so a row is rewritten a logarithmic number of times). Within `memory`
+/// sorted by `key`: the longest run of them by size in which each next is at most
+/// twice those before it together (so a row is rewritten a logarithmic number of
+/// times; files under 1/64 of the target count as that), pass after pass while the
+/// bucket still holds kTierFiles small files (kTierPasses at most). Within `memory`
 /// (the merge's share). The files folded leave `files` (the plan's own are deleted);
 /// merge-on-read: the live ones go to `files->tiered` and the partition's delete
 /// files are rewritten without positions in them; copy-on-write: to `files->cow.remove`.

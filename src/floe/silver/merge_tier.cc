@@ -6,6 +6,7 @@
 // a logarithmic number of times; the commit removes the files it folded.
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -35,6 +36,9 @@ constexpr int64_t kTierBatchRows = 8192;
 struct Candidate {
   ice::FileScanTask task;
   bool written = false;
+  /// A live file's delete files from the planned snapshot (the plan's own are added
+  /// when it is folded).
+  std::vector<ice::DataFile> live_deletes;
 };
 
 // The partition key merges use ("<spec id>/<partition path>").
@@ -51,21 +55,28 @@ ice::FileScanTask TaskOf(const ice::DataFile& file, int32_t spec_id, int64_t seq
   return task;
 }
 
-// Which of `candidates` (sorted by size) to fold: the smallest ones while each next
-// file is at most twice those chosen so far together, so a file is folded again only
-// once the files beside it add up to half its size (it then grows by half at least:
-// a row is rewritten a logarithmic number of times), and at most `fan_in`. Fewer than
-// two: none.
-size_t ChooseTier(const std::vector<Candidate>& candidates, size_t fan_in) {
-  if (candidates.size() < 2) return 0;
-  int64_t sum = candidates[0].task.data_file.file_size_in_bytes;
-  size_t n = 1;
-  while (n < candidates.size() && n < fan_in &&
-         candidates[n].task.data_file.file_size_in_bytes <= 2 * sum) {
-    sum += candidates[n].task.data_file.file_size_in_bytes;
-    ++n;
+// Which of `candidates` (sorted by size) to fold: a run of consecutive ones, each at
+// most twice those before it in the run together, so a file is folded again only once
+// the files beside it add up to half its size (it then grows by half at least: a row is
+// rewritten a logarithmic number of times); files under `floor` count as `floor`, so a
+// file of a few rows does not stand in the way of the rest. The run with the most
+// files (at most `fan_in`): [first, first + n); n is 0 when no run has two.
+std::pair<size_t, size_t> ChooseTier(const std::vector<Candidate>& candidates,
+                                     size_t fan_in, int64_t floor) {
+  auto size = [&](size_t i) {
+    return std::max(candidates[i].task.data_file.file_size_in_bytes, floor);
+  };
+  std::pair<size_t, size_t> best{0, 0};
+  for (size_t first = 0; first + 1 < candidates.size(); ++first) {
+    int64_t sum = size(first);
+    size_t n = 1;
+    while (first + n < candidates.size() && n < fan_in && size(first + n) <= 2 * sum) {
+      sum += size(first + n);
+      ++n;
+    }
+    if (n >= 2 && n > best.second) best = {first, n};
   }
-  return n >= 2 ? n : 0;
+  return best;
 }
 
 // Merges the rows of `files` (each sorted by the key, deletes applied as they are
@@ -173,6 +184,54 @@ arrow::Status RewriteDeletes(ice::Table& silver, const ice::PartitionTuple& part
   return arrow::Status::OK();
 }
 
+// The live small data files of snapshot `planned_snapshot` in the partitions of
+// `touched` as candidates of their partition, with the delete files that apply (and
+// each partition's live delete files in `live_deletes`). Copy-on-write leaves files
+// with deletes to the rewrite that removes them; equality deletes (another engine's)
+// are left to compaction.
+arrow::Status AddLiveCandidates(
+    const ice::Table& silver, std::optional<int64_t> planned_snapshot,
+    const std::map<std::string, ice::PartitionTuple>& touched,
+    const std::function<bool(const ice::DataFile&)>& small, bool copy_on_write,
+    const MergeFiles& files, std::map<std::string, std::vector<Candidate>>* by_partition,
+    std::map<std::string, std::vector<ice::DataFile>>* live_deletes) {
+  if (!planned_snapshot) return arrow::Status::OK();
+  const int32_t spec_id = silver.spec().spec_id;
+  ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles(planned_snapshot));
+  std::set<std::string> removed;
+  for (const ice::DataFile& f : files.cow.remove) removed.insert(f.file_path);
+  std::vector<ice::FileScanTask> tasks;
+  std::vector<ice::DeleteFileEntry> deletes;
+  for (const ice::LiveFile& f : live) {
+    const ice::DataFile& file = f.entry.data_file;
+    if (f.spec_id != spec_id) continue;
+    const std::string where = WhereOf(silver, file.partition);
+    if (!touched.contains(where)) continue;
+    if (file.content != ice::DataFileContent::kData) {
+      deletes.push_back(
+          ice::DeleteFileEntry{file, f.spec_id, f.entry.sequence_number.value_or(0)});
+      (*live_deletes)[where].push_back(file);
+    } else if (small(file) && !removed.contains(file.file_path)) {
+      tasks.push_back(TaskOf(file, f.spec_id, f.entry.sequence_number.value_or(0)));
+    }
+  }
+  ice::AssignDeleteFiles(deletes, &tasks);
+  for (ice::FileScanTask& task : tasks) {
+    const bool position_only = std::all_of(
+        task.delete_files.begin(), task.delete_files.end(), [](const ice::DataFile& d) {
+          return d.content == ice::DataFileContent::kPositionDeletes;
+        });
+    // Copy-on-write leaves files with deletes to the rewrite that removes them;
+    // equality deletes (another engine's) are left to compaction.
+    if (!position_only || (copy_on_write && !task.delete_files.empty())) continue;
+    const std::string where = WhereOf(silver, task.data_file.partition);
+    std::vector<ice::DataFile> deletes_of = task.delete_files;
+    (*by_partition)[where].push_back(
+        Candidate{std::move(task), false, std::move(deletes_of)});
+  }
+  return arrow::Status::OK();
+}
+
 // The folds of TierSmallFiles, partition by partition.
 arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_snapshot,
                              const std::vector<std::string>& key, int64_t memory,
@@ -193,91 +252,80 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
     for (const ice::DataFile& f : *list) {
       if (small(f)) {
         by_partition[WhereOf(silver, f.partition)].push_back(
-            Candidate{TaskOf(f, spec_id, 0), /*written=*/true});
+            Candidate{TaskOf(f, spec_id, 0), /*written=*/true, {}});
       }
     }
   }
   if (touched.empty()) return arrow::Status::OK();
-  // The live small files of those partitions, each with the delete files that apply
-  // (and merge-on-read: the merge's new ones of its partition).
+  // The live small files of those partitions, and their delete files.
   std::map<std::string, std::vector<ice::DataFile>> live_deletes;
-  if (planned_snapshot) {
-    ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles(planned_snapshot));
-    std::set<std::string> removed;
-    for (const ice::DataFile& f : files->cow.remove) removed.insert(f.file_path);
-    std::vector<ice::FileScanTask> tasks;
-    std::vector<ice::DeleteFileEntry> deletes;
-    for (const ice::LiveFile& f : live) {
-      const ice::DataFile& file = f.entry.data_file;
-      if (f.spec_id != spec_id) continue;
-      const std::string where = WhereOf(silver, file.partition);
-      if (!touched.contains(where)) continue;
-      if (file.content != ice::DataFileContent::kData) {
-        deletes.push_back(
-            ice::DeleteFileEntry{file, f.spec_id, f.entry.sequence_number.value_or(0)});
-        live_deletes[where].push_back(file);
-      } else if (small(file) && !removed.contains(file.file_path)) {
-        tasks.push_back(TaskOf(file, f.spec_id, f.entry.sequence_number.value_or(0)));
-      }
-    }
-    ice::AssignDeleteFiles(deletes, &tasks);
-    for (ice::FileScanTask& task : tasks) {
-      const bool position_only = std::all_of(
-          task.delete_files.begin(), task.delete_files.end(), [](const ice::DataFile& d) {
-            return d.content == ice::DataFileContent::kPositionDeletes;
-          });
-      // Copy-on-write leaves files with deletes to the rewrite that removes them;
-      // equality deletes (another engine's) are left to compaction.
-      if (!position_only || (copy_on_write && !task.delete_files.empty())) continue;
-      const std::string where = WhereOf(silver, task.data_file.partition);
-      for (const ice::DataFile& d : files->deletes) {
-        if (WhereOf(silver, d.partition) == where) task.delete_files.push_back(d);
-      }
-      by_partition[where].push_back(Candidate{std::move(task), false});
-    }
-  }
+  ARROW_RETURN_NOT_OK(AddLiveCandidates(silver, planned_snapshot, touched, small,
+                                        copy_on_write, *files, &by_partition,
+                                        &live_deletes));
   const int64_t columns = static_cast<int64_t>(silver.schema().fields().size());
   const int64_t per_file = columns * (2 * kMiB + 64 * 1024) + 3 * kMiB;
   const size_t fan_in =
       static_cast<size_t>(std::clamp<int64_t>(memory / 3 / per_file, 2, 64));
+  // Files under this size fold with any others (ChooseTier).
+  const int64_t floor = std::max<int64_t>(4096, target / 64);
   for (auto& [where, candidates] : by_partition) {
-    if (candidates.size() < static_cast<size_t>(kTierFiles)) continue;
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const Candidate& a, const Candidate& b) {
-                       return a.task.data_file.file_size_in_bytes <
-                              b.task.data_file.file_size_in_bytes;
-                     });
-    const size_t n = ChooseTier(candidates, fan_in);
-    if (n == 0) continue;
-    candidates.resize(n);
-    std::vector<ice::DataFile> folded_into;
-    ARROW_ASSIGN_OR_RAISE(
-        const bool sorted,
-        FoldFiles(silver, touched.at(where), candidates, key, memory, &folded_into));
-    if (!sorted) {
-      spdlog::warn(
-          "{}: a data file of partition {} is not sorted by the key; its small files "
-          "are left for `floe compact`",
-          silver.identifier().ToString(), where);
-      continue;
-    }
-    std::set<std::string> written, live;
-    for (const Candidate& c : candidates) {
-      (c.written ? written : live).insert(c.task.data_file.file_path);
-      if (!c.written) {
-        (copy_on_write ? files->cow.remove : files->tiered).push_back(c.task.data_file);
+    // A pass folds at most fan_in files; passes go on while the bucket holds
+    // kTierFiles small files (a merge of many slices writes several), at most
+    // kTierPasses of them.
+    for (int pass = 0; pass < kTierPasses; ++pass) {
+      if (candidates.size() < static_cast<size_t>(kTierFiles)) break;
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [](const Candidate& a, const Candidate& b) {
+                         return a.task.data_file.file_size_in_bytes <
+                                b.task.data_file.file_size_in_bytes;
+                       });
+      const auto [first, n] = ChooseTier(candidates, fan_in, floor);
+      if (n == 0) break;
+      std::vector<Candidate> folding(candidates.begin() + first,
+                                     candidates.begin() + first + n);
+      // Merge-on-read: the live files with the plan's delete files of the partition as
+      // they are now (an earlier pass may have written them again).
+      for (Candidate& c : folding) {
+        if (c.written) continue;
+        c.task.delete_files = c.live_deletes;
+        for (const ice::DataFile& d : files->deletes) {
+          if (WhereOf(silver, d.partition) == where) c.task.delete_files.push_back(d);
+        }
+      }
+      std::vector<ice::DataFile> folded_into;
+      ARROW_ASSIGN_OR_RAISE(
+          const bool sorted,
+          FoldFiles(silver, touched.at(where), folding, key, memory, &folded_into));
+      if (!sorted) {
+        spdlog::warn(
+            "{}: a data file of partition {} is not sorted by the key; its small files "
+            "are left for `floe compact`",
+            silver.identifier().ToString(), where);
+        break;
+      }
+      std::set<std::string> written, live;
+      for (const Candidate& c : folding) {
+        (c.written ? written : live).insert(c.task.data_file.file_path);
+        if (!c.written) {
+          (copy_on_write ? files->cow.remove : files->tiered).push_back(c.task.data_file);
+        }
+      }
+      DropWritten(silver.io(), written, &files->data, &files->written);
+      DropWritten(silver.io(), written, &files->cow.add, &files->written);
+      files->written.insert(files->written.end(), folded_into.begin(), folded_into.end());
+      files->data.insert(files->data.end(), folded_into.begin(), folded_into.end());
+      if (!copy_on_write && !live.empty()) {
+        ARROW_RETURN_NOT_OK(RewriteDeletes(silver, touched.at(where), where,
+                                           live_deletes[where], live, files));
+      }
+      stats->tiered_files += static_cast<int32_t>(n);
+      stats->tier_files_added += static_cast<int32_t>(folded_into.size());
+      // The folded files leave the candidates; the small ones made join them.
+      candidates.erase(candidates.begin() + first, candidates.begin() + first + n);
+      for (const ice::DataFile& f : folded_into) {
+        if (small(f)) candidates.push_back(Candidate{TaskOf(f, spec_id, 0), true, {}});
       }
     }
-    DropWritten(silver.io(), written, &files->data, &files->written);
-    DropWritten(silver.io(), written, &files->cow.add, &files->written);
-    files->written.insert(files->written.end(), folded_into.begin(), folded_into.end());
-    files->data.insert(files->data.end(), folded_into.begin(), folded_into.end());
-    if (!copy_on_write && !live.empty()) {
-      ARROW_RETURN_NOT_OK(RewriteDeletes(silver, touched.at(where), where,
-                                         live_deletes[where], live, files));
-    }
-    stats->tiered_files += static_cast<int32_t>(n);
-    stats->tier_files_added += static_cast<int32_t>(folded_into.size());
   }
   return arrow::Status::OK();
 }

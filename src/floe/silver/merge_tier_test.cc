@@ -128,6 +128,70 @@ TEST_P(MergeTierTest, ManyMergesKeepFewSmallFilesAndSilverExact) {
   EXPECT_GT(tiered, 0);
 }
 
+// A file of one row beside files many times its size must not stop the folds (the
+// smallest file only took the next if it was at least half its size, so nothing
+// folded again: a file per merge piled up). And a merge whose increment is cut into
+// slices (several new files a bucket) under a memory share that opens two files at
+// once still folds them all (pass after pass). Small files stay few in both.
+TEST_P(MergeTierTest, ATinyFileOrManySlicesDoNotStopTheFolds) {
+  constexpr int64_t kLarger = 256 * 1024;  // every file here is small
+  std::map<int64_t, std::string> want;
+  int64_t lsn = 100;
+  std::vector<Row> rows;
+  for (int64_t id = 0; id < 1000; ++id) {
+    rows.push_back({"r", lsn, static_cast<int32_t>(id), id, "v" + std::to_string(id)});
+    want[id] = "v" + std::to_string(id);
+  }
+  Append(rows, lsn);
+  auto merge = [&](int64_t slice_bytes, int64_t memory) {
+    MergeOptions options;
+    options.target_file_bytes = kLarger;
+    options.copy_on_write = GetParam();
+    options.slice_bytes = slice_bytes;
+    if (memory > 0) options.memory_limit = memory;
+    auto stats =
+        MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+  };
+  auto small_files = [&]() {
+    auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+    int n = 0;
+    for (const ice::LiveFile& f : silver->LiveFiles().ValueOrDie()) {
+      n += f.entry.data_file.content == ice::DataFileContent::kData &&
+           f.entry.data_file.file_size_in_bytes < kLarger / 4 * 3;
+    }
+    return n;
+  };
+  merge(0, 0);
+  lsn += 100;
+  Append({{"c", lsn, 0, 100000, "tiny"}}, lsn);
+  want[100000] = "tiny";
+  merge(0, 0);
+  int64_t next = 200000;
+  for (int m = 0; m < 16; ++m) {
+    lsn += 100;
+    rows.clear();
+    for (int i = 0; i < 300; ++i, ++next) {
+      const std::string value =
+          std::string(40, static_cast<char>('a' + m)) + std::to_string(next);
+      rows.push_back({"c", lsn, i, next, value});
+      want[next] = value;
+    }
+    // Updates too, so that merge-on-read has deletes to drop from the folded files.
+    rows.push_back({"u", lsn, 300, m, "u" + std::to_string(m)});
+    want[m] = "u" + std::to_string(m);
+    Append(rows, lsn);
+    // The second half: slices of about 4 KB of changes, a 16 MiB share.
+    if (m < 10) {
+      merge(0, 0);
+    } else {
+      merge(4096, int64_t{16} << 20);
+    }
+    ASSERT_EQ(SilverRows(), want) << "after merge " << m;
+    EXPECT_LE(small_files(), 8) << "after merge " << m;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(WriteModes, MergeTierTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "CopyOnWrite" : "MergeOnRead";
