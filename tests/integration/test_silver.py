@@ -175,8 +175,15 @@ def test_silver_follows_the_source_round_after_round(floe, pg, duckdb_con):
     got = check_silver(run, pg, con, "public.items", ["id"])
     assert any(r["note"] == "with note" for r in got)
     s = current_summary(run, "public.items")
-    assert int(s.get("added-position-delete-files", 0)) > 0, s
-    assert "deleted-data-files" not in s, s
+    # Merge-on-read again: position deletes, unless the merge found the bucket's 4
+    # small files (the copy's, the truncate's and this merge's) and folded them, the
+    # deletes going with them (docs/silver.md, "Small files"); across a schema change.
+    if "deleted-data-files" in s:
+        assert "floe.merge.files-read" in s and int(s["total-data-files"]) < \
+            int(s["deleted-data-files"]) + int(s["added-data-files"]), s
+        assert int(s.get("total-delete-files", 0)) == 0, s
+    else:
+        assert int(s.get("added-position-delete-files", 0)) > 0, s
 
     # Round 4: rows whose earlier versions are already deleted by position: each
     # live row is deleted exactly once (rows deleted before are skipped). The merge's

@@ -10,6 +10,7 @@
 #include <arrow/io/file.h>
 #include <arrow/ipc/api.h>
 #include <arrow/util/bit_util.h>
+#include <arrow/util/byte_size.h>
 #include <arrow/util/decimal.h>
 
 namespace floe::iceberg {
@@ -182,13 +183,21 @@ struct Run {
   int64_t row = 0;
 };
 
-// Rows copied out of the runs' batches, handed on `out_rows` at a time.
+// The bytes of an output batch, about, and the rows of the first one (before the
+// bytes of a row are known): a caller's row count guessed from compressed file sizes
+// may be far off for wide, compressible rows (64K rows of 2 KB held 128 MB).
+constexpr int64_t kOutBatchBytes = int64_t{8} << 20;
+constexpr int64_t kFirstOutRows = 1024;
+
+// Rows copied out of the runs' batches, handed on at most `out_rows` at a time and
+// about kOutBatchBytes.
 class Output {
  public:
   Output(std::shared_ptr<arrow::Schema> schema, int64_t out_rows,
          const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each)
       : schema_(std::move(schema)),
-        out_rows_(std::max<int64_t>(1, out_rows)),
+        max_rows_(std::max<int64_t>(1, out_rows)),
+        out_rows_(std::min(max_rows_, kFirstOutRows)),
         each_(each) {}
 
   arrow::Status Init() {
@@ -221,12 +230,16 @@ class Output {
       columns.push_back(std::move(column));
     }
     auto batch = arrow::RecordBatch::Make(schema_, rows_, std::move(columns));
+    const int64_t row_bytes =
+        std::max<int64_t>(1, arrow::util::TotalBufferSize(*batch) / rows_);
+    out_rows_ = std::clamp<int64_t>(kOutBatchBytes / row_bytes, 1, max_rows_);
     rows_ = 0;
     return each_(std::move(batch));
   }
 
  private:
   std::shared_ptr<arrow::Schema> schema_;
+  int64_t max_rows_;
   int64_t out_rows_;
   const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each_;
   std::vector<std::unique_ptr<arrow::ArrayBuilder>> builders_;

@@ -41,7 +41,8 @@ class RowOrder {
 using BatchSource = std::function<arrow::Result<std::shared_ptr<arrow::RecordBatch>>()>;
 
 /// Merges `runs`, each sorted by `order`, into one sequence sorted by `order` (ties in
-/// run order), handing `each` batches of `schema` of at most `out_rows` rows. A
+/// run order), handing `each` batches of `schema` of at most `out_rows` rows and
+/// about 8 MiB (the first of 1024 rows at most, later ones sized from it). A
 /// run's batch is released once its rows are copied out, so memory is about one
 /// batch per run plus one output batch. Returns false, and stops, on meeting a row of
 /// a run that sorts before the row before it (the run is not sorted): what was

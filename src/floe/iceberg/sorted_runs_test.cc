@@ -9,6 +9,7 @@
 
 #include <arrow/api.h>
 #include <arrow/compute/api.h>
+#include <arrow/util/byte_size.h>
 #include <gtest/gtest.h>
 
 #include "floe/iceberg/arrow_compute.h"
@@ -234,6 +235,43 @@ TEST(SortedRunsTest, ColumnsThatCannotBeOrderedAreRefused) {
   auto schema = arrow::schema({arrow::field("l", arrow::list(arrow::int32()))});
   EXPECT_TRUE(RowOrder::Make(*schema, {0}).status().IsNotImplemented());
   EXPECT_TRUE(RowOrder::Make(*schema, {1}).status().IsInvalid());
+}
+
+// Wide rows: a caller's row count (guessed from compressed sizes) must not make an
+// output batch of 64K rows of 2 KB (128 MB held at once): the first batch has 1024
+// rows at most, later ones about 8 MiB, and all the rows come out in order.
+TEST(SortedRunsTest, OutputBatchesOfWideRowsStayNearEightMiB) {
+  auto schema = arrow::schema(
+      {arrow::field("k", arrow::int64()), arrow::field("body", arrow::utf8())});
+  std::vector<std::vector<std::shared_ptr<arrow::RecordBatch>>> runs(2);
+  const std::string body(2048, 'x');
+  for (int r = 0; r < 2; ++r) {
+    for (int b = 0; b < 10; ++b) {
+      arrow::Int64Builder keys;
+      arrow::StringBuilder bodies;
+      for (int i = 0; i < 2000; ++i) {
+        ASSERT_TRUE(keys.Append((b * 2000 + i) * 2 + r).ok());
+        ASSERT_TRUE(bodies.Append(body).ok());
+      }
+      runs[r].push_back(arrow::RecordBatch::Make(
+          schema, 2000, {keys.Finish().ValueOrDie(), bodies.Finish().ValueOrDie()}));
+    }
+  }
+  Merged merged = Merge(runs, schema, {0}, 65536);
+  ASSERT_TRUE(merged.sorted);
+  ASSERT_FALSE(merged.batches.empty());
+  EXPECT_LE(merged.batches[0]->num_rows(), 1024);
+  int64_t rows = 0, last = -1;
+  for (const auto& b : merged.batches) {
+    EXPECT_LE(arrow::util::TotalBufferSize(*b), int64_t{12} << 20);
+    const auto& k = static_cast<const arrow::Int64Array&>(*b->column(0));
+    for (int64_t i = 0; i < b->num_rows(); ++i) {
+      EXPECT_EQ(k.Value(i), last + 1);
+      last = k.Value(i);
+    }
+    rows += b->num_rows();
+  }
+  EXPECT_EQ(rows, 40000);
 }
 
 }  // namespace
