@@ -70,11 +70,6 @@ arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
     DeleteFiles(io, files->written);
     return wrote;
   }
-  stats->data_files = static_cast<int32_t>(files->data.size());
-  stats->delete_files = static_cast<int32_t>(files->deletes.size());
-  if (!copy_on_write) {
-    stats->delete_files_removed = static_cast<int32_t>(files->replaced_deletes.size());
-  }
   return found;
 }
 

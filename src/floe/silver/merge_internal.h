@@ -134,8 +134,8 @@ arrow::Status WriteMergeDeletes(iceberg::Table& silver,
 
 /// Writes the plan made on snapshot `planned` of `silver`: finds the Silver rows the
 /// fold deletes or builds on (not after a truncate), writes the upserts and the
-/// deletes into `files` (the written ones deleted again when the deletes fail) and
-/// counts them in `stats`; returns the Silver rows found.
+/// deletes into `files` (the written ones deleted again when the deletes fail), its
+/// work counted in `stats` (the files: TierSmallFiles); returns the Silver rows found.
 struct MergeColumns;
 arrow::Result<SilverDeletes> WritePlan(
     iceberg::Table& silver, const iceberg::TableMetadata& planned, iceberg::FileIO& io,
@@ -163,7 +163,8 @@ inline constexpr int kTierPasses = 8;
 /// merge-on-read: the live ones go to `files->tiered` and the partition's delete
 /// files are rewritten without positions in them; copy-on-write: to `files->cow.remove`.
 /// Nothing after a truncate (the commit replaces every file). Counts the plan's files
-/// in `stats`; on an error every file the plan wrote is deleted.
+/// in `stats` (the one place they are counted: every plan passes here); on an error
+/// every file the plan wrote is deleted.
 arrow::Status TierSmallFiles(iceberg::Table& silver,
                              std::optional<int64_t> planned_snapshot, bool truncated,
                              const std::vector<std::string>& key, int64_t memory,

@@ -402,11 +402,6 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
     DeleteFiles(io, files->written);
     return status;
   }
-  stats->data_files = static_cast<int32_t>(files->data.size());
-  stats->delete_files = static_cast<int32_t>(files->deletes.size());
-  if (!copy_on_write) {
-    stats->delete_files_removed = static_cast<int32_t>(files->replaced_deletes.size());
-  }
   return arrow::Status::OK();
 }
 

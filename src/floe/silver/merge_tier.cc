@@ -336,9 +336,9 @@ arrow::Status TierSmallFiles(ice::Table& silver, std::optional<int64_t> planned_
                              bool truncated, const std::vector<std::string>& key,
                              int64_t memory, bool copy_on_write, MergeFiles* files,
                              MergeStats* stats) {
-  if (truncated) return arrow::Status::OK();
-  arrow::Status folded =
-      FoldPartitions(silver, planned_snapshot, key, memory, copy_on_write, files, stats);
+  arrow::Status folded = truncated ? arrow::Status::OK()
+                                   : FoldPartitions(silver, planned_snapshot, key, memory,
+                                                    copy_on_write, files, stats);
   if (!folded.ok()) {
     DeleteFiles(silver.io(), files->written);
     return folded;

@@ -23,10 +23,15 @@ using testing::Row;
 
 class MergeTierTest : public BronzeFixture, public ::testing::WithParamInterface<bool> {
  protected:
-  MergeStats MergeInMode() {
+  // A merge in the test's write mode; slices of `slice_bytes` and a share of `memory`
+  // when set.
+  MergeStats MergeInMode(int64_t target = kTarget, int64_t slice_bytes = 0,
+                         int64_t memory = 0) {
     MergeOptions options;
-    options.target_file_bytes = kTarget;
+    options.target_file_bytes = target;
     options.copy_on_write = GetParam();
+    options.slice_bytes = slice_bytes;
+    if (memory > 0) options.memory_limit = memory;
     auto stats =
         MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
@@ -144,15 +149,9 @@ TEST_P(MergeTierTest, ATinyFileOrManySlicesDoNotStopTheFolds) {
   }
   Append(rows, lsn);
   auto merge = [&](int64_t slice_bytes, int64_t memory) {
-    MergeOptions options;
-    options.target_file_bytes = kLarger;
-    options.copy_on_write = GetParam();
-    options.slice_bytes = slice_bytes;
-    if (memory > 0) options.memory_limit = memory;
-    auto stats =
-        MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
-    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    MergeInMode(kLarger, slice_bytes, memory);
   };
+
   auto small_files = [&]() {
     auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
     int n = 0;
