@@ -178,7 +178,9 @@ inline constexpr Key kSilverConcurrency{
     "silver.concurrency",
     Kind::kInteger,
     "`5`",
-    "tables merged at once (1 to 256)",
+    "tables merged at once (1 to 256); when fewer tables are merged at once, a table "
+    "spilled to slices merges as many slices at once as there are threads left over, "
+    "at most the machine's cores ([silver.md](silver.md#memory))",
     5,
     1,
     256,

@@ -290,7 +290,7 @@ class Table {
   /// on error, files already written are left for RemoveOrphanFiles.
   arrow::Result<std::vector<DataFile>> WriteDataFiles(
       const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
-      const PartitionTuple& partition = {});
+      const PartitionTuple& partition = {}) const;
 
   /// A writer of `partition` that takes one batch at a time (see DataFileWriter);
   /// WriteDataFiles in increments.

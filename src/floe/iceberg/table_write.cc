@@ -159,7 +159,7 @@ arrow::Result<int64_t> Table::TargetFileSizeBytes() const {
 
 arrow::Result<std::vector<DataFile>> Table::WriteDataFiles(
     const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
-    const PartitionTuple& partition) {
+    const PartitionTuple& partition) const {
   ARROW_ASSIGN_OR_RAISE(auto writer, NewDataFileWriter(partition));
   for (const auto& batch : batches) {
     if (batch != nullptr) ARROW_RETURN_NOT_OK(writer->Write(*batch));

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -227,9 +228,14 @@ arrow::Result<bool> TruncatedSince(const ice::TableMetadata& bronze, ice::FileIO
   return false;
 }
 
+int SliceWorkers(int concurrency, int merges) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, std::min(concurrency, cores) / std::max(1, merges));
+}
+
 // The upserted rows sorted by key, written as data files of their buckets.
 arrow::Result<std::vector<ice::DataFile>> WriteUpserts(
-    ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
+    const ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
     const std::vector<std::string>& key_names) {
   std::vector<ice::DataFile> out;
   if (rows->num_rows() == 0) return out;
@@ -596,18 +602,20 @@ struct MergeIo {
 };
 
 // The changes lower < cdc_commit_lsn <= upper of `bronze`, in memory when they fit the
-// merge's memory share, else spilled by the bucket of the first key column.
-arrow::Result<std::unique_ptr<Increment>> ReadIncrement(const ice::TableMetadata& bronze,
-                                                        ice::FileIO& bronze_io,
-                                                        uint64_t lower, uint64_t upper,
-                                                        const MergeColumns& columns,
-                                                        const ice::Table* silver,
-                                                        const MergeOptions& options) {
+// merge's memory share, else spilled by the bucket of the first key column, in slices
+// `workers` of which fit the share together.
+arrow::Result<std::unique_ptr<Increment>> ReadIncrement(
+    const ice::TableMetadata& bronze, ice::FileIO& bronze_io, uint64_t lower,
+    uint64_t upper, const MergeColumns& columns, const ice::Table* silver,
+    const MergeOptions& options, int workers) {
   ARROW_ASSIGN_OR_RAISE(const std::vector<std::string> bronze_columns,
                         merge_internal::BronzeColumnsOf(bronze));
   IncrementOptions read;
   read.slice_bytes =
-      options.slice_bytes > 0 ? options.slice_bytes : SliceBytes(options.memory_limit);
+      options.slice_bytes > 0
+          ? options.slice_bytes
+          : std::max<int64_t>(int64_t{1} << 20,
+                              SliceBytes(options.memory_limit) / std::max(1, workers));
   read.spill_parent = options.spill_dir;
   read.silver_buckets = silver != nullptr ? SilverBuckets(*silver) : 0;
   if (silver != nullptr) {
@@ -618,21 +626,21 @@ arrow::Result<std::unique_ptr<Increment>> ReadIncrement(const ice::TableMetadata
                          columns.bronze_names[columns.key_columns[0]], read);
 }
 
-// Writes a plan's files: from the changes folded in memory, or a slice at a time;
-// then folds the small files of the buckets it wrote in.
+// Writes a plan's files: from the changes folded in memory, or a slice at a time
+// (`workers` at once); then folds the small files of the buckets it wrote in.
 arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& planned,
                              ice::FileIO& io, const Increment& increment,
                              const Changes& changes, const FoldResult& fold,
                              const MergeColumns& columns,
                              const std::vector<std::string>& key, bool silver_has_rows,
-                             const MergeOptions& options, MergeFiles* files,
+                             const MergeOptions& options, int workers, MergeFiles* files,
                              std::set<std::string>* referenced, bool* truncated,
                              MergeStats* stats) {
   const bool copy_on_write = options.copy_on_write;
   if (increment.spilled()) {
     ARROW_RETURN_NOT_OK(WriteSlices(silver, planned, io, increment, columns, key,
-                                    silver_has_rows, copy_on_write, files, referenced,
-                                    truncated, stats));
+                                    silver_has_rows, copy_on_write, workers, files,
+                                    referenced, truncated, stats));
   } else {
     ARROW_ASSIGN_OR_RAISE(SilverDeletes found,
                           WritePlan(silver, planned, io, changes, fold, columns, key,
@@ -696,6 +704,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   std::unique_ptr<Increment> increment;  // the changes above increment_from
   uint64_t increment_from = 0;
   int64_t increment_bronze_bytes = 0;  // the Bronze bytes reading it took
+  int increment_workers = 1;           // the slices of it merged at once
   arrow::Status last_lost;  // why the last plan could not commit
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     stats.attempts = attempt;
@@ -723,9 +732,13 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
     if (increment == nullptr || increment_from != watermark) {
       increment.reset();
+      // A backfill's slices are merged one at a time: each writes a file per bucket,
+      // and the smaller they are the more the fold of those files rewrites (measured
+      // in BENCHMARKS.md, "Silver within its memory budget").
+      increment_workers = silver_has_rows ? std::max(1, options.slice_workers) : 1;
       ARROW_ASSIGN_OR_RAISE(
           increment, ReadIncrement(bronze, *bronze_io, watermark, bronze_lsn, columns,
-                                   silver.get(), options));
+                                   silver.get(), options, increment_workers));
       increment_from = watermark;
       increment_bronze_bytes = counted.bronze_read.bytes;
     }
@@ -761,9 +774,9 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     MergeFiles files;
     std::set<std::string> referenced;
     bool truncated = fold.truncated;
-    ARROW_RETURN_NOT_OK(WriteIncrement(*silver, planned, *io, *increment, changes, fold,
-                                       columns, key, silver_has_rows, options, &files,
-                                       &referenced, &truncated, &stats));
+    ARROW_RETURN_NOT_OK(WriteIncrement(
+        *silver, planned, *io, *increment, changes, fold, columns, key, silver_has_rows,
+        options, increment_workers, &files, &referenced, &truncated, &stats));
     stats.bronze_bytes_read = increment_bronze_bytes + counted.bronze_read.bytes;
     stats.silver_bytes_read = counted.silver_read.bytes;
     stats.bytes_written = counted.silver_written.bytes;

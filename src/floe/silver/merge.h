@@ -96,6 +96,11 @@ inline int64_t MergeShare(int64_t limit, int merges) {
   return (limit - kProgramMemory) / (merges < 1 ? 1 : merges);
 }
 
+/// The slices each of `merges` merges running at once merges at once, with
+/// `concurrency` threads in all (silver.concurrency): the threads the other merges
+/// leave, at most the machine's cores.
+int SliceWorkers(int concurrency, int merges);
+
 /// The bytes of changes one slice of a merge with `share` of memory holds.
 inline int64_t SliceBytes(int64_t share) {
   return std::max<int64_t>(int64_t{1} << 20,
@@ -123,9 +128,14 @@ struct MergeOptions {
   /// increment larger than fits is spilled to `spill_dir` and merged a slice of
   /// Silver's buckets at a time (increment.h).
   int64_t memory_limit = MergeShare(kDefaultMemoryLimit, 1);
-  /// The bytes of changes a slice holds; 0: from memory_limit (tests set it to
-  /// slice small increments).
+  /// The bytes of changes a slice holds; 0: from memory_limit and slice_workers
+  /// (tests set it to slice small increments).
   int64_t slice_bytes = 0;
+  /// The slices of a spilled increment merged at once, on threads of their own; each
+  /// holds a slice_workers-th of what one slice alone could (memory_limit is the
+  /// merge's whole budget). floe silver gives a table the threads of
+  /// silver.concurrency that other tables do not use, up to the machine's cores.
+  int slice_workers = 1;
   /// Where the spill goes (empty: the system's temporary directory).
   std::filesystem::path spill_dir;
   /// Plans in all when the Silver table changes under a merge (another merge won).
@@ -252,7 +262,7 @@ arrow::Result<std::unique_ptr<iceberg::Table>> CreateSilverTable(
 /// `rows` (Silver's Arrow schema) sorted by the key columns `key_names` and written as
 /// data files of their buckets. Nothing is committed.
 arrow::Result<std::vector<iceberg::DataFile>> WriteUpserts(
-    iceberg::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
+    const iceberg::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
     const std::vector<std::string>& key_names);
 
 }  // namespace floe::silver

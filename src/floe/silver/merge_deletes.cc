@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -298,7 +299,7 @@ arrow::Result<SilverDeletes> FindSilverDeletes(
     const Changes& changes, const FoldResult& fold, const std::vector<int>& key_columns,
     const std::vector<std::string>& key, MergeStats* stats,
     std::map<std::string, ice::DataFile>* replaced, bool declared_key,
-    const FoldResult* existing_of) {
+    const FoldResult* existing_of, std::mutex* replaced_mu) {
   SilverDeletes out;
   std::vector<const ice::NestedField*> key_fields;
   for (const auto& k : key) key_fields.push_back(silver.schema().FindField(k));
@@ -367,6 +368,8 @@ arrow::Result<SilverDeletes> FindSilverDeletes(
     for (const auto& d : found) entry.second[d.file_path].push_back(d.pos);
   }
   if (replaced != nullptr) {
+    std::unique_lock<std::mutex> lock;
+    if (replaced_mu != nullptr) lock = std::unique_lock(*replaced_mu);
     ARROW_RETURN_NOT_OK(
         AddReplacedDeletes(silver, plan, io, deletes, &out.by_partition, replaced));
   }

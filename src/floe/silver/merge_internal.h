@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -71,13 +72,14 @@ struct SilverDeletes {
 /// hold more keys than `fold`'s (a slice's imported ones). With `replaced`
 /// (merge-on-read), the positions of the live delete files of each partition it finds
 /// rows in, not in `replaced` yet, are added to that partition's, and the files to
-/// `replaced`.
+/// `replaced` (under `replaced_mu` when set: slices merged at once share it).
 arrow::Result<SilverDeletes> FindSilverDeletes(
     const iceberg::Table& silver, const iceberg::TableMetadata& planned,
     iceberg::FileIO& io, const Changes& changes, const FoldResult& fold,
     const std::vector<int>& key_columns, const std::vector<std::string>& key,
     MergeStats* stats, std::map<std::string, iceberg::DataFile>* replaced = nullptr,
-    bool declared_key = false, const FoldResult* existing_of = nullptr);
+    bool declared_key = false, const FoldResult* existing_of = nullptr,
+    std::mutex* replaced_mu = nullptr);
 
 /// Which of the keys at `rows` of `changes` `silver` holds (encoded as EncodeKey does).
 arrow::Result<std::unordered_set<std::string>> HeldKeys(
@@ -242,14 +244,16 @@ arrow::Result<int64_t> SilverRowBytes(const iceberg::Table& silver);
 /// Writes the plan made on snapshot `planned` of `silver` a slice of the spilled
 /// `increment` at a time: each slice folded, its Silver rows found, its upserts
 /// written; the deletes of a Silver partition written (a delete file, or the rewrite
-/// of its files) once no later slice can add to them. Fills `files` (every written
-/// file deleted again on an error), `referenced` and `stats`; `truncated` tells
-/// whether the increment holds a `t`.
+/// of its files) once no later slice can add to them. Up to `workers` slices are
+/// merged at once, on threads of their own, each within the slice size the increment
+/// was read with; what they found is taken in slice order. Fills `files` (every
+/// written file deleted again on an error), `referenced` and `stats`; `truncated`
+/// tells whether the increment holds a `t`.
 arrow::Status WriteSlices(iceberg::Table& silver, const iceberg::TableMetadata& planned,
                           iceberg::FileIO& io, const Increment& increment,
                           const MergeColumns& columns,
                           const std::vector<std::string>& key, bool silver_has_rows,
-                          bool copy_on_write, MergeFiles* files,
+                          bool copy_on_write, int workers, MergeFiles* files,
                           std::set<std::string>* referenced, bool* truncated,
                           MergeStats* stats);
 

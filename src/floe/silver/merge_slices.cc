@@ -4,10 +4,14 @@
 // together, in the one commit of the plan (merge_commit.cc).
 
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -311,21 +315,46 @@ struct PendingDeletes {
   }
 };
 
-// One slice: folded, its Silver rows found, its upserts written; its deletes added to
-// `pending`.
-arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
+// What one slice wrote and found, kept until the slices before it are taken.
+struct SliceResult {
+  arrow::Status status;
+  /// The data files of its upserts.
+  std::vector<ice::DataFile> data;
+  /// The Silver files holding rows it deletes, and those rows by partition.
+  std::set<std::string> referenced;
+  RowsByPartition found;
+  bool truncated = false;
+  /// Its counts (FoldChanges', FindSilverDeletes').
+  MergeStats stats;
+};
+
+// Adds what a slice counted to the merge's counts.
+void AddSliceStats(const MergeStats& slice, MergeStats* into) {
+  into->changes += slice.changes;
+  into->upserted += slice.upserted;
+  into->deleted_keys += slice.deleted_keys;
+  into->position_deletes += slice.position_deletes;
+  into->files_scanned += slice.files_scanned;
+  into->row_groups_read += slice.row_groups_read;
+  into->row_groups_skipped_stats += slice.row_groups_skipped_stats;
+  into->row_groups_skipped_bloom += slice.row_groups_skipped_bloom;
+  into->truncated = into->truncated || slice.truncated;
+}
+
+// One slice: folded, its Silver rows found, its upserts written. Merge-on-read: the
+// live delete files of the partitions it finds rows in join its deletes unless
+// another slice took them (`replaced`, under `replaced_mu`).
+arrow::Status WriteSlice(const ice::Table& silver, const ice::TableMetadata& planned,
                          ice::FileIO& io, const arrow::Table& rows, int64_t own_rows,
                          const MergeColumns& columns, const std::vector<std::string>& key,
-                         bool silver_has_rows, bool copy_on_write, MergeFiles* files,
-                         std::set<std::string>* referenced, PendingDeletes* pending,
-                         bool* truncated, MergeStats* stats) {
-  std::map<std::string, ice::DataFile>* replaced =
-      copy_on_write ? nullptr : &files->replaced_deletes;
+                         bool silver_has_rows,
+                         std::map<std::string, ice::DataFile>* replaced,
+                         std::mutex* replaced_mu, SliceResult* out) {
   Changes changes;
   ARROW_ASSIGN_OR_RAISE(FoldResult with_imports,
                         FoldChanges(rows, columns, &silver, silver_has_rows, io, key,
-                                    &changes, stats, own_rows));
-  *truncated = *truncated || with_imports.truncated;
+                                    &changes, &out->stats, own_rows));
+  out->truncated = with_imports.truncated;
   // The slice's own keys are written; imported ones (read for values carried over from
   // them) are their own slice's.
   const bool imported = own_rows < changes.length();
@@ -334,22 +363,125 @@ arrow::Status WriteSlice(ice::Table& silver, const ice::TableMetadata& planned,
   SilverDeletes found;
   if (silver_has_rows && !fold.truncated && !fold.keys.empty()) {
     ARROW_ASSIGN_OR_RAISE(
-        found,
-        FindSilverDeletes(silver, planned, io, changes, fold, columns.key_columns, key,
-                          stats, replaced, columns.declared_key, &with_imports));
+        found, FindSilverDeletes(silver, planned, io, changes, fold, columns.key_columns,
+                                 key, &out->stats, replaced, columns.declared_key,
+                                 &with_imports, replaced_mu));
   }
   ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
   ARROW_ASSIGN_OR_RAISE(
       auto upserts,
       BuildUpserts(changes, fold, fold.needs_existing ? &found.existing : nullptr,
                    silver_arrow));
-  ARROW_ASSIGN_OR_RAISE(auto data, WriteUpserts(silver, upserts, key));
-  files->written.insert(files->written.end(), data.begin(), data.end());
-  files->data.insert(files->data.end(), data.begin(), data.end());
-  referenced->insert(found.referenced.begin(), found.referenced.end());
-  pending->Add(std::move(found.by_partition));
+  ARROW_ASSIGN_OR_RAISE(out->data, WriteUpserts(silver, upserts, key));
+  out->referenced = std::move(found.referenced);
+  out->found = std::move(found.by_partition);
   return arrow::Status::OK();
 }
+
+// Runs the slices on `workers` threads, at most `workers` at a time, and hands their
+// results out in slice order. A slice that fails stops the start of new ones.
+// `Exclusive` runs a step on the caller's thread while no slice is being merged.
+class SliceRunner {
+ public:
+  using Work = std::function<arrow::Status(size_t slice, SliceResult* out)>;
+
+  SliceRunner(size_t slices, int workers, Work work)
+      : results_(slices), work_(std::move(work)) {
+    const int threads = std::max(1, std::min<int>(workers, static_cast<int>(slices)));
+    for (int t = 0; t < threads; ++t) threads_.emplace_back([this] { Run(); });
+  }
+
+  ~SliceRunner() { Stop(); }
+
+  // Waits for slice `s`; nullopt once some slice failed (Failure() says why).
+  std::optional<SliceResult> Take(size_t s) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return results_[s].has_value() || !failure_.ok(); });
+    if (!failure_.ok()) return std::nullopt;
+    std::optional<SliceResult> out = std::move(results_[s]);
+    results_[s].reset();
+    return out;
+  }
+
+  // Runs `step` once no slice is being merged, none starting meanwhile.
+  arrow::Status Exclusive(const std::function<arrow::Status()>& step) {
+    std::unique_lock lock(mu_);
+    ++exclusive_;
+    cv_.wait(lock, [&] { return running_ == 0; });
+    lock.unlock();
+    arrow::Status status = step();
+    lock.lock();
+    --exclusive_;
+    cv_.notify_all();
+    return status;
+  }
+
+  // Stops starting slices, waits for the running ones and returns the data files
+  // every slice wrote that was not taken (to delete).
+  std::vector<ice::DataFile> Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    std::vector<ice::DataFile> left;
+    for (auto& r : results_) {
+      if (r) left.insert(left.end(), r->data.begin(), r->data.end());
+      r.reset();
+    }
+    left.insert(left.end(), failed_data_.begin(), failed_data_.end());
+    failed_data_.clear();
+    return left;
+  }
+
+  arrow::Status Failure() {
+    std::lock_guard lock(mu_);
+    return failure_;
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      size_t s = 0;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return exclusive_ == 0 || stopped_ || !failure_.ok(); });
+        if (stopped_ || !failure_.ok() || next_ >= results_.size()) return;
+        s = next_++;
+        ++running_;
+      }
+      SliceResult result;
+      result.status = work_(s, &result);
+      // What the slice freed goes back to the system, not to the allocator's caches.
+      arrow::default_memory_pool()->ReleaseUnused();
+      {
+        std::lock_guard lock(mu_);
+        --running_;
+        if (!result.status.ok()) {
+          if (failure_.ok()) failure_ = result.status;
+          failed_data_.insert(failed_data_.end(), result.data.begin(), result.data.end());
+        } else {
+          results_[s] = std::move(result);
+        }
+      }
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::optional<SliceResult>> results_;
+  std::vector<ice::DataFile> failed_data_;
+  Work work_;
+  std::vector<std::thread> threads_;
+  size_t next_ = 0;
+  int running_ = 0;
+  int exclusive_ = 0;
+  bool stopped_ = false;
+  arrow::Status failure_;
+};
 
 }  // namespace
 
@@ -357,26 +489,45 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
                           ice::FileIO& io, const Increment& increment,
                           const MergeColumns& columns,
                           const std::vector<std::string>& key, bool silver_has_rows,
-                          bool copy_on_write, MergeFiles* files,
+                          bool copy_on_write, int workers, MergeFiles* files,
                           std::set<std::string>* referenced, bool* truncated,
                           MergeStats* stats) {
   const std::vector<Slice> slices = increment.PlanSlices(SilverBuckets(silver));
   const DeletesDone done(silver, increment, slices);
   stats->slices = static_cast<int32_t>(slices.size());
+  std::map<std::string, ice::DataFile>* replaced =
+      copy_on_write ? nullptr : &files->replaced_deletes;
+  std::mutex replaced_mu;
+  SliceRunner runner(slices.size(), workers, [&](size_t s, SliceResult* out) {
+    int64_t own_rows = 0;
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
+                          increment.Load(slices[s], &own_rows));
+    return WriteSlice(silver, planned, io, *rows, own_rows, columns, key, silver_has_rows,
+                      replaced, &replaced_mu, out);
+  });
+  // Copy-on-write's rewrite of a bucket's files holds row groups sized from the
+  // merge's whole share: it runs while no slice is merged.
+  auto write_deletes = [&](const RowsByPartition& ready) {
+    auto write = [&] {
+      return WriteMergeDeletes(silver, planned.current_snapshot_id, ready, copy_on_write,
+                               files, stats);
+    };
+    return copy_on_write ? runner.Exclusive(write) : write();
+  };
   PendingDeletes pending;
   arrow::Status status;
   for (size_t s = 0; s < slices.size() && status.ok(); ++s) {
-    status = [&]() -> arrow::Status {
-      int64_t own_rows = 0;
-      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
-                            increment.Load(slices[s], &own_rows));
-      return WriteSlice(silver, planned, io, *rows, own_rows, columns, key,
-                        silver_has_rows, copy_on_write, files, referenced, &pending,
-                        truncated, stats);
-    }();
-    if (!status.ok()) break;
-    // What the slice freed goes back to the system, not to the allocator's caches.
-    arrow::default_memory_pool()->ReleaseUnused();
+    std::optional<SliceResult> result = runner.Take(s);
+    if (!result) {
+      status = runner.Failure();
+      break;
+    }
+    files->written.insert(files->written.end(), result->data.begin(), result->data.end());
+    files->data.insert(files->data.end(), result->data.begin(), result->data.end());
+    referenced->insert(result->referenced.begin(), result->referenced.end());
+    *truncated = *truncated || result->truncated;
+    AddSliceStats(result->stats, stats);
+    pending.Add(std::move(result->found));
     // The deletes of partitions no later slice adds to, written now; merge-on-read
     // writes them all once they pass a slice's size (a bucket larger than a slice then
     // gets a delete file per such flush: copy-on-write must rewrite a file once).
@@ -387,11 +538,10 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
         pending.Take([&](const std::string& where, const ice::PartitionTuple& tuple) {
           return flush_all || done.DoneAfter(where, tuple) <= static_cast<int>(s);
         });
-    if (!ready.empty()) {
-      status = WriteMergeDeletes(silver, planned.current_snapshot_id, ready,
-                                 copy_on_write, files, stats);
-    }
+    if (!ready.empty()) status = write_deletes(ready);
   }
+  const std::vector<ice::DataFile> left = runner.Stop();
+  files->written.insert(files->written.end(), left.begin(), left.end());
   if (status.ok() && !pending.by_partition.empty()) {
     status = WriteMergeDeletes(
         silver, planned.current_snapshot_id,

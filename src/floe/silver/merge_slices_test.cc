@@ -36,11 +36,13 @@ using Model = std::map<int64_t, std::string>;
 class MergeSlicesTest : public testing::BronzeFixture,
                         public ::testing::WithParamInterface<bool> {
  protected:
-  MergeStats MergeInto(const ice::TableIdentifier& silver, int64_t slice_bytes) {
+  MergeStats MergeInto(const ice::TableIdentifier& silver, int64_t slice_bytes,
+                       int slice_workers = 1) {
     MergeOptions options;
     options.target_file_bytes = 4096;
     options.copy_on_write = GetParam();
     options.slice_bytes = slice_bytes;
+    options.slice_workers = slice_workers;
     auto stats = MergeTable(catalog_.get(), io_, bronze_id_, silver, warehouse_, options);
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
     return stats.ok() ? *stats : MergeStats{};
@@ -128,6 +130,7 @@ class MergeSlicesTest : public testing::BronzeFixture,
     std::mt19937_64 rng(seed);
     const ice::TableIdentifier sliced{{"silver", "svc", "public"}, "sliced"};
     const ice::TableIdentifier whole{{"silver", "svc", "public"}, "whole"};
+    const ice::TableIdentifier parallel{{"silver", "svc", "public"}, "parallel"};
     Model model;
     int64_t lsn = 100;
     int max_slices = 0;
@@ -154,8 +157,17 @@ class MergeSlicesTest : public testing::BronzeFixture,
       const MergeStats s = MergeInto(sliced, 2048);
       max_slices = std::max(max_slices, s.slices);
       MergeInto(whole, 0);
+      // Three slices at a time, on threads of their own.
+      const MergeStats p = MergeInto(parallel, 2048, 3);
       ASSERT_EQ(SilverRowsOf(sliced), model) << "round " << round;
       ASSERT_EQ(SilverRowsOf(whole), model) << "round " << round;
+      ASSERT_EQ(SilverRowsOf(parallel), model) << "round " << round;
+      // The same work counted, whichever thread did it.
+      EXPECT_EQ(p.changes, s.changes) << "round " << round;
+      EXPECT_EQ(p.upserted, s.upserted) << "round " << round;
+      EXPECT_EQ(p.deleted_keys, s.deleted_keys) << "round " << round;
+      EXPECT_EQ(p.position_deletes, s.position_deletes) << "round " << round;
+      EXPECT_EQ(p.slices, s.slices) << "round " << round;
       if (!GetParam()) {
         // Merge-on-read: each merge folds a bucket's delete files into its new one.
         EXPECT_LE(MaxDeleteFilesPerPartition(whole), 1) << "round " << round;
@@ -198,6 +210,7 @@ TEST_P(MergeSlicesTest, KeyChangesCarryingValuesOverDoNotTieSlicesTogether) {
   std::mt19937_64 rng(seed);
   const ice::TableIdentifier sliced{{"silver", "svc", "public"}, "sliced"};
   const ice::TableIdentifier whole{{"silver", "svc", "public"}, "whole"};
+  const ice::TableIdentifier parallel{{"silver", "svc", "public"}, "parallel"};
   Model model;
   std::vector<Row> copy;
   for (int64_t id = 1; id <= 1500; ++id) {
@@ -207,6 +220,7 @@ TEST_P(MergeSlicesTest, KeyChangesCarryingValuesOverDoNotTieSlicesTogether) {
   Append(copy, 100);
   MergeInto(sliced, 0);
   MergeInto(whole, 0);
+  MergeInto(parallel, 0);
   std::vector<Row> rows;
   int64_t lsn = 100;
   int64_t next_id = 100000;
@@ -243,8 +257,9 @@ TEST_P(MergeSlicesTest, KeyChangesCarryingValuesOverDoNotTieSlicesTogether) {
   Append(rows, lsn);
   const MergeStats s = MergeInto(sliced, 2048);
   MergeInto(whole, 0);
+  MergeInto(parallel, 2048, 3);
   EXPECT_GT(s.slices, 4);
-  for (const auto& silver : {sliced, whole}) {
+  for (const auto& silver : {sliced, whole, parallel}) {
     const Model got = SilverRowsOf(silver);
     std::string differing;
     for (const auto& [id, name] : model) {

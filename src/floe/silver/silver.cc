@@ -259,8 +259,10 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
     jobs.push_back(JobFor(catalog, io, config, bronze));
     if (!jobs.back().ok()) continue;
     progress.AddTotal(jobs.back()->pending_rows);
-    // silver.memory_limit is shared by the merges running at once.
+    // silver.memory_limit is shared by the merges running at once; a table merged
+    // with fewer others takes the threads they leave, up to the machine's cores.
     jobs.back()->options.memory_limit = MergeShare(config.silver.memory_limit, threads);
+    jobs.back()->options.slice_workers = SliceWorkers(config.silver.concurrency, threads);
     jobs.back()->options.spill_dir = config.silver.spill_dir;
   }
   progress.SetDetail("0/" + std::to_string(tables.size()) + " tables");
