@@ -43,6 +43,7 @@ using merge_internal::CommitPlan;
 using merge_internal::EvolveSilver;
 using merge_internal::FieldMapJson;
 using merge_internal::FoldChanges;
+using merge_internal::HeldIncrement;
 using merge_internal::HeldKeys;
 using merge_internal::MergeColumns;
 using merge_internal::MergeFiles;
@@ -601,31 +602,6 @@ struct MergeIo {
   std::shared_ptr<ice::FileIO> silver;
 };
 
-// The changes lower < cdc_commit_lsn <= upper of `bronze`, in memory when they fit the
-// merge's memory share, else spilled by the bucket of the first key column, in slices
-// `workers` of which fit the share together.
-arrow::Result<std::unique_ptr<Increment>> ReadIncrement(
-    const ice::TableMetadata& bronze, ice::FileIO& bronze_io, uint64_t lower,
-    uint64_t upper, const MergeColumns& columns, const ice::Table* silver,
-    const MergeOptions& options, int workers) {
-  ARROW_ASSIGN_OR_RAISE(const std::vector<std::string> bronze_columns,
-                        merge_internal::BronzeColumnsOf(bronze));
-  IncrementOptions read;
-  read.slice_bytes =
-      options.slice_bytes > 0
-          ? options.slice_bytes
-          : std::max<int64_t>(int64_t{1} << 20,
-                              SliceBytes(options.memory_limit) / std::max(1, workers));
-  read.spill_parent = options.spill_dir;
-  read.silver_buckets = silver != nullptr ? SilverBuckets(*silver) : 0;
-  if (silver != nullptr) {
-    ARROW_ASSIGN_OR_RAISE(read.row_bytes, merge_internal::SilverRowBytes(*silver));
-  }
-  for (int k : columns.key_columns) read.key_columns.push_back(columns.bronze_names[k]);
-  return Increment::Read(bronze, bronze_io, lower, upper, bronze_columns,
-                         columns.bronze_names[columns.key_columns[0]], read);
-}
-
 // Writes a plan's files: from the changes folded in memory, or a slice at a time
 // (`workers` at once); then folds the small files of the buckets it wrote in.
 arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& planned,
@@ -648,7 +624,7 @@ arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& plann
     *referenced = std::move(found.referenced);
   }
   return TierSmallFiles(silver, planned.current_snapshot_id, *truncated, key,
-                        options.memory_limit, copy_on_write, files, stats);
+                        options.memory_limit, workers, copy_on_write, files, stats);
 }
 
 // Why a merge gave up: every plan lost its race or met a retryable failure (a full
@@ -701,10 +677,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
   const uint64_t bronze_lsn = lake::CommittedLsnOf(bronze).value();
   stats.to_lsn = bronze_lsn;
 
-  std::unique_ptr<Increment> increment;  // the changes above increment_from
-  uint64_t increment_from = 0;
-  int64_t increment_bronze_bytes = 0;  // the Bronze bytes reading it took
-  int increment_workers = 1;           // the slices of it merged at once
+  HeldIncrement held;       // read once for every plan from the same watermark
   arrow::Status last_lost;  // why the last plan could not commit
   for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
     stats.attempts = attempt;
@@ -726,22 +699,12 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     }
     stats.from_lsn = watermark;
 
-    // The increment: in memory when it fits, else spilled by bucket (read once for
-    // every plan from the same watermark).
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
-    if (increment == nullptr || increment_from != watermark) {
-      increment.reset();
-      // A backfill's slices are merged one at a time: each writes a file per bucket,
-      // and the smaller they are the more the fold of those files rewrites (measured
-      // in BENCHMARKS.md, "Silver within its memory budget").
-      increment_workers = silver_has_rows ? std::max(1, options.slice_workers) : 1;
-      ARROW_ASSIGN_OR_RAISE(
-          increment, ReadIncrement(bronze, *bronze_io, watermark, bronze_lsn, columns,
-                                   silver.get(), options, increment_workers));
-      increment_from = watermark;
-      increment_bronze_bytes = counted.bronze_read.bytes;
-    }
+    ARROW_RETURN_NOT_OK(held.Read(bronze, *bronze_io, watermark, bronze_lsn, columns,
+                                  silver.get(), silver_has_rows, options,
+                                  counted.bronze_read.bytes));
+    const Increment* increment = held.increment.get();
     stats.increment_bytes = increment->bytes();
     Changes changes;
     FoldResult fold;
@@ -776,8 +739,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     bool truncated = fold.truncated;
     ARROW_RETURN_NOT_OK(WriteIncrement(
         *silver, planned, *io, *increment, changes, fold, columns, key, silver_has_rows,
-        options, increment_workers, &files, &referenced, &truncated, &stats));
-    stats.bronze_bytes_read = increment_bronze_bytes + counted.bronze_read.bytes;
+        options, held.workers, &files, &referenced, &truncated, &stats));
+    stats.bronze_bytes_read = held.bronze_bytes + counted.bronze_read.bytes;
     stats.silver_bytes_read = counted.silver_read.bytes;
     stats.bytes_written = counted.silver_written.bytes;
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -161,16 +162,17 @@ inline constexpr int kTierPasses = 8;
 /// twice those before it together (so a row is rewritten a logarithmic number of
 /// times; files under 1/64 of the target count as that), pass after pass while the
 /// bucket still holds kTierFiles small files (kTierPasses at most). Within `memory`
-/// (the merge's share). The files folded leave `files` (the plan's own are deleted);
-/// merge-on-read: the live ones go to `files->tiered` and the partition's delete
-/// files are rewritten without positions in them; copy-on-write: to `files->cow.remove`.
-/// Nothing after a truncate (the commit replaces every file). Counts the plan's files
-/// in `stats` (the one place they are counted: every plan passes here); on an error
-/// every file the plan wrote is deleted.
+/// (the merge's share), `workers` partitions at once, each within its part of it. The
+/// files folded leave `files` (the plan's own are deleted); merge-on-read: the live ones
+/// go to `files->tiered` and the partition's delete files are rewritten without positions
+/// in them; copy-on-write: to `files->cow.remove`. Nothing after a truncate (the commit
+/// replaces every file). Counts the plan's files in `stats` (the one place they are
+/// counted: every plan passes here); on an error every file the plan wrote is deleted.
 arrow::Status TierSmallFiles(iceberg::Table& silver,
                              std::optional<int64_t> planned_snapshot, bool truncated,
                              const std::vector<std::string>& key, int64_t memory,
-                             bool copy_on_write, MergeFiles* files, MergeStats* stats);
+                             int workers, bool copy_on_write, MergeFiles* files,
+                             MergeStats* stats);
 
 /// The merge's work counters as snapshot-summary properties.
 void AddMergeCounters(const MergeStats& stats, iceberg::SummaryProperties* summary);
@@ -240,6 +242,24 @@ int32_t SilverBuckets(const iceberg::Table& silver);
 /// The bytes of one of Silver's rows, uncompressed (about its Arrow size): from the
 /// row groups of its largest live data files' footers; 0 for a table without rows.
 arrow::Result<int64_t> SilverRowBytes(const iceberg::Table& silver);
+
+/// The increment a merge's plans share: the Bronze changes above a watermark, in
+/// memory when they fit the merge's share, else spilled by the bucket of the first
+/// key column in slices `workers` of which fit the share together (a backfill's: one,
+/// since smaller slices make the fold of the files they write rewrite more).
+struct HeldIncrement {
+  std::unique_ptr<Increment> increment;  // the changes above `from`
+  uint64_t from = 0;
+  int64_t bronze_bytes = 0;  // the Bronze bytes reading it took
+  int workers = 1;           // the slices of it merged at once
+
+  /// Reads the changes watermark < cdc_commit_lsn <= upper unless it holds them;
+  /// `bronze_read`: the Bronze bytes read so far (kept as bronze_bytes).
+  arrow::Status Read(const iceberg::TableMetadata& bronze, iceberg::FileIO& bronze_io,
+                     uint64_t watermark, uint64_t upper, const MergeColumns& columns,
+                     const iceberg::Table* silver, bool silver_has_rows,
+                     const MergeOptions& options, int64_t bronze_read);
+};
 
 /// Writes the plan made on snapshot `planned` of `silver` a slice of the spilled
 /// `increment` at a time: each slice folded, its Silver rows found, its upserts

@@ -46,6 +46,53 @@ arrow::Result<std::vector<std::string>> BronzeColumnsOf(
 
 namespace {
 
+// The changes lower < cdc_commit_lsn <= upper of `bronze`, in memory when they fit the
+// merge's memory share, else spilled by the bucket of the first key column, in slices
+// `workers` of which fit the share together.
+arrow::Result<std::unique_ptr<Increment>> ReadIncrement(
+    const ice::TableMetadata& bronze, ice::FileIO& bronze_io, uint64_t lower,
+    uint64_t upper, const MergeColumns& columns, const ice::Table* silver,
+    const MergeOptions& options, int workers) {
+  ARROW_ASSIGN_OR_RAISE(const std::vector<std::string> bronze_columns,
+                        merge_internal::BronzeColumnsOf(bronze));
+  IncrementOptions read;
+  read.slice_bytes =
+      options.slice_bytes > 0
+          ? options.slice_bytes
+          : std::max<int64_t>(int64_t{1} << 20,
+                              SliceBytes(options.memory_limit) / std::max(1, workers));
+  read.spill_parent = options.spill_dir;
+  read.silver_buckets = silver != nullptr ? SilverBuckets(*silver) : 0;
+  if (silver != nullptr) {
+    ARROW_ASSIGN_OR_RAISE(read.row_bytes, merge_internal::SilverRowBytes(*silver));
+  }
+  for (int k : columns.key_columns) read.key_columns.push_back(columns.bronze_names[k]);
+  return Increment::Read(bronze, bronze_io, lower, upper, bronze_columns,
+                         columns.bronze_names[columns.key_columns[0]], read);
+}
+
+}  // namespace
+
+arrow::Status HeldIncrement::Read(const ice::TableMetadata& bronze,
+                                  ice::FileIO& bronze_io, uint64_t watermark,
+                                  uint64_t upper, const MergeColumns& columns,
+                                  const ice::Table* silver, bool silver_has_rows,
+                                  const MergeOptions& options, int64_t bronze_read) {
+  if (increment != nullptr && from == watermark) return arrow::Status::OK();
+  increment.reset();
+  // A backfill's slices are merged one at a time: each writes a file per bucket,
+  // and the smaller they are the more the fold of those files rewrites (measured in
+  // BENCHMARKS.md, "Slices merged at once").
+  workers = silver_has_rows ? std::max(1, options.slice_workers) : 1;
+  ARROW_ASSIGN_OR_RAISE(increment, ReadIncrement(bronze, bronze_io, watermark, upper,
+                                                 columns, silver, options, workers));
+  from = watermark;
+  bronze_bytes = bronze_read;
+  return arrow::Status::OK();
+}
+
+namespace {
+
 // A row kept with a NULL in a key column: rows with NULL keys are one key to the fold,
 // so Silver would silently hold one of them. A primary key is never NULL; a key
 // declared in silver.keys on nullable columns can be.

@@ -6,11 +6,13 @@
 // a logarithmic number of times; the commit removes the files it folded.
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <arrow/api.h>
@@ -232,10 +234,135 @@ arrow::Status AddLiveCandidates(
   return arrow::Status::OK();
 }
 
-// The folds of TierSmallFiles, partition by partition.
+// One partition's folds: its candidates, and its part of the plan's files (PartOf),
+// which the folds change and PutBack returns.
+struct PartitionFold {
+  std::string where;
+  ice::PartitionTuple partition;
+  std::vector<Candidate> candidates;
+  std::vector<ice::DataFile> live_deletes;
+  MergeFiles files;
+  int32_t tiered_files = 0;
+  int32_t tier_files_added = 0;
+  arrow::Status status;
+};
+
+// The part of `files` in partition `where` (the replaced delete files: all of them,
+// which RewriteDeletes reads; the partition's live delete files are its own).
+MergeFiles PartOf(const ice::Table& silver, const MergeFiles& files,
+                  const std::string& where) {
+  MergeFiles part;
+  auto take = [&](const std::vector<ice::DataFile>& from,
+                  std::vector<ice::DataFile>* to) {
+    for (const ice::DataFile& f : from) {
+      if (WhereOf(silver, f.partition) == where) to->push_back(f);
+    }
+  };
+  take(files.data, &part.data);
+  take(files.deletes, &part.deletes);
+  take(files.cow.add, &part.cow.add);
+  take(files.written, &part.written);
+  part.replaced_deletes = files.replaced_deletes;
+  return part;
+}
+
+// Puts `part` (PartOf `where`, as the folds left it) back into `files`.
+void PutBack(const ice::Table& silver, const std::string& where, MergeFiles part,
+             MergeFiles* files) {
+  auto replace = [&](std::vector<ice::DataFile>* into, std::vector<ice::DataFile>& from) {
+    std::erase_if(*into, [&](const ice::DataFile& f) {
+      return WhereOf(silver, f.partition) == where;
+    });
+    into->insert(into->end(), from.begin(), from.end());
+  };
+  replace(&files->data, part.data);
+  replace(&files->deletes, part.deletes);
+  replace(&files->cow.add, part.cow.add);
+  replace(&files->written, part.written);
+  files->cow.remove.insert(files->cow.remove.end(), part.cow.remove.begin(),
+                           part.cow.remove.end());
+  files->tiered.insert(files->tiered.end(), part.tiered.begin(), part.tiered.end());
+  files->replaced_deletes.merge(part.replaced_deletes);
+}
+
+// The folds of one partition: a pass folds at most the fan-in `memory` allows; passes
+// go on while the bucket holds kTierFiles small files (a merge of many slices writes
+// several), at most kTierPasses of them.
+arrow::Status FoldPartition(ice::Table& silver, const std::vector<std::string>& key,
+                            int64_t memory, bool copy_on_write, PartitionFold* fold) {
+  ARROW_ASSIGN_OR_RAISE(const int64_t target, silver.TargetFileSizeBytes());
+  auto small = [&](const ice::DataFile& f) {
+    return f.file_size_in_bytes < target / 4 * 3;
+  };
+  const int32_t spec_id = silver.spec().spec_id;
+  const int64_t columns = static_cast<int64_t>(silver.schema().fields().size());
+  const int64_t per_file = columns * (2 * kMiB + 64 * 1024) + 3 * kMiB;
+  const size_t fan_in =
+      static_cast<size_t>(std::clamp<int64_t>(memory / 3 / per_file, 2, 64));
+  // Files under this size fold with any others (ChooseTier).
+  const int64_t floor = std::max<int64_t>(4096, target / 64);
+  std::vector<Candidate>& candidates = fold->candidates;
+  MergeFiles* files = &fold->files;
+  const std::string& where = fold->where;
+  for (int pass = 0; pass < kTierPasses; ++pass) {
+    if (candidates.size() < static_cast<size_t>(kTierFiles)) break;
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) {
+                       return a.task.data_file.file_size_in_bytes <
+                              b.task.data_file.file_size_in_bytes;
+                     });
+    const auto [first, n] = ChooseTier(candidates, fan_in, floor);
+    if (n == 0) break;
+    std::vector<Candidate> folding(candidates.begin() + first,
+                                   candidates.begin() + first + n);
+    // Merge-on-read: the live files with the plan's delete files of the partition as
+    // they are now (an earlier pass may have written them again).
+    for (Candidate& c : folding) {
+      if (c.written) continue;
+      c.task.delete_files = c.live_deletes;
+      for (const ice::DataFile& d : files->deletes) c.task.delete_files.push_back(d);
+    }
+    std::vector<ice::DataFile> folded_into;
+    ARROW_ASSIGN_OR_RAISE(const bool sorted, FoldFiles(silver, fold->partition, folding,
+                                                       key, memory, &folded_into));
+    if (!sorted) {
+      spdlog::warn(
+          "{}: a data file of partition {} is not sorted by the key; its small files "
+          "are left for `floe compact`",
+          silver.identifier().ToString(), where);
+      break;
+    }
+    std::set<std::string> written, live;
+    for (const Candidate& c : folding) {
+      (c.written ? written : live).insert(c.task.data_file.file_path);
+      if (!c.written) {
+        (copy_on_write ? files->cow.remove : files->tiered).push_back(c.task.data_file);
+      }
+    }
+    DropWritten(silver.io(), written, &files->data, &files->written);
+    DropWritten(silver.io(), written, &files->cow.add, &files->written);
+    files->written.insert(files->written.end(), folded_into.begin(), folded_into.end());
+    files->data.insert(files->data.end(), folded_into.begin(), folded_into.end());
+    if (!copy_on_write && !live.empty()) {
+      ARROW_RETURN_NOT_OK(RewriteDeletes(silver, fold->partition, where,
+                                         fold->live_deletes, live, files));
+    }
+    fold->tiered_files += static_cast<int32_t>(n);
+    fold->tier_files_added += static_cast<int32_t>(folded_into.size());
+    // The folded files leave the candidates; the small ones made join them.
+    candidates.erase(candidates.begin() + first, candidates.begin() + first + n);
+    for (const ice::DataFile& f : folded_into) {
+      if (small(f)) candidates.push_back(Candidate{TaskOf(f, spec_id, 0), true, {}});
+    }
+  }
+  return arrow::Status::OK();
+}
+
+// The folds of TierSmallFiles, `workers` partitions at a time.
 arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_snapshot,
                              const std::vector<std::string>& key, int64_t memory,
-                             bool copy_on_write, MergeFiles* files, MergeStats* stats) {
+                             int workers, bool copy_on_write, MergeFiles* files,
+                             MergeStats* stats) {
   ARROW_ASSIGN_OR_RAISE(const int64_t target, silver.TargetFileSizeBytes());
   auto small = [&](const ice::DataFile& f) {
     return f.file_size_in_bytes < target / 4 * 3;
@@ -262,83 +389,55 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
   ARROW_RETURN_NOT_OK(AddLiveCandidates(silver, planned_snapshot, touched, small,
                                         copy_on_write, *files, &by_partition,
                                         &live_deletes));
-  const int64_t columns = static_cast<int64_t>(silver.schema().fields().size());
-  const int64_t per_file = columns * (2 * kMiB + 64 * 1024) + 3 * kMiB;
-  const size_t fan_in =
-      static_cast<size_t>(std::clamp<int64_t>(memory / 3 / per_file, 2, 64));
-  // Files under this size fold with any others (ChooseTier).
-  const int64_t floor = std::max<int64_t>(4096, target / 64);
-  for (auto& [where, candidates] : by_partition) {
-    // A pass folds at most fan_in files; passes go on while the bucket holds
-    // kTierFiles small files (a merge of many slices writes several), at most
-    // kTierPasses of them.
-    for (int pass = 0; pass < kTierPasses; ++pass) {
-      if (candidates.size() < static_cast<size_t>(kTierFiles)) break;
-      std::stable_sort(candidates.begin(), candidates.end(),
-                       [](const Candidate& a, const Candidate& b) {
-                         return a.task.data_file.file_size_in_bytes <
-                                b.task.data_file.file_size_in_bytes;
-                       });
-      const auto [first, n] = ChooseTier(candidates, fan_in, floor);
-      if (n == 0) break;
-      std::vector<Candidate> folding(candidates.begin() + first,
-                                     candidates.begin() + first + n);
-      // Merge-on-read: the live files with the plan's delete files of the partition as
-      // they are now (an earlier pass may have written them again).
-      for (Candidate& c : folding) {
-        if (c.written) continue;
-        c.task.delete_files = c.live_deletes;
-        for (const ice::DataFile& d : files->deletes) {
-          if (WhereOf(silver, d.partition) == where) c.task.delete_files.push_back(d);
-        }
-      }
-      std::vector<ice::DataFile> folded_into;
-      ARROW_ASSIGN_OR_RAISE(
-          const bool sorted,
-          FoldFiles(silver, touched.at(where), folding, key, memory, &folded_into));
-      if (!sorted) {
-        spdlog::warn(
-            "{}: a data file of partition {} is not sorted by the key; its small files "
-            "are left for `floe compact`",
-            silver.identifier().ToString(), where);
-        break;
-      }
-      std::set<std::string> written, live;
-      for (const Candidate& c : folding) {
-        (c.written ? written : live).insert(c.task.data_file.file_path);
-        if (!c.written) {
-          (copy_on_write ? files->cow.remove : files->tiered).push_back(c.task.data_file);
-        }
-      }
-      DropWritten(silver.io(), written, &files->data, &files->written);
-      DropWritten(silver.io(), written, &files->cow.add, &files->written);
-      files->written.insert(files->written.end(), folded_into.begin(), folded_into.end());
-      files->data.insert(files->data.end(), folded_into.begin(), folded_into.end());
-      if (!copy_on_write && !live.empty()) {
-        ARROW_RETURN_NOT_OK(RewriteDeletes(silver, touched.at(where), where,
-                                           live_deletes[where], live, files));
-      }
-      stats->tiered_files += static_cast<int32_t>(n);
-      stats->tier_files_added += static_cast<int32_t>(folded_into.size());
-      // The folded files leave the candidates; the small ones made join them.
-      candidates.erase(candidates.begin() + first, candidates.begin() + first + n);
-      for (const ice::DataFile& f : folded_into) {
-        if (small(f)) candidates.push_back(Candidate{TaskOf(f, spec_id, 0), true, {}});
-      }
-    }
+  // Partitions with enough small files to fold, folded `workers` at a time, each
+  // within its part of the memory, on its own part of `files`.
+  std::vector<std::string> folding;
+  for (const auto& [where, candidates] : by_partition) {
+    if (candidates.size() >= static_cast<size_t>(kTierFiles)) folding.push_back(where);
   }
-  return arrow::Status::OK();
+  if (folding.empty()) return arrow::Status::OK();
+  const int threads = std::clamp<int>(workers, 1, static_cast<int>(folding.size()));
+  const int64_t part_memory = memory / threads;
+  std::vector<PartitionFold> folds(folding.size());
+  for (size_t i = 0; i < folding.size(); ++i) {
+    folds[i].where = folding[i];
+    folds[i].partition = touched.at(folding[i]);
+    folds[i].candidates = std::move(by_partition[folding[i]]);
+    folds[i].live_deletes = std::move(live_deletes[folding[i]]);
+    folds[i].files = PartOf(silver, *files, folding[i]);
+  }
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t i = next++; i < folds.size(); i = next++) {
+      PartitionFold& f = folds[i];
+      f.status = FoldPartition(silver, key, part_memory, copy_on_write, &f);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(run);
+  run();
+  for (auto& t : pool) t.join();
+  arrow::Status status;
+  for (PartitionFold& f : folds) {
+    // Every partition's files go back, written ones too, so that an error deletes
+    // them all.
+    PutBack(silver, f.where, std::move(f.files), files);
+    stats->tiered_files += f.tiered_files;
+    stats->tier_files_added += f.tier_files_added;
+    if (status.ok() && !f.status.ok()) status = f.status;
+  }
+  return status;
 }
 
 }  // namespace
 
 arrow::Status TierSmallFiles(ice::Table& silver, std::optional<int64_t> planned_snapshot,
                              bool truncated, const std::vector<std::string>& key,
-                             int64_t memory, bool copy_on_write, MergeFiles* files,
-                             MergeStats* stats) {
+                             int64_t memory, int workers, bool copy_on_write,
+                             MergeFiles* files, MergeStats* stats) {
   arrow::Status folded = truncated ? arrow::Status::OK()
                                    : FoldPartitions(silver, planned_snapshot, key, memory,
-                                                    copy_on_write, files, stats);
+                                                    workers, copy_on_write, files, stats);
   if (!folded.ok()) {
     DeleteFiles(silver.io(), files->written);
     return folded;

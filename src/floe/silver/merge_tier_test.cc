@@ -31,6 +31,7 @@ class MergeTierTest : public BronzeFixture, public ::testing::WithParamInterface
     options.target_file_bytes = target;
     options.copy_on_write = GetParam();
     options.slice_bytes = slice_bytes;
+    options.slice_workers = workers_;
     if (memory > 0) options.memory_limit = memory;
     auto stats =
         MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
@@ -39,6 +40,8 @@ class MergeTierTest : public BronzeFixture, public ::testing::WithParamInterface
   }
 
   static constexpr int64_t kTarget = 4096;
+  // Slices, and buckets' folds, merged at once.
+  int workers_ = 1;
 };
 
 // Randomized, seeded: 40 merges of random upserts, inserts and deletes (some keys
@@ -93,6 +96,8 @@ TEST_P(MergeTierTest, ManyMergesKeepFewSmallFilesAndSilverExact) {
       }
     }
     Append(rows, lsn);
+    // Every other merge folds three buckets at once, on threads of their own.
+    workers_ = merge % 2 == 0 ? 3 : 1;
     const MergeStats stats = MergeInMode();
     tiered += stats.tiered_files;
     ASSERT_EQ(SilverRows(), want) << "after merge " << merge;
