@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -234,8 +235,8 @@ arrow::Status AddLiveCandidates(
   return arrow::Status::OK();
 }
 
-// One partition's folds: its candidates, and its part of the plan's files (PartOf),
-// which the folds change and PutBack returns.
+// One partition's folds: its candidates, and its part of the plan's files
+// (MoveIntoParts), which the folds change and PutBack returns.
 struct PartitionFold {
   std::string where;
   ice::PartitionTuple partition;
@@ -247,41 +248,49 @@ struct PartitionFold {
   arrow::Status status;
 };
 
-// The part of `files` in partition `where` (the replaced delete files: all of them,
-// which RewriteDeletes reads; the partition's live delete files are its own).
-MergeFiles PartOf(const ice::Table& silver, const MergeFiles& files,
-                  const std::string& where) {
-  MergeFiles part;
-  auto take = [&](const std::vector<ice::DataFile>& from,
-                  std::vector<ice::DataFile>* to) {
-    for (const ice::DataFile& f : from) {
-      if (WhereOf(silver, f.partition) == where) to->push_back(f);
+// Moves the plan's files of the partitions in `parts` (by WhereOf) out of `files` into
+// their part, each file's partition worked out once. A part also gets the replaced
+// delete files among its partition's live ones (`live_deletes`), which RewriteDeletes
+// reads.
+void MoveIntoParts(const ice::Table& silver,
+                   const std::map<std::string, PartitionFold*>& parts,
+                   MergeFiles* files) {
+  auto split = [&](std::vector<ice::DataFile>* from, auto list_of) {
+    std::vector<ice::DataFile> kept;
+    for (ice::DataFile& f : *from) {
+      auto it = parts.find(WhereOf(silver, f.partition));
+      if (it == parts.end()) {
+        kept.push_back(std::move(f));
+      } else {
+        list_of(it->second->files).push_back(std::move(f));
+      }
     }
+    *from = std::move(kept);
   };
-  take(files.data, &part.data);
-  take(files.deletes, &part.deletes);
-  take(files.cow.add, &part.cow.add);
-  take(files.written, &part.written);
-  part.replaced_deletes = files.replaced_deletes;
-  return part;
+  split(&files->data, [](MergeFiles& m) -> auto& { return m.data; });
+  split(&files->deletes, [](MergeFiles& m) -> auto& { return m.deletes; });
+  split(&files->cow.add, [](MergeFiles& m) -> auto& { return m.cow.add; });
+  split(&files->written, [](MergeFiles& m) -> auto& { return m.written; });
+  for (const auto& [where, fold] : parts) {
+    for (const ice::DataFile& d : fold->live_deletes) {
+      auto it = files->replaced_deletes.find(d.file_path);
+      if (it != files->replaced_deletes.end()) fold->files.replaced_deletes.insert(*it);
+    }
+  }
 }
 
-// Puts `part` (PartOf `where`, as the folds left it) back into `files`.
-void PutBack(const ice::Table& silver, const std::string& where, MergeFiles part,
-             MergeFiles* files) {
-  auto replace = [&](std::vector<ice::DataFile>* into, std::vector<ice::DataFile>& from) {
-    std::erase_if(*into, [&](const ice::DataFile& f) {
-      return WhereOf(silver, f.partition) == where;
-    });
-    into->insert(into->end(), from.begin(), from.end());
+// Puts a part (MoveIntoParts, as the folds left it) back into `files`.
+void PutBack(MergeFiles part, MergeFiles* files) {
+  auto append = [](std::vector<ice::DataFile>* into, std::vector<ice::DataFile>& from) {
+    into->insert(into->end(), std::make_move_iterator(from.begin()),
+                 std::make_move_iterator(from.end()));
   };
-  replace(&files->data, part.data);
-  replace(&files->deletes, part.deletes);
-  replace(&files->cow.add, part.cow.add);
-  replace(&files->written, part.written);
-  files->cow.remove.insert(files->cow.remove.end(), part.cow.remove.begin(),
-                           part.cow.remove.end());
-  files->tiered.insert(files->tiered.end(), part.tiered.begin(), part.tiered.end());
+  append(&files->data, part.data);
+  append(&files->deletes, part.deletes);
+  append(&files->cow.add, part.cow.add);
+  append(&files->written, part.written);
+  append(&files->cow.remove, part.cow.remove);
+  append(&files->tiered, part.tiered);
   files->replaced_deletes.merge(part.replaced_deletes);
 }
 
@@ -399,13 +408,15 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
   const int threads = std::clamp<int>(workers, 1, static_cast<int>(folding.size()));
   const int64_t part_memory = memory / threads;
   std::vector<PartitionFold> folds(folding.size());
+  std::map<std::string, PartitionFold*> parts;
   for (size_t i = 0; i < folding.size(); ++i) {
     folds[i].where = folding[i];
     folds[i].partition = touched.at(folding[i]);
     folds[i].candidates = std::move(by_partition[folding[i]]);
     folds[i].live_deletes = std::move(live_deletes[folding[i]]);
-    folds[i].files = PartOf(silver, *files, folding[i]);
+    parts.emplace(folding[i], &folds[i]);
   }
+  MoveIntoParts(silver, parts, files);
   std::atomic<size_t> next{0};
   auto run = [&] {
     for (size_t i = next++; i < folds.size(); i = next++) {
@@ -421,7 +432,7 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
   for (PartitionFold& f : folds) {
     // Every partition's files go back, written ones too, so that an error deletes
     // them all.
-    PutBack(silver, f.where, std::move(f.files), files);
+    PutBack(std::move(f.files), files);
     stats->tiered_files += f.tiered_files;
     stats->tier_files_added += f.tier_files_added;
     if (status.ok() && !f.status.ok()) status = f.status;
