@@ -345,6 +345,10 @@ iceberg::ExpressionPtr CommitLsnRange(uint64_t lower, uint64_t upper) {
 
 Increment::~Increment() = default;
 
+std::filesystem::path Increment::spill_dir() const {
+  return spill_ != nullptr ? spill_->dir() : std::filesystem::path();
+}
+
 arrow::Result<std::unique_ptr<Increment>> Increment::Read(
     const ice::TableMetadata& bronze, ice::FileIO& io, uint64_t lower, uint64_t upper,
     const std::vector<std::string>& columns, const std::string& key_column,

@@ -89,6 +89,9 @@ class Increment {
 
   /// Whether the rows went to disk; otherwise All() holds them.
   bool spilled() const { return spill_ != nullptr; }
+  /// The spill's directory (empty when not spilled): other files of the merge's
+  /// (UpsertRuns') go there too, removed with it.
+  std::filesystem::path spill_dir() const;
   /// The whole increment (not spilled).
   const std::shared_ptr<arrow::Table>& All() const { return all_; }
 

@@ -239,14 +239,8 @@ arrow::Result<std::vector<ice::DataFile>> WriteUpserts(
     const ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
     const std::vector<std::string>& key_names) {
   std::vector<ice::DataFile> out;
-  if (rows->num_rows() == 0) return out;
-  std::vector<cp::SortKey> sort_keys;
-  for (const auto& k : key_names) sort_keys.emplace_back(k);
-  ARROW_ASSIGN_OR_RAISE(auto indices,
-                        cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
-  ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
-  ARROW_ASSIGN_OR_RAISE(auto parts, ice::SplitByPartition(silver.spec(), silver.schema(),
-                                                          *sorted.record_batch()));
+  ARROW_ASSIGN_OR_RAISE(auto parts,
+                        merge_internal::SortedPartitions(silver, rows, key_names));
   for (const auto& part : parts) {
     ARROW_ASSIGN_OR_RAISE(auto files,
                           silver.WriteDataFiles({part.batch}, part.partition));
@@ -615,8 +609,8 @@ arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& plann
   const bool copy_on_write = options.copy_on_write;
   if (increment.spilled()) {
     ARROW_RETURN_NOT_OK(WriteSlices(silver, planned, io, increment, columns, key,
-                                    silver_has_rows, copy_on_write, workers, files,
-                                    referenced, truncated, stats));
+                                    silver_has_rows, copy_on_write, options.memory_limit,
+                                    workers, files, referenced, truncated, stats));
   } else {
     ARROW_ASSIGN_OR_RAISE(SilverDeletes found,
                           WritePlan(silver, planned, io, changes, fold, columns, key,

@@ -5,7 +5,10 @@
 
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,8 +26,10 @@
 
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/manifest.h"
+#include "floe/iceberg/partition_split.h"
 #include "floe/iceberg/position_delete.h"
 #include "floe/iceberg/position_delete_writer.h"
+#include "floe/iceberg/sorted_runs.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
 #include "floe/silver/fold.h"
@@ -197,6 +202,55 @@ arrow::Status CommitPlan(iceberg::Table& silver, iceberg::FileIO& io,
                          const std::set<std::string>& referenced, uint64_t bronze_lsn,
                          int attempt, const MergeOptions& options, MergeStats* stats);
 
+// --- merge_runs.cc
+
+/// `rows` (Silver's Arrow form) sorted by `key_names`, split by Silver's partitions.
+arrow::Result<std::vector<iceberg::PartitionedBatch>> SortedPartitions(
+    const iceberg::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
+    const std::vector<std::string>& key_names);
+
+/// The upserts of a merge cut into slices. A partition whose rows several slices
+/// hold (`shared`) gets a sorted run, a local file in `dir`, from each slice that
+/// upserts in it; Write merges each such partition's runs into one sorted sequence
+/// of data files, so a bucket gains the files of one write per merge, not a small
+/// file per slice. Other partitions' upserts (and every one when the key cannot be
+/// ordered: no `order`) are written as data files at once. Add may be called from
+/// several threads; memory: about a quarter of `memory` for one batch of each of at
+/// most `most_runs` runs in `workers` partitions merged at once.
+class UpsertRuns {
+ public:
+  UpsertRuns(const iceberg::Table& silver, std::vector<std::string> key,
+             std::optional<iceberg::RowOrder> order, std::filesystem::path dir,
+             std::function<bool(const iceberg::PartitionTuple&)> shared,
+             int64_t most_runs, int64_t memory, int workers);
+  ~UpsertRuns();
+  UpsertRuns(const UpsertRuns&) = delete;
+  UpsertRuns& operator=(const UpsertRuns&) = delete;
+
+  /// Adds a slice's upserts (Silver's Arrow form); the data files written at once
+  /// are appended to `written`, also on an error.
+  arrow::Status Add(const std::shared_ptr<arrow::RecordBatch>& upserts,
+                    std::vector<iceberg::DataFile>* written);
+  /// Merges every partition's runs into data files (appended to `written`, also on an
+  /// error), `workers` partitions at once; the runs are removed.
+  arrow::Status Write(std::vector<iceberg::DataFile>* written);
+
+ private:
+  struct Partition;
+  const iceberg::Table& silver_;
+  std::vector<std::string> key_;
+  std::optional<iceberg::RowOrder> order_;
+  std::filesystem::path dir_;
+  std::function<bool(const iceberg::PartitionTuple&)> shared_;
+  int64_t most_runs_;
+  int64_t memory_;
+  int workers_;
+  /// The widest upserted rows' in-memory bytes.
+  std::atomic<int64_t> row_bytes_{0};
+  std::mutex mu_;
+  std::map<std::string, Partition> partitions_;
+};
+
 // --- merge_slices.cc
 
 /// Silver's row columns by their source names, and the Bronze fields they are read
@@ -263,18 +317,19 @@ struct HeldIncrement {
 
 /// Writes the plan made on snapshot `planned` of `silver` a slice of the spilled
 /// `increment` at a time: each slice folded, its Silver rows found, its upserts
-/// written; the deletes of a Silver partition written (a delete file, or the rewrite
-/// of its files) once no later slice can add to them. Up to `workers` slices are
-/// merged at once, on threads of their own, each within the slice size the increment
-/// was read with; what they found is taken in slice order. Fills `files` (every
-/// written file deleted again on an error), `referenced` and `stats`; `truncated`
-/// tells whether the increment holds a `t`.
+/// written (a bucket several slices write in gets one sorted write of them all at the
+/// end, UpsertRuns, within `memory`); the deletes of a Silver partition written (a delete
+/// file, or the rewrite of its files) once no later slice can add to them. Up to
+/// `workers` slices are merged at once, on threads of their own, each within the slice
+/// size the increment was read with; what they found is taken in slice order. Fills
+/// `files` (every written file deleted again on an error), `referenced` and `stats`;
+/// `truncated` tells whether the increment holds a `t`.
 arrow::Status WriteSlices(iceberg::Table& silver, const iceberg::TableMetadata& planned,
                           iceberg::FileIO& io, const Increment& increment,
                           const MergeColumns& columns,
                           const std::vector<std::string>& key, bool silver_has_rows,
-                          bool copy_on_write, int workers, MergeFiles* files,
-                          std::set<std::string>* referenced, bool* truncated,
-                          MergeStats* stats);
+                          bool copy_on_write, int64_t memory, int workers,
+                          MergeFiles* files, std::set<std::string>* referenced,
+                          bool* truncated, MergeStats* stats);
 
 }  // namespace floe::silver::merge_internal

@@ -388,7 +388,8 @@ void AddSliceStats(const MergeStats& slice, MergeStats* into) {
   into->truncated = into->truncated || slice.truncated;
 }
 
-// One slice: folded, its Silver rows found, its upserts written. Merge-on-read: the
+// One slice: folded, its Silver rows found, its upserts written (or, with `runs`,
+// given to them). Merge-on-read: the
 // live delete files of the partitions it finds rows in join its deletes unless
 // another slice took them (`replaced`, under `replaced_mu`).
 arrow::Status WriteSlice(const ice::Table& silver, const ice::TableMetadata& planned,
@@ -396,7 +397,7 @@ arrow::Status WriteSlice(const ice::Table& silver, const ice::TableMetadata& pla
                          const MergeColumns& columns, const std::vector<std::string>& key,
                          bool silver_has_rows,
                          std::map<std::string, ice::DataFile>* replaced,
-                         std::mutex* replaced_mu, SliceResult* out) {
+                         std::mutex* replaced_mu, UpsertRuns* runs, SliceResult* out) {
   Changes changes;
   ARROW_ASSIGN_OR_RAISE(FoldResult with_imports,
                         FoldChanges(rows, columns, &silver, silver_has_rows, io, key,
@@ -419,7 +420,11 @@ arrow::Status WriteSlice(const ice::Table& silver, const ice::TableMetadata& pla
       auto upserts,
       BuildUpserts(changes, fold, fold.needs_existing ? &found.existing : nullptr,
                    silver_arrow));
-  ARROW_ASSIGN_OR_RAISE(out->data, WriteUpserts(silver, upserts, key));
+  if (runs != nullptr) {
+    ARROW_RETURN_NOT_OK(runs->Add(upserts, &out->data));
+  } else {
+    ARROW_ASSIGN_OR_RAISE(out->data, WriteUpserts(silver, upserts, key));
+  }
   out->referenced = std::move(found.referenced);
   out->found = std::move(found.by_partition);
   return arrow::Status::OK();
@@ -530,16 +535,67 @@ class SliceRunner {
   arrow::Status failure_;
 };
 
+// The upserts' runs of a merge of several slices (UpsertRuns): a bucket of Silver's
+// current spec whose rows several slices hold gets a run from each (any partition
+// when Silver is not bucketed, or the rows were spilled for another bucket count).
+std::unique_ptr<UpsertRuns> RunsOf(const ice::Table& silver, const Increment& increment,
+                                   const std::vector<Slice>& slices,
+                                   const std::vector<std::string>& key, int64_t memory,
+                                   int workers) {
+  if (slices.size() < 2) return nullptr;
+  auto arrow_schema = ice::ToArrowSchema(silver.schema());
+  if (!arrow_schema.ok()) return nullptr;
+  std::vector<int> key_columns;
+  for (const auto& k : key) key_columns.push_back((*arrow_schema)->GetFieldIndex(k));
+  auto order = ice::RowOrder::Make(**arrow_schema, key_columns);
+  std::optional<ice::RowOrder> ordered;
+  if (order.ok()) ordered = std::move(*order);
+  const auto& fields = silver.spec().fields;
+  const bool bucketed =
+      fields.size() == 1 && fields[0].transform.kind() == ice::TransformKind::kBucket;
+  const int32_t buckets = SilverBuckets(silver);
+  std::vector<int> slice_of(increment.partitions(), -1);
+  for (size_t s = 0; s < slices.size(); ++s) {
+    for (int32_t p : slices[s].partitions) slice_of[p] = static_cast<int>(s);
+  }
+  // Per bucket, the slices holding its rows.
+  auto shared_buckets = std::make_shared<std::vector<int>>(bucketed ? buckets : 0);
+  int64_t most_runs = bucketed ? 1 : static_cast<int64_t>(slices.size());
+  for (int32_t b = 0; b < static_cast<int32_t>(shared_buckets->size()); ++b) {
+    std::set<int> of;
+    for (int32_t p : increment.PartitionsOfBucket(b, buckets)) {
+      if (slice_of[p] >= 0) of.insert(slice_of[p]);
+    }
+    (*shared_buckets)[b] = static_cast<int>(of.size());
+    most_runs = std::max<int64_t>(most_runs, static_cast<int64_t>(of.size()));
+  }
+  auto shared = [bucketed, shared_buckets](const ice::PartitionTuple& partition) {
+    if (!bucketed) return true;
+    if (partition.size() != 1 || !partition[0] ||
+        !std::holds_alternative<int32_t>(*partition[0])) {
+      return true;
+    }
+    const int32_t b = std::get<int32_t>(*partition[0]);
+    return b < 0 || b >= static_cast<int32_t>(shared_buckets->size()) ||
+           (*shared_buckets)[b] > 1;
+  };
+  return std::make_unique<UpsertRuns>(silver, key, std::move(ordered),
+                                      increment.spill_dir(), std::move(shared), most_runs,
+                                      memory, workers);
+}
+
 }  // namespace
 
 arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
                           ice::FileIO& io, const Increment& increment,
                           const MergeColumns& columns,
                           const std::vector<std::string>& key, bool silver_has_rows,
-                          bool copy_on_write, int workers, MergeFiles* files,
-                          std::set<std::string>* referenced, bool* truncated,
-                          MergeStats* stats) {
+                          bool copy_on_write, int64_t memory, int workers,
+                          MergeFiles* files, std::set<std::string>* referenced,
+                          bool* truncated, MergeStats* stats) {
   const std::vector<Slice> slices = increment.PlanSlices(SilverBuckets(silver));
+  const std::unique_ptr<UpsertRuns> runs =
+      RunsOf(silver, increment, slices, key, memory, workers);
   const DeletesDone done(silver, increment, slices);
   stats->slices = static_cast<int32_t>(slices.size());
   std::map<std::string, ice::DataFile>* replaced =
@@ -550,7 +606,7 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Table> rows,
                           increment.Load(slices[s], &own_rows));
     return WriteSlice(silver, planned, io, *rows, own_rows, columns, key, silver_has_rows,
-                      replaced, &replaced_mu, out);
+                      replaced, &replaced_mu, runs.get(), out);
   });
   // Copy-on-write's rewrite of a bucket's files holds row groups sized from the
   // merge's whole share: it runs while no slice is merged.
@@ -594,6 +650,12 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
         silver, planned.current_snapshot_id,
         pending.Take([](const std::string&, const ice::PartitionTuple&) { return true; }),
         copy_on_write, files, stats);
+  }
+  if (status.ok() && runs != nullptr) {
+    std::vector<ice::DataFile> merged;
+    status = runs->Write(&merged);
+    files->written.insert(files->written.end(), merged.begin(), merged.end());
+    if (status.ok()) files->data.insert(files->data.end(), merged.begin(), merged.end());
   }
   if (!status.ok()) {
     DeleteFiles(io, files->written);

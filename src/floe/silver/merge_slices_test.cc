@@ -276,6 +276,77 @@ TEST_P(MergeSlicesTest, KeyChangesCarryingValuesOverDoNotTieSlicesTogether) {
   }
 }
 
+TEST_P(MergeSlicesTest, ASlicedMergeWritesABucketOnceNotOncePerSlice) {
+  // Many slices of one or a few buckets: each slice's upserts used to be a file of
+  // its own, which the merge-time fold then rewrote (or a later merge did). Now a
+  // bucket's upserts are merged from the slices' runs into one write.
+  const uint64_t seed = 23;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  Model model;
+  std::vector<Row> rows;
+  int32_t seq = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const int64_t id = static_cast<int64_t>(rng() % 1000000) + 1;
+    if (model.contains(id)) continue;
+    model[id] = "n" + std::to_string(rng() % 1000);
+    rows.push_back({"c", 200, ++seq, id, model[id]});
+  }
+  Append(rows, 200);
+  auto merge = [&](const ice::TableIdentifier& silver, int workers) {
+    MergeOptions options;  // the default target file size: no bucket outgrows a file
+    options.copy_on_write = GetParam();
+    options.slice_bytes = 2048;
+    options.slice_workers = workers;
+    auto stats = MergeTable(catalog_.get(), io_, bronze_id_, silver, warehouse_, options);
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    return stats.ok() ? *stats : MergeStats{};
+  };
+  for (int workers : {1, 3}) {
+    const ice::TableIdentifier silver{{"silver", "svc", "public"},
+                                      "w" + std::to_string(workers)};
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    // The backfill: a file per bucket, nothing to fold.
+    const MergeStats backfill = merge(silver, workers);
+    EXPECT_GT(backfill.slices, 4);
+    EXPECT_EQ(backfill.data_files, backfill.buckets);
+    EXPECT_EQ(backfill.tiered_files, 0);
+    EXPECT_EQ(SilverRowsOf(silver), model);
+  }
+  // Updates and deletes of random keys and new keys, in many slices: each bucket
+  // then holds its old file and one new one, below the fold's count.
+  rows.clear();
+  seq = 0;
+  std::vector<int64_t> keys;
+  for (const auto& [id, name] : model) keys.push_back(id);
+  for (int i = 0; i < 1500; ++i) {
+    const int64_t id = keys[rng() % keys.size()];
+    if (!model.contains(id)) continue;
+    if (rng() % 4 == 0) {
+      rows.push_back({"d", 300, ++seq, id, std::nullopt});
+      model.erase(id);
+    } else {
+      model[id] = "u" + std::to_string(i);
+      rows.push_back({"u", 300, ++seq, id, model[id]});
+    }
+  }
+  for (int64_t id = 2000000; id < 2000500; ++id) {
+    model[id] = "new";
+    rows.push_back({"c", 300, ++seq, id, "new"});
+  }
+  Append(rows, 300);
+  for (int workers : {1, 3}) {
+    const ice::TableIdentifier silver{{"silver", "svc", "public"},
+                                      "w" + std::to_string(workers)};
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    const MergeStats s = merge(silver, workers);
+    EXPECT_GT(s.slices, 4);
+    EXPECT_EQ(s.data_files, s.buckets);
+    EXPECT_EQ(s.tiered_files, 0);
+    EXPECT_EQ(SilverRowsOf(silver), model);
+  }
+}
+
 class SpillTest : public testing::BronzeFixture {
  protected:
   // Enough rows for a merge with 2 KB slices to spill.

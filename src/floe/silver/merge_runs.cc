@@ -1,0 +1,163 @@
+// The upserts of a merge whose increment was cut into slices: a bucket whose rows
+// several slices hold gets a sorted run (a local file) from each of them, and once
+// every slice is merged the runs of the bucket are merged into one sorted sequence of
+// data files. A bucket so gains the files of one write per merge, not a small file per
+// slice for the merge-time fold (merge_tier.cc) to rewrite.
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <arrow/api.h>
+#include <arrow/compute/api.h>
+#include <arrow/util/byte_size.h>
+
+#include "floe/iceberg/partition_split.h"
+#include "floe/silver/merge_internal.h"
+
+namespace floe::silver::merge_internal {
+
+namespace ice = floe::iceberg;
+namespace cp = arrow::compute;
+
+namespace {
+
+// The rows of the runs' batches and of the merged batches written, at most.
+constexpr int64_t kRunBatchRows = 8192;
+
+}  // namespace
+
+arrow::Result<std::vector<ice::PartitionedBatch>> SortedPartitions(
+    const ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
+    const std::vector<std::string>& key_names) {
+  if (rows->num_rows() == 0) return std::vector<ice::PartitionedBatch>{};
+  std::vector<cp::SortKey> sort_keys;
+  for (const auto& k : key_names) sort_keys.emplace_back(k);
+  ARROW_ASSIGN_OR_RAISE(auto indices,
+                        cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
+  ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
+  return ice::SplitByPartition(silver.spec(), silver.schema(), *sorted.record_batch());
+}
+
+struct UpsertRuns::Partition {
+  ice::PartitionTuple tuple;
+  std::vector<std::unique_ptr<ice::SpilledRun>> runs;
+};
+
+UpsertRuns::UpsertRuns(const ice::Table& silver, std::vector<std::string> key,
+                       std::optional<ice::RowOrder> order, std::filesystem::path dir,
+                       std::function<bool(const ice::PartitionTuple&)> shared,
+                       int64_t most_runs, int64_t memory, int workers)
+    : silver_(silver),
+      key_(std::move(key)),
+      order_(std::move(order)),
+      dir_(std::move(dir)),
+      shared_(std::move(shared)),
+      most_runs_(std::max<int64_t>(1, most_runs)),
+      memory_(memory),
+      workers_(std::max(1, workers)) {}
+
+UpsertRuns::~UpsertRuns() = default;
+
+arrow::Status UpsertRuns::Add(const std::shared_ptr<arrow::RecordBatch>& upserts,
+                              std::vector<ice::DataFile>* written) {
+  ARROW_ASSIGN_OR_RAISE(auto parts, SortedPartitions(silver_, upserts, key_));
+  for (auto& part : parts) {
+    if (!order_ || !shared_(part.partition)) {
+      ARROW_ASSIGN_OR_RAISE(auto files,
+                            silver_.WriteDataFiles({part.batch}, part.partition));
+      for (auto& f : files) written->push_back(std::move(f));
+      continue;
+    }
+    // One batch of each of a partition's runs is held at once while they are merged,
+    // in a quarter of the memory, by `workers_` partitions at once.
+    ARROW_ASSIGN_OR_RAISE(const int64_t bytes,
+                          arrow::util::ReferencedBufferSize(*part.batch));
+    const int64_t row_bytes = std::max<int64_t>(1, bytes / part.batch->num_rows());
+    int64_t widest = row_bytes_.load();
+    while (widest < row_bytes && !row_bytes_.compare_exchange_weak(widest, row_bytes)) {
+    }
+    const int64_t batch_rows = std::clamp<int64_t>(
+        memory_ / 4 / workers_ / most_runs_ / row_bytes, 1, kRunBatchRows);
+    ARROW_ASSIGN_OR_RAISE(auto run, ice::SpilledRun::Create(dir_, part.batch->schema()));
+    for (int64_t at = 0; at < part.batch->num_rows(); at += batch_rows) {
+      ARROW_RETURN_NOT_OK(run->Write(*part.batch->Slice(at, batch_rows)));
+    }
+    ARROW_RETURN_NOT_OK(run->Close());
+    part.batch.reset();
+    const std::string where =
+        ice::PartitionPath(silver_.spec(), silver_.schema(), part.partition);
+    std::lock_guard lock(mu_);
+    Partition& into = partitions_[where];
+    into.tuple = part.partition;
+    into.runs.push_back(std::move(run));
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status UpsertRuns::Write(std::vector<ice::DataFile>* written) {
+  std::vector<Partition*> todo;
+  for (auto& [where, partition] : partitions_) todo.push_back(&partition);
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  arrow::Status failure;
+  auto merge_one = [&](Partition& partition) -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(auto writer, silver_.NewDataFileWriter(partition.tuple));
+    std::vector<ice::BatchSource> sources;
+    for (auto& run : partition.runs) {
+      sources.push_back([r = run.get()]() { return r->Next(); });
+    }
+    ARROW_ASSIGN_OR_RAISE(auto schema, ice::ToArrowSchema(silver_.schema()));
+    // The merged batches in an eighth of the memory.
+    const int64_t out_rows = std::clamp<int64_t>(
+        memory_ / 8 / workers_ / std::max<int64_t>(1, row_bytes_.load()), 16,
+        kRunBatchRows);
+    auto merged = ice::MergeSortedRuns(
+        std::move(sources), schema, *order_, out_rows,
+        [&](std::shared_ptr<arrow::RecordBatch> b) { return writer->Write(*b); });
+    auto files = writer->Finish();
+    {
+      std::lock_guard lock(mu);
+      if (files.ok()) written->insert(written->end(), files->begin(), files->end());
+    }
+    partition.runs.clear();
+    if (!merged.ok()) return merged.status();
+    if (!files.ok()) return files.status();
+    if (!*merged) {
+      // Every run was sorted by the key as it was written.
+      return arrow::Status::UnknownError(
+          "a sorted run of the merge's upserts in ",
+          ice::PartitionPath(silver_.spec(), silver_.schema(), partition.tuple),
+          " came back out of order");
+    }
+    return arrow::Status::OK();
+  };
+  auto work = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++) {
+      {
+        std::lock_guard lock(mu);
+        if (!failure.ok()) return;
+      }
+      arrow::Status status = merge_one(*todo[i]);
+      if (!status.ok()) {
+        std::lock_guard lock(mu);
+        if (failure.ok()) failure = status;
+      }
+    }
+  };
+  const int threads = std::min<int>(workers_, static_cast<int>(todo.size()));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  partitions_.clear();
+  return failure;
+}
+
+}  // namespace floe::silver::merge_internal
