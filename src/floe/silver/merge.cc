@@ -696,8 +696,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     const bool silver_has_rows =
         silver != nullptr && silver->metadata().current_snapshot_id.has_value();
     ARROW_RETURN_NOT_OK(held.Read(bronze, *bronze_io, watermark, bronze_lsn, columns,
-                                  silver.get(), silver_has_rows, options,
-                                  counted.bronze_read.bytes));
+                                  silver.get(), options, counted.bronze_read.bytes));
     const Increment* increment = held.increment.get();
     stats.increment_bytes = increment->bytes();
     Changes changes;

@@ -299,8 +299,7 @@ arrow::Result<int64_t> SilverRowBytes(const iceberg::Table& silver);
 
 /// The increment a merge's plans share: the Bronze changes above a watermark, in
 /// memory when they fit the merge's share, else spilled by the bucket of the first
-/// key column in slices `workers` of which fit the share together (a backfill's: one,
-/// since smaller slices make the fold of the files they write rewrite more).
+/// key column in slices `workers` of which fit the share together.
 struct HeldIncrement {
   std::unique_ptr<Increment> increment;  // the changes above `from`
   uint64_t from = 0;
@@ -311,8 +310,8 @@ struct HeldIncrement {
   /// `bronze_read`: the Bronze bytes read so far (kept as bronze_bytes).
   arrow::Status Read(const iceberg::TableMetadata& bronze, iceberg::FileIO& bronze_io,
                      uint64_t watermark, uint64_t upper, const MergeColumns& columns,
-                     const iceberg::Table* silver, bool silver_has_rows,
-                     const MergeOptions& options, int64_t bronze_read);
+                     const iceberg::Table* silver, const MergeOptions& options,
+                     int64_t bronze_read);
 };
 
 /// Writes the plan made on snapshot `planned` of `silver` a slice of the spilled

@@ -76,14 +76,11 @@ arrow::Result<std::unique_ptr<Increment>> ReadIncrement(
 arrow::Status HeldIncrement::Read(const ice::TableMetadata& bronze,
                                   ice::FileIO& bronze_io, uint64_t watermark,
                                   uint64_t upper, const MergeColumns& columns,
-                                  const ice::Table* silver, bool silver_has_rows,
-                                  const MergeOptions& options, int64_t bronze_read) {
+                                  const ice::Table* silver, const MergeOptions& options,
+                                  int64_t bronze_read) {
   if (increment != nullptr && from == watermark) return arrow::Status::OK();
   increment.reset();
-  // A backfill's slices are merged one at a time: each writes a file per bucket,
-  // and the smaller they are the more the fold of those files rewrites (measured in
-  // BENCHMARKS.md, "Slices merged at once").
-  workers = silver_has_rows ? std::max(1, options.slice_workers) : 1;
+  workers = std::max(1, options.slice_workers);
   ARROW_ASSIGN_OR_RAISE(increment, ReadIncrement(bronze, bronze_io, watermark, upper,
                                                  columns, silver, options, workers));
   from = watermark;
