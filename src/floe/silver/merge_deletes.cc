@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -88,9 +89,25 @@ class KeySet {
     if (type_ != nullptr && columns.size() == 1 && columns[0]->type()->Equals(*type_)) {
       const arrow::Array& array = *columns[0];
       const int width = IntWidth(*type_);
+      // Silver's files are sorted by the key: a cursor into the sorted values moves
+      // forward with the rows (and starts again where a row sorts before the last).
+      size_t at = 0;
+      int64_t last = std::numeric_limits<int64_t>::min();
       for (int64_t i = 0; i < rows; ++i) {
-        const bool hit = array.IsNull(i) ? has_null_
-                                         : Contains(ValueAt(array, width, i));
+        if (array.IsNull(i)) {
+          if (has_null_) hits->push_back(i);
+          continue;
+        }
+        const int64_t v = ValueAt(array, width, i);
+        bool hit = false;
+        if (!bitmap_.empty()) {
+          hit = Contains(v);
+        } else {
+          if (v < last) at = 0;
+          last = v;
+          at = Seek(at, v);
+          hit = at < values_.size() && values_[at] == v;
+        }
         if (hit) hits->push_back(i);
       }
       return arrow::Status::OK();
@@ -121,6 +138,16 @@ class KeySet {
   static int64_t ValueAt(const arrow::Array& array, int width, int64_t row) {
     return width == 32 ? array.data()->GetValues<int32_t>(1)[row]
                        : array.data()->GetValues<int64_t>(1)[row];
+  }
+  // The first of values_[from..] not below `v`: galloping from `from`.
+  size_t Seek(size_t from, int64_t v) const {
+    const size_t n = values_.size();
+    if (from >= n || values_[from] >= v) return from;
+    size_t step = 1;
+    while (from + step < n && values_[from + step] < v) step *= 2;
+    auto first = values_.begin() + static_cast<std::ptrdiff_t>(from + step / 2 + 1);
+    auto end = values_.begin() + static_cast<std::ptrdiff_t>(std::min(n, from + step));
+    return static_cast<size_t>(std::lower_bound(first, end, v) - values_.begin());
   }
   bool Contains(int64_t v) const {
     if (values_.empty() || v < values_.front() || v > values_.back()) return false;

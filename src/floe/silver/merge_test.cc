@@ -4,12 +4,16 @@
 // and DuckDB).
 #include "floe/silver/merge.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/compute/api.h>
 #include <gtest/gtest.h>
 
 #include "floe/common/lsn.h"
@@ -102,6 +106,62 @@ TEST_F(MergeTableTest, BackfillThenMergeOnReadAcrossBuckets) {
   EXPECT_TRUE(truncated.truncated);
   EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{{5, "after"}}));
   EXPECT_GT(std::stoi(SilverSummary().at("deleted-data-files")), 0);
+}
+
+TEST_F(MergeTableTest, AFileNotSortedByTheKeyHasEveryChangedKeyFound) {
+  // Another engine's file: Silver's rows in no key order. The lookup walks a file's
+  // keys with a cursor into the sorted changed keys, which must start again whenever
+  // a row sorts before the one before it.
+  const uint64_t seed = 31;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<Row> rows;
+  std::map<int64_t, std::string> want;
+  for (int64_t i = 0; i < 500; ++i) {
+    rows.push_back(
+        {"r", 100, static_cast<int32_t>(i), i * 1000, "v" + std::to_string(i)});
+    want[i * 1000] = "v" + std::to_string(i);
+  }
+  Append(rows, 100);
+  ASSERT_EQ(Merge(int64_t{128} << 20).buckets, 1);
+  auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+  auto live = silver->LiveFiles().ValueOrDie();
+  ASSERT_EQ(live.size(), 1u);
+  const ice::DataFile sorted = live[0].entry.data_file;
+  auto all = ice::ScanToArrow(*silver).ValueOrDie()->CombineChunks().ValueOrDie();
+  std::vector<int64_t> order(static_cast<size_t>(all->num_rows()));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  arrow::Int64Builder indices;
+  ASSERT_TRUE(indices.AppendValues(order).ok());
+  auto shuffled = arrow::compute::Take(all, indices.Finish().ValueOrDie()).ValueOrDie();
+  auto batch = shuffled.table()->CombineChunksToBatch().ValueOrDie();
+  auto file = silver->WriteDataFile({batch}, sorted.partition).ValueOrDie();
+  ASSERT_TRUE(
+      silver->RewriteFiles({sorted}, {file}, {{lake::kWatermarkSummaryKey, "100"}}).ok());
+
+  // Updates and deletes of keys all over the file, and keys it does not hold (sparse:
+  // the changed keys are looked up in their sorted list, not in a bitmap).
+  rows.clear();
+  int32_t seq = 0;
+  int64_t deleted = 0;
+  for (int64_t i = 0; i < 500; i += 1 + static_cast<int64_t>(rng() % 4)) {
+    if (rng() % 3 == 0) {
+      rows.push_back({"d", 200, ++seq, i * 1000, std::nullopt});
+      want.erase(i * 1000);
+      ++deleted;
+    } else {
+      rows.push_back({"u", 200, ++seq, i * 1000, "u" + std::to_string(i)});
+      want[i * 1000] = "u" + std::to_string(i);
+    }
+    rows.push_back({"c", 200, ++seq, i * 1000 + 1, "new"});
+    want[i * 1000 + 1] = "new";
+  }
+  Append(rows, 200);
+  const MergeStats merged = Merge(int64_t{128} << 20);
+  EXPECT_EQ(merged.deleted_keys, deleted);
+  EXPECT_EQ(merged.position_deletes, static_cast<int64_t>(rows.size()) / 2);
+  EXPECT_EQ(SilverRows(), want);
 }
 
 TEST_F(MergeTableTest, ReadsOnlyTheRowGroupsThatMayHoldTheKeys) {
