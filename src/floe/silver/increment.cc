@@ -1,13 +1,17 @@
 #include "floe/silver/increment.h"
 
-
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include <arrow/api.h>
@@ -31,6 +35,56 @@ namespace fs = std::filesystem;
 constexpr int32_t kMaxPartitions = 1024;
 
 bool IsPowerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+using BatchSink = std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>;
+
+// Runs `produce` on a thread of its own, handing its batches to `consume` on this one
+// in order, at most kReadAhead of them waiting; the first failure of either stops both.
+arrow::Status ReadAhead(const std::function<arrow::Status(const BatchSink&)>& produce,
+                        const BatchSink& consume) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<arrow::RecordBatch>> queue;
+  bool done = false;
+  bool stopped = false;  // the consumer failed
+  arrow::Status produced;
+  std::thread producer([&] {
+    arrow::Status status = produce([&](std::shared_ptr<arrow::RecordBatch> batch) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return queue.size() < kReadAhead || stopped; });
+      if (stopped) return arrow::Status::Cancelled("the increment's read stopped");
+      queue.push_back(std::move(batch));
+      cv.notify_all();
+      return arrow::Status::OK();
+    });
+    std::lock_guard lock(mu);
+    produced = std::move(status);
+    done = true;
+    cv.notify_all();
+  });
+  arrow::Status consumed;
+  while (consumed.ok()) {
+    std::shared_ptr<arrow::RecordBatch> batch;
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return !queue.empty() || done; });
+      if (queue.empty()) break;
+      batch = std::move(queue.front());
+      queue.pop_front();
+      cv.notify_all();
+    }
+    consumed = consume(std::move(batch));
+  }
+  if (!consumed.ok()) {
+    std::lock_guard lock(mu);
+    stopped = true;
+    queue.clear();
+    cv.notify_all();
+  }
+  producer.join();
+  if (!consumed.ok()) return consumed;
+  return produced;
+}
 
 int64_t BytesOf(const arrow::RecordBatch& batch) {
   auto size = arrow::util::ReferencedBufferSize(batch);
@@ -367,15 +421,25 @@ arrow::Result<std::unique_ptr<Increment>> Increment::Read(
   reader.key_columns_ = options.key_columns.empty() ? std::vector<std::string>{key_column}
                                                     : options.key_columns;
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ice::ToArrowSchema(*plan.projection));
-  for (const ice::FileScanTask& task : plan.tasks) {
-    ARROW_RETURN_NOT_OK(ice::ReadFileScanTaskInBatches(
-        io, task, *plan.schema, *plan.projection, plan.filter,
-        BatchRows(task.data_file, options.slice_bytes),
-        [&](std::shared_ptr<arrow::RecordBatch> batch) {
-          return reader.Add(std::move(batch));
-        },
-        options.slice_bytes / 8));
-    arrow::default_memory_pool()->ReleaseUnused();
+  auto read_all =
+      [&](const std::function<arrow::Status(std::shared_ptr<arrow::RecordBatch>)>& each)
+      -> arrow::Status {
+    for (const ice::FileScanTask& task : plan.tasks) {
+      ARROW_RETURN_NOT_OK(ice::ReadFileScanTaskInBatches(
+          io, task, *plan.schema, *plan.projection, plan.filter,
+          BatchRows(task.data_file, options.slice_bytes), each, options.slice_bytes / 8));
+      arrow::default_memory_pool()->ReleaseUnused();
+    }
+    return arrow::Status::OK();
+  };
+  if (options.read_ahead && plan.tasks.size() > 1) {
+    ARROW_RETURN_NOT_OK(ReadAhead(read_all, [&](std::shared_ptr<arrow::RecordBatch> b) {
+      return reader.Add(std::move(b));
+    }));
+  } else {
+    ARROW_RETURN_NOT_OK(read_all([&](std::shared_ptr<arrow::RecordBatch> batch) {
+      return reader.Add(std::move(batch));
+    }));
   }
   ARROW_RETURN_NOT_OK(reader.Finish());
   if (reader.spill_ != nullptr && !reader.unresolved().empty()) {

@@ -55,7 +55,13 @@ struct IncrementOptions {
   /// only): a KeyMove names its keys by all of them, so that a slice imports only
   /// the old keys' rows, not every row sharing their first column.
   std::vector<std::string> key_columns;
+  /// Decode Bronze's Parquet on a thread of its own while the batches decoded before
+  /// are taken in (a merge with a thread to spare): at most kReadAhead batches ahead.
+  bool read_ahead = false;
 };
+
+/// The decoded Bronze batches a read-ahead holds at most, waiting to be taken in.
+inline constexpr size_t kReadAhead = 2;
 
 /// A key-changing update whose new row takes an unchanged value from the old key's
 /// row: each key (EncodeKey of its Bronze key columns) and its partition.

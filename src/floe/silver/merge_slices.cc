@@ -62,6 +62,7 @@ arrow::Result<std::unique_ptr<Increment>> ReadIncrement(
           : std::max<int64_t>(int64_t{1} << 20,
                               SliceBytes(options.memory_limit) / std::max(1, workers));
   read.spill_parent = options.spill_dir;
+  read.read_ahead = workers > 1;
   read.silver_buckets = silver != nullptr ? SilverBuckets(*silver) : 0;
   if (silver != nullptr) {
     ARROW_ASSIGN_OR_RAISE(read.row_bytes, merge_internal::SilverRowBytes(*silver));

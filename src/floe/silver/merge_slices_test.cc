@@ -358,11 +358,12 @@ class SpillTest : public testing::BronzeFixture {
     Append(rows, 200);
   }
 
-  arrow::Result<MergeStats> MergeWithSpill(const fs::path& spill_dir) {
+  arrow::Result<MergeStats> MergeWithSpill(const fs::path& spill_dir, int workers = 1) {
     MergeOptions options;
     options.target_file_bytes = 4096;
     options.slice_bytes = 2048;
     options.spill_dir = spill_dir;
+    options.slice_workers = workers;
     return MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
   }
 
@@ -401,6 +402,30 @@ TEST_F(SpillTest, AnUnusableSpillDirFailsTheMergeWithTheFix) {
       << stats.status().ToString();
   auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_);
   EXPECT_TRUE(!silver.ok() || !(*silver)->metadata().current_snapshot_id.has_value());
+}
+
+// The same with Bronze decoded ahead on a thread of its own (two workers, Bronze in
+// many files): the spill's failure stops the read-ahead too, and nothing is committed.
+TEST_F(SpillTest, AnUnusableSpillDirStopsAReadAhead) {
+  std::ofstream(dir_ / "a-file") << "not a directory";
+  for (int64_t lsn = 200; lsn < 240; lsn += 4) {
+    std::vector<Row> rows;
+    for (int64_t i = 1; i <= 100; ++i) {
+      rows.push_back({"c", lsn, static_cast<int32_t>(i), lsn * 1000 + i, "n"});
+    }
+    Append(rows, lsn);
+  }
+  auto stats = MergeWithSpill(dir_ / "a-file" / "spill", 2);
+  ASSERT_FALSE(stats.ok());
+  EXPECT_NE(stats.status().message().find("silver.spill_dir"), std::string::npos)
+      << stats.status().ToString();
+  auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_);
+  EXPECT_TRUE(!silver.ok() || !(*silver)->metadata().current_snapshot_id.has_value());
+  // With a usable spill directory the same merge reads ahead and lands whole.
+  auto merged = MergeWithSpill(dir_ / "spill", 2);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_GT(merged->slices, 1);
+  EXPECT_EQ(SilverRows().size(), 1000u);
 }
 
 INSTANTIATE_TEST_SUITE_P(WriteModes, MergeSlicesTest, ::testing::Bool(),
