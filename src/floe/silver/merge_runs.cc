@@ -85,18 +85,27 @@ arrow::Status UpsertRuns::Add(const std::shared_ptr<arrow::RecordBatch>& upserts
     }
     const int64_t batch_rows = std::clamp<int64_t>(
         memory_ / 4 / workers_ / most_runs_ / row_bytes, 1, kRunBatchRows);
-    ARROW_ASSIGN_OR_RAISE(auto run, ice::SpilledRun::Create(dir_, part.batch->schema()));
-    for (int64_t at = 0; at < part.batch->num_rows(); at += batch_rows) {
-      ARROW_RETURN_NOT_OK(run->Write(*part.batch->Slice(at, batch_rows)));
+    auto run = ice::SpilledRun::Create(dir_, part.batch->schema());
+    arrow::Status spilled = run.status();
+    for (int64_t at = 0; spilled.ok() && at < part.batch->num_rows(); at += batch_rows) {
+      spilled = (*run)->Write(*part.batch->Slice(at, batch_rows));
     }
-    ARROW_RETURN_NOT_OK(run->Close());
+    if (spilled.ok()) spilled = (*run)->Close();
+    if (!spilled.ok()) {
+      return spilled.WithMessage(
+          "writing the merge's sorted upserts to ", dir_.string(), ": ",
+          spilled.message(),
+          "; give silver.spill_dir a local directory with room for the increment's "
+          "spill and the upserted rows (about three times the increment's Arrow "
+          "bytes), or raise silver.memory_limit");
+    }
     part.batch.reset();
     const std::string where =
         ice::PartitionPath(silver_.spec(), silver_.schema(), part.partition);
     std::lock_guard lock(mu_);
     Partition& into = partitions_[where];
     into.tuple = part.partition;
-    into.runs.push_back(std::move(run));
+    into.runs.push_back(std::move(*run));
   }
   return arrow::Status::OK();
 }
