@@ -216,13 +216,19 @@ arrow::Result<std::vector<iceberg::PartitionedBatch>> SortedPartitions(
 /// file per slice. Other partitions' upserts (and every one when the key cannot be
 /// ordered: no `order`) are written as data files at once. Add may be called from
 /// several threads; memory: about a quarter of `memory` for one batch of each of at
-/// most `most_runs` runs in `workers` partitions merged at once.
+/// most `most_runs` runs in `workers` partitions merged at once. A partition with
+/// more than `max_fan_in` runs has them merged that many at a time into longer runs
+/// first, so no more files are open at once.
 class UpsertRuns {
  public:
+  /// The runs merged at once, at most.
+  static constexpr size_t kMaxFanIn = 256;
+
   UpsertRuns(const iceberg::Table& silver, std::vector<std::string> key,
              std::optional<iceberg::RowOrder> order, std::filesystem::path dir,
              std::function<bool(const iceberg::PartitionTuple&)> shared,
-             int64_t most_runs, int64_t memory, int workers);
+             int64_t most_runs, int64_t memory, int workers,
+             size_t max_fan_in = kMaxFanIn);
   ~UpsertRuns();
   UpsertRuns(const UpsertRuns&) = delete;
   UpsertRuns& operator=(const UpsertRuns&) = delete;
@@ -249,6 +255,11 @@ class UpsertRuns {
   std::atomic<int64_t> row_bytes_{0};
   std::mutex mu_;
   std::map<std::string, Partition> partitions_;
+  size_t max_fan_in_;
+
+  // Merges the partition's runs max_fan_in_ at a time until no more are left.
+  arrow::Status Narrow(Partition& partition,
+                       const std::shared_ptr<arrow::Schema>& schema);
 };
 
 // --- merge_slices.cc

@@ -53,7 +53,7 @@ struct UpsertRuns::Partition {
 UpsertRuns::UpsertRuns(const ice::Table& silver, std::vector<std::string> key,
                        std::optional<ice::RowOrder> order, std::filesystem::path dir,
                        std::function<bool(const ice::PartitionTuple&)> shared,
-                       int64_t most_runs, int64_t memory, int workers)
+                       int64_t most_runs, int64_t memory, int workers, size_t max_fan_in)
     : silver_(silver),
       key_(std::move(key)),
       order_(std::move(order)),
@@ -61,7 +61,8 @@ UpsertRuns::UpsertRuns(const ice::Table& silver, std::vector<std::string> key,
       shared_(std::move(shared)),
       most_runs_(std::max<int64_t>(1, most_runs)),
       memory_(memory),
-      workers_(std::max(1, workers)) {}
+      workers_(std::max(1, workers)),
+      max_fan_in_(std::max<size_t>(2, max_fan_in)) {}
 
 UpsertRuns::~UpsertRuns() = default;
 
@@ -84,7 +85,9 @@ arrow::Status UpsertRuns::Add(const std::shared_ptr<arrow::RecordBatch>& upserts
     while (widest < row_bytes && !row_bytes_.compare_exchange_weak(widest, row_bytes)) {
     }
     const int64_t batch_rows = std::clamp<int64_t>(
-        memory_ / 4 / workers_ / most_runs_ / row_bytes, 1, kRunBatchRows);
+        memory_ / 4 / workers_ / std::min(most_runs_, static_cast<int64_t>(max_fan_in_)) /
+            row_bytes,
+        1, kRunBatchRows);
     auto run = ice::SpilledRun::Create(dir_, part.batch->schema());
     arrow::Status spilled = run.status();
     for (int64_t at = 0; spilled.ok() && at < part.batch->num_rows(); at += batch_rows) {
@@ -110,6 +113,44 @@ arrow::Status UpsertRuns::Add(const std::shared_ptr<arrow::RecordBatch>& upserts
   return arrow::Status::OK();
 }
 
+arrow::Status UpsertRuns::Narrow(Partition& partition,
+                                 const std::shared_ptr<arrow::Schema>& schema) {
+  const int64_t batch_rows =
+      std::clamp<int64_t>(memory_ / 4 / workers_ / static_cast<int64_t>(max_fan_in_) /
+                              std::max<int64_t>(1, row_bytes_.load()),
+                          1, kRunBatchRows);
+  while (partition.runs.size() > max_fan_in_) {
+    std::vector<std::unique_ptr<ice::SpilledRun>> longer;
+    for (size_t first = 0; first < partition.runs.size(); first += max_fan_in_) {
+      const size_t end = std::min(partition.runs.size(), first + max_fan_in_);
+      if (end - first == 1) {
+        longer.push_back(std::move(partition.runs[first]));
+        continue;
+      }
+      ARROW_ASSIGN_OR_RAISE(auto into, ice::SpilledRun::Create(dir_, schema));
+      std::vector<ice::BatchSource> sources;
+      for (size_t r = first; r < end; ++r) {
+        sources.push_back([run = partition.runs[r].get()]() { return run->Next(); });
+      }
+      ARROW_ASSIGN_OR_RAISE(
+          const bool sorted,
+          ice::MergeSortedRuns(
+              std::move(sources), schema, *order_, batch_rows,
+              [&](std::shared_ptr<arrow::RecordBatch> b) { return into->Write(*b); }));
+      if (!sorted) {
+        return arrow::Status::UnknownError(
+            "a sorted run of the merge's upserts came "
+            "back out of order");
+      }
+      ARROW_RETURN_NOT_OK(into->Close());
+      for (size_t r = first; r < end; ++r) partition.runs[r].reset();
+      longer.push_back(std::move(into));
+    }
+    partition.runs = std::move(longer);
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Status UpsertRuns::Write(std::vector<ice::DataFile>* written) {
   std::vector<Partition*> todo;
   for (auto& [where, partition] : partitions_) todo.push_back(&partition);
@@ -117,12 +158,13 @@ arrow::Status UpsertRuns::Write(std::vector<ice::DataFile>* written) {
   std::mutex mu;
   arrow::Status failure;
   auto merge_one = [&](Partition& partition) -> arrow::Status {
+    ARROW_ASSIGN_OR_RAISE(auto schema, ice::ToArrowSchema(silver_.schema()));
+    ARROW_RETURN_NOT_OK(Narrow(partition, schema));
     ARROW_ASSIGN_OR_RAISE(auto writer, silver_.NewDataFileWriter(partition.tuple));
     std::vector<ice::BatchSource> sources;
     for (auto& run : partition.runs) {
       sources.push_back([r = run.get()]() { return r->Next(); });
     }
-    ARROW_ASSIGN_OR_RAISE(auto schema, ice::ToArrowSchema(silver_.schema()));
     // The merged batches in an eighth of the memory.
     const int64_t out_rows = std::clamp<int64_t>(
         memory_ / 8 / workers_ / std::max<int64_t>(1, row_bytes_.load()), 16,

@@ -9,19 +9,24 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/compute/api.h>
 #include <gtest/gtest.h>
+#include <parquet/arrow/reader.h>
+#include <sys/resource.h>
 
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/table.h"
 #include "floe/silver/bronze_fixture_test_util.h"
 #include "floe/silver/increment.h"
 #include "floe/silver/merge.h"
+#include "floe/silver/merge_internal.h"
 
 namespace floe::silver {
 namespace {
@@ -426,6 +431,77 @@ TEST_F(SpillTest, AnUnusableSpillDirStopsAReadAhead) {
   ASSERT_TRUE(merged.ok()) << merged.status().ToString();
   EXPECT_GT(merged->slices, 1);
   EXPECT_EQ(SilverRows().size(), 1000u);
+}
+
+// More runs in a bucket than are merged at once: they are merged a few at a time into
+// longer runs first, and the bucket still gets one sorted write of every row.
+TEST_F(SpillTest, ABucketWithMoreRunsThanTheFanInIsMergedInSteps) {
+  const uint64_t seed = 41;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<Row> rows;
+  std::set<int64_t> ids;
+  while (ids.size() < 2000) {
+    const int64_t id = static_cast<int64_t>(rng() % 100000000);
+    if (!ids.insert(id).second) continue;
+    rows.push_back(
+        {"c", 200, static_cast<int32_t>(ids.size()), id, "n" + std::to_string(id)});
+  }
+  Append(rows, 200);
+  MergeOptions options;  // one bucket
+  ASSERT_TRUE(
+      MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options).ok());
+  auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+  ASSERT_EQ(silver->LiveFiles().ValueOrDie().size(), 1u);
+  // Silver's own rows, shuffled and cut into 23 runs of a bucket, merged 3 at a time.
+  auto all = ice::ScanToArrow(*silver).ValueOrDie()->CombineChunks().ValueOrDie();
+  std::vector<int64_t> order(static_cast<size_t>(all->num_rows()));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  arrow::Int64Builder indices;
+  ASSERT_TRUE(indices.AppendValues(order).ok());
+  auto shuffled = arrow::compute::Take(all, indices.Finish().ValueOrDie())
+                      .ValueOrDie()
+                      .table()
+                      ->CombineChunksToBatch()
+                      .ValueOrDie();
+  auto arrow_schema = ice::ToArrowSchema(silver->schema()).ValueOrDie();
+  auto row_order = ice::RowOrder::Make(*arrow_schema, {arrow_schema->GetFieldIndex("id")})
+                       .ValueOrDie();
+  fs::create_directories(dir_ / "runs");
+  merge_internal::UpsertRuns runs(
+      *silver, {"id"}, row_order, dir_ / "runs",
+      [](const ice::PartitionTuple&) { return true; }, 23, 1 << 20, 2, 3);
+  std::vector<ice::DataFile> files;
+  const int64_t n = shuffled->num_rows();
+  for (int r = 0; r < 23; ++r) {
+    const int64_t from = n * r / 23;
+    ASSERT_TRUE(runs.Add(shuffled->Slice(from, n * (r + 1) / 23 - from), &files).ok());
+  }
+  EXPECT_TRUE(files.empty());
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "runs"), {}), 23);
+  // Room for a dozen more open files than now: 23 runs open at once would not fit.
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  rlimit low = before;
+  low.rlim_cur = std::distance(fs::directory_iterator("/proc/self/fd"), {}) + 12;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const arrow::Status merged = runs.Write(&files);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
+  ASSERT_TRUE(merged.ok()) << merged.ToString();
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "runs"), {}), 0);
+  ASSERT_EQ(files.size(), 1u);
+  auto input = io_->OpenInput(files[0].file_path).ValueOrDie();
+  auto table = parquet::arrow::OpenFile(input, arrow::default_memory_pool())
+                   .ValueOrDie()
+                   ->ReadTable()
+                   .ValueOrDie()
+                   ->CombineChunks()
+                   .ValueOrDie();
+  const auto& got =
+      static_cast<const arrow::Int64Array&>(*table->GetColumnByName("id")->chunk(0));
+  std::vector<int64_t> written(got.raw_values(), got.raw_values() + got.length());
+  EXPECT_EQ(written, std::vector<int64_t>(ids.begin(), ids.end()));
 }
 
 INSTANTIATE_TEST_SUITE_P(WriteModes, MergeSlicesTest, ::testing::Bool(),
