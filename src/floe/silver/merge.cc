@@ -610,7 +610,8 @@ arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& plann
   if (increment.spilled()) {
     ARROW_RETURN_NOT_OK(WriteSlices(silver, planned, io, increment, columns, key,
                                     silver_has_rows, copy_on_write, options.memory_limit,
-                                    workers, files, referenced, truncated, stats));
+                                    workers, files, referenced, truncated, stats,
+                                    options.on_slices));
   } else {
     ARROW_ASSIGN_OR_RAISE(SilverDeletes found,
                           WritePlan(silver, planned, io, changes, fold, columns, key,

@@ -138,6 +138,9 @@ struct MergeOptions {
   int slice_workers = 1;
   /// Where the spill goes (empty: the system's temporary directory).
   std::filesystem::path spill_dir;
+  /// Called, when set, as the slices of a spilled increment are merged: `done` of
+  /// `slices` (for a progress line; a plan made again starts again from 0).
+  std::function<void(int64_t done, int64_t slices)> on_slices;
   /// Plans in all when the Silver table changes under a merge (another merge won).
   int max_attempts = 5;
   /// Called with the attempt number just before each commit (tests use it to race

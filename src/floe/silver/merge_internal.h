@@ -333,13 +333,15 @@ struct HeldIncrement {
 /// `workers` slices are merged at once, on threads of their own, each within the slice
 /// size the increment was read with; what they found is taken in slice order. Fills
 /// `files` (every written file deleted again on an error), `referenced` and `stats`;
-/// `truncated` tells whether the increment holds a `t`.
+/// `truncated` tells whether the increment holds a `t`; `on_slices` (when set) is
+/// told of each slice taken.
 arrow::Status WriteSlices(iceberg::Table& silver, const iceberg::TableMetadata& planned,
                           iceberg::FileIO& io, const Increment& increment,
                           const MergeColumns& columns,
                           const std::vector<std::string>& key, bool silver_has_rows,
                           bool copy_on_write, int64_t memory, int workers,
                           MergeFiles* files, std::set<std::string>* referenced,
-                          bool* truncated, MergeStats* stats);
+                          bool* truncated, MergeStats* stats,
+                          const std::function<void(int64_t, int64_t)>& on_slices = {});
 
 }  // namespace floe::silver::merge_internal

@@ -590,7 +590,8 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
                           const std::vector<std::string>& key, bool silver_has_rows,
                           bool copy_on_write, int64_t memory, int workers,
                           MergeFiles* files, std::set<std::string>* referenced,
-                          bool* truncated, MergeStats* stats) {
+                          bool* truncated, MergeStats* stats,
+                          const std::function<void(int64_t, int64_t)>& on_slices) {
   const std::vector<Slice> slices = increment.PlanSlices(SilverBuckets(silver));
   const std::unique_ptr<UpsertRuns> runs =
       RunsOf(silver, increment, slices, key, memory, workers);
@@ -629,6 +630,9 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
     *truncated = *truncated || result->truncated;
     AddSliceStats(result->stats, stats);
     pending.Add(std::move(result->found));
+    if (on_slices) {
+      on_slices(static_cast<int64_t>(s) + 1, static_cast<int64_t>(slices.size()));
+    }
     // The deletes of partitions no later slice adds to, written now; merge-on-read
     // writes them all once they pass a slice's size (a bucket larger than a slice then
     // gets a delete file per such flush: copy-on-write must rewrite a file once).

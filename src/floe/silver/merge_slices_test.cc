@@ -303,9 +303,20 @@ TEST_P(MergeSlicesTest, ASlicedMergeWritesABucketOnceNotOncePerSlice) {
     options.copy_on_write = GetParam();
     options.slice_bytes = 2048;
     options.slice_workers = workers;
+    // The progress line's hook: told of every slice, in order.
+    std::vector<std::pair<int64_t, int64_t>> told;
+    options.on_slices = [&](int64_t done, int64_t slices) {
+      told.emplace_back(done, slices);
+    };
     auto stats = MergeTable(catalog_.get(), io_, bronze_id_, silver, warehouse_, options);
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
-    return stats.ok() ? *stats : MergeStats{};
+    if (!stats.ok()) return MergeStats{};
+    EXPECT_EQ(told.size(), static_cast<size_t>(stats->slices));
+    for (size_t i = 0; i < told.size(); ++i) {
+      EXPECT_EQ(told[i].first, static_cast<int64_t>(i) + 1);
+      EXPECT_EQ(told[i].second, stats->slices);
+    }
+    return *stats;
   };
   for (int workers : {1, 3}) {
     const ice::TableIdentifier silver{{"silver", "svc", "public"},

@@ -1,8 +1,10 @@
 #include "floe/silver/silver.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -40,6 +42,9 @@ struct TableJob {
   std::string source;
   /// Bronze rows above Silver's watermark (from snapshot summaries), for progress.
   int64_t pending_rows = 0;
+  /// Of them, those the progress line was given (as the merge's slices were done).
+  std::shared_ptr<std::atomic<int64_t>> reported =
+      std::make_shared<std::atomic<int64_t>>(0);
 };
 
 int64_t SummaryCount(const ice::Snapshot& snapshot, const char* key) {
@@ -264,6 +269,16 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
     jobs.back()->options.memory_limit = MergeShare(config.silver.memory_limit, threads);
     jobs.back()->options.slice_workers = SliceWorkers(config.silver.concurrency, threads);
     jobs.back()->options.spill_dir = config.silver.spill_dir;
+    // A large merge moves the progress line as its slices are done, not only at its end.
+    jobs.back()->options.on_slices = [&progress, reported = jobs.back()->reported,
+                                      rows = jobs.back()->pending_rows](int64_t done,
+                                                                        int64_t slices) {
+      const int64_t now = slices > 0 ? rows * done / slices : 0;
+      int64_t before = reported->load();
+      while (now > before && !reported->compare_exchange_weak(before, now)) {
+      }
+      if (now > before) progress.Add(now - before);
+    };
   }
   progress.SetDetail("0/" + std::to_string(tables.size()) + " tables");
   std::mutex mu;
@@ -290,7 +305,9 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       const auto elapsed = Clock::now() - started;
       const auto ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
-      if (job.ok()) progress.Add(job->pending_rows);
+      if (job.ok()) {
+        progress.Add(std::max<int64_t>(0, job->pending_rows - job->reported->load()));
+      }
       {
         std::lock_guard lock(mu);
         progress.SetDetail(std::to_string(++tables_done) + "/" +
