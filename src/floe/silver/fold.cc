@@ -99,12 +99,6 @@ class UnchangedLookup {
   std::unordered_map<std::string, std::vector<std::pair<Position, int>>> renamed_;
 };
 
-void AppendFixed(const arrow::Array& array, int64_t row, int width, std::string* out) {
-  const auto& data = array.data();
-  const uint8_t* base = data->buffers[1]->data() + (data->offset + row) * width;
-  out->append(reinterpret_cast<const char*>(base), static_cast<size_t>(width));
-}
-
 }  // namespace
 
 bool IsCdcColumn(const std::string& name) {
@@ -146,49 +140,6 @@ arrow::Result<Changes> ChangesFromTable(const arrow::Table& table,
   ARROW_ASSIGN_OR_RAISE(out.seq, column(kCdcSeq));
   if (table.GetColumnByName(kCdcUnchanged) != nullptr) {
     ARROW_ASSIGN_OR_RAISE(out.unchanged, column(kCdcUnchanged));
-  }
-  return out;
-}
-
-arrow::Result<std::string> EncodeKey(const std::vector<const arrow::Array*>& columns,
-                                     int64_t row) {
-  std::string out;
-  for (const arrow::Array* array : columns) {
-    if (array->IsNull(row)) {
-      out.push_back('\0');
-      continue;
-    }
-    out.push_back('\1');
-    const arrow::DataType& type = *array->type();
-    switch (type.id()) {
-      case arrow::Type::BOOL:
-        out.push_back(static_cast<const arrow::BooleanArray&>(*array).Value(row) ? '\1'
-                                                                                 : '\0');
-        break;
-      case arrow::Type::STRING: {
-        auto view = static_cast<const arrow::StringArray&>(*array).GetView(row);
-        const uint64_t n = view.size();
-        out.append(reinterpret_cast<const char*>(&n), sizeof(n));
-        out.append(view.data(), view.size());
-        break;
-      }
-      case arrow::Type::BINARY: {
-        auto view = static_cast<const arrow::BinaryArray&>(*array).GetView(row);
-        const uint64_t n = view.size();
-        out.append(reinterpret_cast<const char*>(&n), sizeof(n));
-        out.append(view.data(), view.size());
-        break;
-      }
-      default: {
-        const auto* fixed = dynamic_cast<const arrow::FixedWidthType*>(&type);
-        if (fixed == nullptr || fixed->bit_width() % 8 != 0) {
-          return arrow::Status::NotImplemented("a merge key of type ", type.ToString(),
-                                               " is not supported; declare another key "
-                                               "(silver.keys in the pipeline file)");
-        }
-        AppendFixed(*array, row, fixed->bit_width() / 8, &out);
-      }
-    }
   }
   return out;
 }

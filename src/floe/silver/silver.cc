@@ -244,6 +244,38 @@ std::string Describe(const MergeStats& s) {
   return text;
 }
 
+// The merge of each of `tables` (or why it cannot be planned), its Bronze rows added
+// to `progress`'s total: silver.memory_limit is shared by the merges running at once,
+// and a table merged with fewer others takes the threads they leave, up to the
+// machine's cores.
+std::vector<arrow::Result<TableJob>> PlanJobs(
+    ice::Catalog* catalog, const std::shared_ptr<ice::FileIO>& io,
+    const config::PipelineConfig& config, const std::vector<ice::TableIdentifier>& tables,
+    ProgressReporter* progress) {
+  std::vector<arrow::Result<TableJob>> jobs;
+  const int threads = std::max(
+      1, std::min<int>(config.silver.concurrency, static_cast<int>(tables.size())));
+  for (const auto& bronze : tables) {
+    jobs.push_back(JobFor(catalog, io, config, bronze));
+    if (!jobs.back().ok()) continue;
+    TableJob& job = *jobs.back();
+    progress->AddTotal(job.pending_rows);
+    job.options.memory_limit = MergeShare(config.silver.memory_limit, threads);
+    job.options.slice_workers = SliceWorkers(config.silver.concurrency, threads);
+    job.options.spill_dir = config.silver.spill_dir;
+    // A large merge moves the progress line as its slices are done, not only at its end.
+    job.options.on_slices = [progress, reported = job.reported, rows = job.pending_rows](
+                                int64_t done, int64_t slices) {
+      const int64_t now = slices > 0 ? rows * done / slices : 0;
+      int64_t before = reported->load();
+      while (now > before && !reported->compare_exchange_weak(before, now)) {
+      }
+      if (now > before) progress->Add(now - before);
+    };
+  }
+  return jobs;
+}
+
 // One pass over every table; returns the Bronze identifiers of the tables that failed.
 arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
                                                 std::shared_ptr<ice::FileIO> io,
@@ -255,31 +287,10 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
                config.service, config.silver.concurrency);
   // Planned first, so that the progress line knows how many Bronze rows the pass
   // reads in all.
-  std::vector<arrow::Result<TableJob>> jobs;
   ProgressReporter progress("silver", "Bronze rows", options.progress);
   int64_t tables_done = 0;
-  const int threads = std::max(
-      1, std::min<int>(config.silver.concurrency, static_cast<int>(tables.size())));
-  for (const auto& bronze : tables) {
-    jobs.push_back(JobFor(catalog, io, config, bronze));
-    if (!jobs.back().ok()) continue;
-    progress.AddTotal(jobs.back()->pending_rows);
-    // silver.memory_limit is shared by the merges running at once; a table merged
-    // with fewer others takes the threads they leave, up to the machine's cores.
-    jobs.back()->options.memory_limit = MergeShare(config.silver.memory_limit, threads);
-    jobs.back()->options.slice_workers = SliceWorkers(config.silver.concurrency, threads);
-    jobs.back()->options.spill_dir = config.silver.spill_dir;
-    // A large merge moves the progress line as its slices are done, not only at its end.
-    jobs.back()->options.on_slices = [&progress, reported = jobs.back()->reported,
-                                      rows = jobs.back()->pending_rows](int64_t done,
-                                                                        int64_t slices) {
-      const int64_t now = slices > 0 ? rows * done / slices : 0;
-      int64_t before = reported->load();
-      while (now > before && !reported->compare_exchange_weak(before, now)) {
-      }
-      if (now > before) progress.Add(now - before);
-    };
-  }
+  std::vector<arrow::Result<TableJob>> jobs =
+      PlanJobs(catalog, io, config, tables, &progress);
   progress.SetDetail("0/" + std::to_string(tables.size()) + " tables");
   std::mutex mu;
   std::vector<std::string> failed;
@@ -371,6 +382,8 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
     }
   };
   std::vector<std::thread> pool;
+  const int threads = std::max(
+      1, std::min<int>(config.silver.concurrency, static_cast<int>(tables.size())));
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   std::sort(failed.begin(), failed.end());
