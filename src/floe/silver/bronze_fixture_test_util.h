@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/compute/api.h>
 #include <gtest/gtest.h>
 
 #include "floe/iceberg/scan.h"
@@ -125,6 +127,23 @@ class BronzeFixture : public ::testing::Test {
 
   // Silver's rows as id -> name (SilverRowsOf: of another Silver table).
   std::map<int64_t, std::string> SilverRows() { return SilverRowsOf(silver_id_); }
+  // Every row of `silver` (no deletes) as one batch in a random order (`rng`): the
+  // rows of a file another engine wrote, not sorted by the key.
+  template <typename Rng>
+  std::shared_ptr<arrow::RecordBatch> ShuffledRows(const ice::Table& silver, Rng& rng) {
+    auto all = ice::ScanToArrow(silver).ValueOrDie()->CombineChunks().ValueOrDie();
+    std::vector<int64_t> order(static_cast<size_t>(all->num_rows()));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    arrow::Int64Builder indices;
+    EXPECT_TRUE(indices.AppendValues(order).ok());
+    return arrow::compute::Take(all, indices.Finish().ValueOrDie())
+        .ValueOrDie()
+        .table()
+        ->CombineChunksToBatch()
+        .ValueOrDie();
+  }
+
   std::map<int64_t, std::string> SilverRowsOf(const ice::TableIdentifier& silver) {
     auto table = ice::Table::Load(catalog_.get(), io_, silver).ValueOrDie();
     ice::ScanOptions scan;

@@ -204,6 +204,10 @@ arrow::Status CommitPlan(iceberg::Table& silver, iceberg::FileIO& io,
 
 // --- merge_runs.cc
 
+/// Runs `each(i)` for every i in [0, n) on up to `workers` threads (the caller's one
+/// of them), each i once; returns when all are done.
+void OnThreads(size_t n, int workers, const std::function<void(size_t)>& each);
+
 /// `rows` (Silver's Arrow form) sorted by `key_names`, split by Silver's partitions.
 arrow::Result<std::vector<iceberg::PartitionedBatch>> SortedPartitions(
     const iceberg::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,

@@ -31,7 +31,30 @@ namespace {
 // The rows of the runs' batches and of the merged batches written, at most.
 constexpr int64_t kRunBatchRows = 8192;
 
+// Sources reading runs [first, end) of `runs` a batch at a time.
+std::vector<ice::BatchSource> SourcesOf(
+    const std::vector<std::unique_ptr<ice::SpilledRun>>& runs, size_t first, size_t end) {
+  std::vector<ice::BatchSource> sources;
+  for (size_t r = first; r < end; ++r) {
+    sources.push_back([run = runs[r].get()]() { return run->Next(); });
+  }
+  return sources;
+}
+
 }  // namespace
+
+void OnThreads(size_t n, int workers, const std::function<void(size_t)>& each) {
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t i = next++; i < n; i = next++) each(i);
+  };
+  const int threads =
+      std::clamp<int>(workers, 1, static_cast<int>(std::max<size_t>(1, n)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(run);
+  run();
+  for (auto& t : pool) t.join();
+}
 
 arrow::Result<std::vector<ice::PartitionedBatch>> SortedPartitions(
     const ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
@@ -128,14 +151,10 @@ arrow::Status UpsertRuns::Narrow(Partition& partition,
         continue;
       }
       ARROW_ASSIGN_OR_RAISE(auto into, ice::SpilledRun::Create(dir_, schema));
-      std::vector<ice::BatchSource> sources;
-      for (size_t r = first; r < end; ++r) {
-        sources.push_back([run = partition.runs[r].get()]() { return run->Next(); });
-      }
       ARROW_ASSIGN_OR_RAISE(
           const bool sorted,
           ice::MergeSortedRuns(
-              std::move(sources), schema, *order_, batch_rows,
+              SourcesOf(partition.runs, first, end), schema, *order_, batch_rows,
               [&](std::shared_ptr<arrow::RecordBatch> b) { return into->Write(*b); }));
       if (!sorted) {
         return arrow::Status::UnknownError(
@@ -154,23 +173,17 @@ arrow::Status UpsertRuns::Narrow(Partition& partition,
 arrow::Status UpsertRuns::Write(std::vector<ice::DataFile>* written) {
   std::vector<Partition*> todo;
   for (auto& [where, partition] : partitions_) todo.push_back(&partition);
-  std::atomic<size_t> next{0};
   std::mutex mu;
-  arrow::Status failure;
   auto merge_one = [&](Partition& partition) -> arrow::Status {
     ARROW_ASSIGN_OR_RAISE(auto schema, ice::ToArrowSchema(silver_.schema()));
     ARROW_RETURN_NOT_OK(Narrow(partition, schema));
     ARROW_ASSIGN_OR_RAISE(auto writer, silver_.NewDataFileWriter(partition.tuple));
-    std::vector<ice::BatchSource> sources;
-    for (auto& run : partition.runs) {
-      sources.push_back([r = run.get()]() { return r->Next(); });
-    }
     // The merged batches in an eighth of the memory.
     const int64_t out_rows = std::clamp<int64_t>(
         memory_ / 8 / workers_ / std::max<int64_t>(1, row_bytes_.load()), 16,
         kRunBatchRows);
     auto merged = ice::MergeSortedRuns(
-        std::move(sources), schema, *order_, out_rows,
+        SourcesOf(partition.runs, 0, partition.runs.size()), schema, *order_, out_rows,
         [&](std::shared_ptr<arrow::RecordBatch> b) { return writer->Write(*b); });
     auto files = writer->Finish();
     {
@@ -189,26 +202,11 @@ arrow::Status UpsertRuns::Write(std::vector<ice::DataFile>* written) {
     }
     return arrow::Status::OK();
   };
-  auto work = [&] {
-    for (size_t i = next++; i < todo.size(); i = next++) {
-      {
-        std::lock_guard lock(mu);
-        if (!failure.ok()) return;
-      }
-      arrow::Status status = merge_one(*todo[i]);
-      if (!status.ok()) {
-        std::lock_guard lock(mu);
-        if (failure.ok()) failure = status;
-      }
-    }
-  };
-  const int threads = std::min<int>(workers_, static_cast<int>(todo.size()));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  std::vector<arrow::Status> statuses(todo.size());
+  OnThreads(todo.size(), workers_, [&](size_t i) { statuses[i] = merge_one(*todo[i]); });
   partitions_.clear();
-  return failure;
+  for (const arrow::Status& status : statuses) ARROW_RETURN_NOT_OK(status);
+  return arrow::Status::OK();
 }
 
 }  // namespace floe::silver::merge_internal

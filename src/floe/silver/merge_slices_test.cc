@@ -9,14 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <numeric>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <arrow/api.h>
-#include <arrow/compute/api.h>
 #include <gtest/gtest.h>
 #include <parquet/arrow/reader.h>
 #include <sys/resource.h>
@@ -465,17 +463,7 @@ TEST_F(SpillTest, ABucketWithMoreRunsThanTheFanInIsMergedInSteps) {
   auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
   ASSERT_EQ(silver->LiveFiles().ValueOrDie().size(), 1u);
   // Silver's own rows, shuffled and cut into 23 runs of a bucket, merged 3 at a time.
-  auto all = ice::ScanToArrow(*silver).ValueOrDie()->CombineChunks().ValueOrDie();
-  std::vector<int64_t> order(static_cast<size_t>(all->num_rows()));
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  arrow::Int64Builder indices;
-  ASSERT_TRUE(indices.AppendValues(order).ok());
-  auto shuffled = arrow::compute::Take(all, indices.Finish().ValueOrDie())
-                      .ValueOrDie()
-                      .table()
-                      ->CombineChunksToBatch()
-                      .ValueOrDie();
+  auto shuffled = ShuffledRows(*silver, rng);
   auto arrow_schema = ice::ToArrowSchema(silver->schema()).ValueOrDie();
   auto row_order = ice::RowOrder::Make(*arrow_schema, {arrow_schema->GetFieldIndex("id")})
                        .ValueOrDie();

@@ -7,13 +7,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <arrow/api.h>
-#include <arrow/compute/api.h>
 #include <gtest/gtest.h>
 
 #include "floe/common/lsn.h"
@@ -128,14 +126,7 @@ TEST_F(MergeTableTest, AFileNotSortedByTheKeyHasEveryChangedKeyFound) {
   auto live = silver->LiveFiles().ValueOrDie();
   ASSERT_EQ(live.size(), 1u);
   const ice::DataFile sorted = live[0].entry.data_file;
-  auto all = ice::ScanToArrow(*silver).ValueOrDie()->CombineChunks().ValueOrDie();
-  std::vector<int64_t> order(static_cast<size_t>(all->num_rows()));
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  arrow::Int64Builder indices;
-  ASSERT_TRUE(indices.AppendValues(order).ok());
-  auto shuffled = arrow::compute::Take(all, indices.Finish().ValueOrDie()).ValueOrDie();
-  auto batch = shuffled.table()->CombineChunksToBatch().ValueOrDie();
+  auto batch = ShuffledRows(*silver, rng);
   auto file = silver->WriteDataFile({batch}, sorted.partition).ValueOrDie();
   ASSERT_TRUE(
       silver->RewriteFiles({sorted}, {file}, {{lake::kWatermarkSummaryKey, "100"}}).ok());

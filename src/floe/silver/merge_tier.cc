@@ -6,14 +6,12 @@
 // a logarithmic number of times; the commit removes the files it folded.
 
 #include <algorithm>
-#include <atomic>
 #include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <arrow/api.h>
@@ -417,17 +415,9 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
     parts.emplace(folding[i], &folds[i]);
   }
   MoveIntoParts(silver, parts, files);
-  std::atomic<size_t> next{0};
-  auto run = [&] {
-    for (size_t i = next++; i < folds.size(); i = next++) {
-      PartitionFold& f = folds[i];
-      f.status = FoldPartition(silver, key, part_memory, copy_on_write, &f);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(run);
-  run();
-  for (auto& t : pool) t.join();
+  OnThreads(folds.size(), threads, [&](size_t i) {
+    folds[i].status = FoldPartition(silver, key, part_memory, copy_on_write, &folds[i]);
+  });
   arrow::Status status;
   for (PartitionFold& f : folds) {
     // Every partition's files go back, written ones too, so that an error deletes
