@@ -369,4 +369,37 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> SpilledRun::Next() {
   return io_->reader->ReadRecordBatch(next_++);
 }
 
+arrow::Result<bool> NarrowRuns(std::vector<std::unique_ptr<SpilledRun>>* runs,
+                               const std::filesystem::path& dir,
+                               const std::shared_ptr<arrow::Schema>& schema,
+                               const RowOrder& order, size_t fan_in, int64_t batch_rows) {
+  fan_in = std::max<size_t>(2, fan_in);
+  while (runs->size() > fan_in) {
+    std::vector<std::unique_ptr<SpilledRun>> longer;
+    for (size_t first = 0; first < runs->size(); first += fan_in) {
+      const size_t end = std::min(runs->size(), first + fan_in);
+      if (end - first == 1) {
+        longer.push_back(std::move((*runs)[first]));
+        continue;
+      }
+      std::vector<BatchSource> sources;
+      for (size_t r = first; r < end; ++r) {
+        sources.push_back([run = (*runs)[r].get()]() { return run->Next(); });
+      }
+      ARROW_ASSIGN_OR_RAISE(auto into, SpilledRun::Create(dir, schema));
+      ARROW_ASSIGN_OR_RAISE(const bool sorted,
+                            MergeSortedRuns(std::move(sources), schema, order, batch_rows,
+                                            [&](std::shared_ptr<arrow::RecordBatch> b) {
+                                              return into->Write(*b);
+                                            }));
+      if (!sorted) return false;
+      ARROW_RETURN_NOT_OK(into->Close());
+      for (size_t r = first; r < end; ++r) (*runs)[r].reset();
+      longer.push_back(std::move(into));
+    }
+    *runs = std::move(longer);
+  }
+  return true;
+}
+
 }  // namespace floe::iceberg

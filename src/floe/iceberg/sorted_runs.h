@@ -79,4 +79,18 @@ class SpilledRun {
   int next_ = 0;
 };
 
+/// The runs MergeSortedRuns is given from local files at once, at most (NarrowRuns):
+/// an open file each.
+inline constexpr size_t kMaxRunFanIn = 256;
+
+/// Merges `runs` (each sorted by `order`, closed) `fan_in` at a time into longer runs
+/// in `dir`, again until at most `fan_in` are left, so that merging them holds at most
+/// `fan_in` files open; each merged run is removed once read. `batch_rows`: the rows of
+/// the longer runs' batches. False, and `runs` left part merged, when a run is not
+/// sorted.
+arrow::Result<bool> NarrowRuns(std::vector<std::unique_ptr<SpilledRun>>* runs,
+                               const std::filesystem::path& dir,
+                               const std::shared_ptr<arrow::Schema>& schema,
+                               const RowOrder& order, size_t fan_in, int64_t batch_rows);
+
 }  // namespace floe::iceberg

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
@@ -272,6 +273,84 @@ TEST(SortedRunsTest, OutputBatchesOfWideRowsStayNearEightMiB) {
     rows += b->num_rows();
   }
   EXPECT_EQ(rows, 40000);
+}
+
+// Runs spilled to files, more than the fan-in: NarrowRuns leaves at most the fan-in of
+// them (the merged ones' files removed), which merge to every key in order; a run out
+// of order stops it.
+TEST(SortedRunsTest, MoreRunsThanTheFanInAreMergedIntoFewerFirst) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("floe-narrow-" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  auto files = [&] {
+    return std::distance(std::filesystem::directory_iterator(dir), {});
+  };
+  auto schema = arrow::schema({arrow::field("k", arrow::int64())});
+  auto order = RowOrder::Make(*schema, {0}).ValueOrDie();
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const int count = std::uniform_int_distribution<int>(1, 40)(rng);
+    const size_t fan_in = std::uniform_int_distribution<size_t>(2, 6)(rng);
+    std::vector<std::unique_ptr<SpilledRun>> runs;
+    std::vector<int64_t> all;
+    for (int r = 0; r < count; ++r) {
+      std::vector<int64_t> keys(std::uniform_int_distribution<size_t>(0, 300)(rng));
+      for (int64_t& k : keys) k = std::uniform_int_distribution<int64_t>(-500, 500)(rng);
+      std::sort(keys.begin(), keys.end());
+      all.insert(all.end(), keys.begin(), keys.end());
+      auto run = SpilledRun::Create(dir, schema).ValueOrDie();
+      for (size_t at = 0; at < keys.size(); at += 50) {
+        arrow::Int64Builder b;
+        ASSERT_TRUE(
+            b.AppendValues(keys.data() + at, std::min<size_t>(50, keys.size() - at))
+                .ok());
+        auto column = b.Finish().ValueOrDie();
+        ASSERT_TRUE(
+            run->Write(*arrow::RecordBatch::Make(schema, column->length(), {column}))
+                .ok());
+      }
+      ASSERT_TRUE(run->Close().ok());
+      runs.push_back(std::move(run));
+    }
+    auto narrowed = NarrowRuns(&runs, dir, schema, order, fan_in, 37);
+    ASSERT_TRUE(narrowed.ok()) << narrowed.status().ToString();
+    ASSERT_TRUE(*narrowed);
+    EXPECT_LE(runs.size(), fan_in);
+    EXPECT_EQ(files(), static_cast<ptrdiff_t>(runs.size()));
+    std::vector<BatchSource> sources;
+    for (auto& run : runs) sources.push_back([r = run.get()] { return r->Next(); });
+    std::vector<int64_t> merged;
+    auto done = MergeSortedRuns(
+        std::move(sources), schema, order, 100,
+        [&](std::shared_ptr<arrow::RecordBatch> b) {
+          const auto& k = static_cast<const arrow::Int64Array&>(*b->column(0));
+          merged.insert(merged.end(), k.raw_values(), k.raw_values() + k.length());
+          return arrow::Status::OK();
+        });
+    ASSERT_TRUE(done.ok() && *done);
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(merged, all);
+    runs.clear();
+    EXPECT_EQ(files(), 0);
+  }
+  // A run out of order among them.
+  std::vector<std::unique_ptr<SpilledRun>> runs;
+  for (int r = 0; r < 5; ++r) {
+    arrow::Int64Builder b;
+    ASSERT_TRUE(b.AppendValues(r == 3 ? std::vector<int64_t>{9, 1}
+                                      : std::vector<int64_t>{r, r + 10})
+                    .ok());
+    auto column = b.Finish().ValueOrDie();
+    runs.push_back(SpilledRun::Create(dir, schema).ValueOrDie());
+    ASSERT_TRUE(runs.back()->Write(*arrow::RecordBatch::Make(schema, 2, {column})).ok());
+    ASSERT_TRUE(runs.back()->Close().ok());
+  }
+  auto refused = NarrowRuns(&runs, dir, schema, order, 2, 10);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(*refused);
+  runs.clear();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

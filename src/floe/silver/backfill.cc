@@ -501,7 +501,8 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> SilverRows(
 // Writes Silver bucket `bucket` of `buckets` from the partitions of `rows` that hold
 // its rows (more partitions than buckets: p = bucket mod buckets): each partition
 // sorted by the key into a run spilled to disk, the runs merged into the bucket's
-// files, so the bucket gets files of the target size, not one per partition.
+// files, so the bucket gets files of the target size, not one per partition; more
+// runs than options.max_fan_in are first merged that many at a time.
 arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
     ice::Table& silver, const std::shared_ptr<arrow::Schema>& silver_arrow,
     const HeldExport& rows, int32_t bucket, int32_t buckets,
@@ -509,7 +510,9 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
     const BackfillTableOptions& options) {
   std::vector<cp::SortKey> sort_keys;
   for (const auto& k : key) sort_keys.emplace_back(k);
-  const int64_t runs_count = (rows.partitions() - bucket + buckets - 1) / buckets;
+  const int64_t runs_count =
+      std::min<int64_t>((rows.partitions() - bucket + buckets - 1) / buckets,
+                        static_cast<int64_t>(std::max<size_t>(2, options.max_fan_in)));
   std::vector<std::unique_ptr<ice::SpilledRun>> runs;
   int64_t run_batch_rows = kExportBatchRows;
   for (int32_t p = bucket; p < rows.partitions(); p += buckets) {
@@ -537,6 +540,14 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
     runs.push_back(std::move(run));
   }
   if (runs.empty()) return std::vector<ice::DataFile>{};
+  auto out_of_order = [&] {
+    return arrow::Status::UnknownError("a sorted run of bucket ", bucket,
+                                       " came back out of order");
+  };
+  ARROW_ASSIGN_OR_RAISE(const bool narrowed,
+                        ice::NarrowRuns(&runs, rows.spill_dir(), silver_arrow, order,
+                                        options.max_fan_in, run_batch_rows));
+  if (!narrowed) return out_of_order();
   std::vector<ice::BatchSource> sources;
   for (auto& run : runs) sources.push_back([r = run.get()]() { return r->Next(); });
   ARROW_ASSIGN_OR_RAISE(auto writer,
@@ -553,8 +564,7 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
     if (files.ok()) {
       for (const auto& f : *files) ARROW_UNUSED(silver.io().Delete(f.file_path));
     }
-    return arrow::Status::UnknownError("a sorted run of bucket ", bucket,
-                                       " came back out of order");
+    return out_of_order();
   }
   return files;
 }

@@ -29,6 +29,7 @@
 #include "floe/config/pipeline_config.h"
 #include "floe/iceberg/catalog.h"
 #include "floe/iceberg/file_io.h"
+#include "floe/iceberg/sorted_runs.h"
 #include "floe/iceberg/table_metadata.h"
 #include "floe/lake/keys.h"
 
@@ -74,6 +75,9 @@ struct BackfillTableOptions {
   /// partition at a time.
   int64_t memory_limit = int64_t{512} << 20;
   std::filesystem::path spill_dir;
+  /// A bucket's sorted runs (spilled partitions) merged at once, at most: more are
+  /// first merged that many at a time into longer runs (iceberg::NarrowRuns).
+  size_t max_fan_in = iceberg::kMaxRunFanIn;
 };
 
 struct BackfillStats {

@@ -225,14 +225,11 @@ arrow::Result<std::vector<iceberg::PartitionedBatch>> SortedPartitions(
 /// first, so no more files are open at once.
 class UpsertRuns {
  public:
-  /// The runs merged at once, at most.
-  static constexpr size_t kMaxFanIn = 256;
-
   UpsertRuns(const iceberg::Table& silver, std::vector<std::string> key,
              std::optional<iceberg::RowOrder> order, std::filesystem::path dir,
              std::function<bool(const iceberg::PartitionTuple&)> shared,
              int64_t most_runs, int64_t memory, int workers,
-             size_t max_fan_in = kMaxFanIn);
+             size_t max_fan_in = iceberg::kMaxRunFanIn);
   ~UpsertRuns();
   UpsertRuns(const UpsertRuns&) = delete;
   UpsertRuns& operator=(const UpsertRuns&) = delete;

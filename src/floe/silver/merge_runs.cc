@@ -142,30 +142,12 @@ arrow::Status UpsertRuns::Narrow(Partition& partition,
       std::clamp<int64_t>(memory_ / 4 / workers_ / static_cast<int64_t>(max_fan_in_) /
                               std::max<int64_t>(1, row_bytes_.load()),
                           1, kRunBatchRows);
-  while (partition.runs.size() > max_fan_in_) {
-    std::vector<std::unique_ptr<ice::SpilledRun>> longer;
-    for (size_t first = 0; first < partition.runs.size(); first += max_fan_in_) {
-      const size_t end = std::min(partition.runs.size(), first + max_fan_in_);
-      if (end - first == 1) {
-        longer.push_back(std::move(partition.runs[first]));
-        continue;
-      }
-      ARROW_ASSIGN_OR_RAISE(auto into, ice::SpilledRun::Create(dir_, schema));
-      ARROW_ASSIGN_OR_RAISE(
-          const bool sorted,
-          ice::MergeSortedRuns(
-              SourcesOf(partition.runs, first, end), schema, *order_, batch_rows,
-              [&](std::shared_ptr<arrow::RecordBatch> b) { return into->Write(*b); }));
-      if (!sorted) {
-        return arrow::Status::UnknownError(
-            "a sorted run of the merge's upserts came "
-            "back out of order");
-      }
-      ARROW_RETURN_NOT_OK(into->Close());
-      for (size_t r = first; r < end; ++r) partition.runs[r].reset();
-      longer.push_back(std::move(into));
-    }
-    partition.runs = std::move(longer);
+  ARROW_ASSIGN_OR_RAISE(
+      const bool sorted,
+      ice::NarrowRuns(&partition.runs, dir_, schema, *order_, max_fan_in_, batch_rows));
+  if (!sorted) {
+    return arrow::Status::UnknownError(
+        "a sorted run of the merge's upserts came back out of order");
   }
   return arrow::Status::OK();
 }
