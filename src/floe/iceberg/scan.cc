@@ -283,6 +283,8 @@ class TaskReader {
         r->equality_.push_back(std::move(set));
       }
     }
+    r->deleted_.insert(r->deleted_.end(), task.deleted_positions.begin(),
+                       task.deleted_positions.end());
     std::sort(r->deleted_.begin(), r->deleted_.end());
     for (const auto& [id, field] : wanted) {
       ARROW_ASSIGN_OR_RAISE(auto type, ToArrowType(*field->type));

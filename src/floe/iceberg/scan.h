@@ -62,6 +62,9 @@ struct FileScanTask {
   int64_t data_sequence_number = 0;
   /// Position and equality delete files that apply (see AssignDeleteFiles).
   std::vector<DataFile> delete_files;
+  /// Positions of the data file deleted besides those of `delete_files`: deletes not
+  /// written to a file yet (a merge's own, in memory).
+  std::vector<int64_t> deleted_positions;
 };
 
 /// A live delete file of the snapshot, as AssignDeleteFiles needs it.

@@ -17,9 +17,10 @@ namespace floe::silver::merge_internal {
 
 namespace ice = floe::iceberg;
 
-arrow::Status WriteMergeDeletes(ice::Table& silver, std::optional<int64_t> planned_snapshot,
+arrow::Status WriteMergeDeletes(ice::Table& silver,
+                                std::optional<int64_t> planned_snapshot,
                                 const RowsByPartition& deletes, bool copy_on_write,
-                                MergeFiles* files, MergeStats* stats) {
+                                MergeFiles* files, MergeStats* stats, bool hold) {
   if (copy_on_write) {
     ARROW_ASSIGN_OR_RAISE(
         CowRewrite rewrite,
@@ -28,6 +29,17 @@ arrow::Status WriteMergeDeletes(ice::Table& silver, std::optional<int64_t> plann
     files->cow.add.insert(files->cow.add.end(), rewrite.add.begin(), rewrite.add.end());
     files->cow.remove.insert(files->cow.remove.end(), rewrite.remove.begin(),
                              rewrite.remove.end());
+    return arrow::Status::OK();
+  }
+  if (hold) {
+    for (const auto& [where, entry] : deletes) {
+      auto& held = files->held_deletes[where];
+      held.first = entry.first;
+      for (const auto& [path, positions] : entry.second) {
+        auto& into = held.second[path];
+        into.insert(into.end(), positions.begin(), positions.end());
+      }
+    }
     return arrow::Status::OK();
   }
   for (const auto& [where, entry] : deletes) {
@@ -65,7 +77,7 @@ arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
   files->written = files->data;
   if (arrow::Status wrote =
           WriteMergeDeletes(silver, planned.current_snapshot_id, found.by_partition,
-                            copy_on_write, files, stats);
+                            copy_on_write, files, stats, /*hold=*/true);
       !wrote.ok()) {
     DeleteFiles(io, files->written);
     return wrote;

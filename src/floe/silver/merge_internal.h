@@ -131,14 +131,19 @@ struct MergeFiles {
   /// Merge-on-read: live data files whose rows the plan folded into new ones
   /// (TierSmallFiles); the commit removes them. Copy-on-write's are in `cow.remove`.
   std::vector<iceberg::DataFile> tiered;
+  /// Merge-on-read: deletes held in memory, not written yet: TierSmallFiles writes a
+  /// partition's once its folds are done, leaving out the positions in files they
+  /// removed (a delete file is then written once, not written and rewritten).
+  RowsByPartition held_deletes;
 };
 
 /// Writes the plan's deletes: the rewrite of the data files holding them
-/// (copy-on-write) or a position delete file per partition (merge-on-read).
+/// (copy-on-write) or a position delete file per partition (merge-on-read; with
+/// `hold`, they go to files->held_deletes, for TierSmallFiles to write).
 arrow::Status WriteMergeDeletes(iceberg::Table& silver,
                                 std::optional<int64_t> planned_snapshot,
                                 const RowsByPartition& deletes, bool copy_on_write,
-                                MergeFiles* files, MergeStats* stats);
+                                MergeFiles* files, MergeStats* stats, bool hold = false);
 
 /// Writes the plan made on snapshot `planned` of `silver`: finds the Silver rows the
 /// fold deletes or builds on (not after a truncate), writes the upserts and the
@@ -169,8 +174,9 @@ inline constexpr int kTierPasses = 8;
 /// bucket still holds kTierFiles small files (kTierPasses at most). Within `memory`
 /// (the merge's share), `workers` partitions at once, each within its part of it. The
 /// files folded leave `files` (the plan's own are deleted); merge-on-read: the live ones
-/// go to `files->tiered` and the partition's delete files are rewritten without positions
-/// in them; copy-on-write: to `files->cow.remove`. Nothing after a truncate (the commit
+/// go to `files->tiered` and the partition's deletes are written without positions in
+/// them (its held deletes written once, here; files written before rewritten);
+/// copy-on-write: to `files->cow.remove`. Nothing folded after a truncate (the commit
 /// replaces every file). Counts the plan's files in `stats` (the one place they are
 /// counted: every plan passes here); on an error every file the plan wrote is deleted.
 arrow::Status TierSmallFiles(iceberg::Table& silver,

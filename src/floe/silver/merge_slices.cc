@@ -324,6 +324,17 @@ class DeletesDone {
   std::vector<int> slice_of_;
 };
 
+// The positions of `rows`.
+int64_t PositionsIn(const RowsByPartition& rows) {
+  int64_t n = 0;
+  for (const auto& [where, entry] : rows) {
+    for (const auto& [path, positions] : entry.second) {
+      n += static_cast<int64_t>(positions.size());
+    }
+  }
+  return n;
+}
+
 // The deletes slices found and not yet written.
 struct PendingDeletes {
   RowsByPartition by_partition;
@@ -608,15 +619,26 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
                       replaced, &replaced_mu, runs.get(), out);
   });
   // Copy-on-write's rewrite of a bucket's files holds row groups sized from the
-  // merge's whole share: it runs while no slice is merged.
+  // merge's whole share: it runs while no slice is merged. Merge-on-read's deletes are
+  // held in memory for TierSmallFiles to write once (not written, then written again
+  // by a fold) while they and those pending stay within a slice's size.
+  PendingDeletes pending;
+  int64_t held_positions = 0;
   auto write_deletes = [&](const RowsByPartition& ready) {
+    bool hold = false;
+    if (!copy_on_write) {
+      const int64_t positions = PositionsIn(ready);
+      hold = (held_positions + pending.positions + positions) *
+                 static_cast<int64_t>(sizeof(int64_t)) <=
+             increment.slice_bytes();
+      if (hold) held_positions += positions;
+    }
     auto write = [&] {
       return WriteMergeDeletes(silver, planned.current_snapshot_id, ready, copy_on_write,
-                               files, stats);
+                               files, stats, hold);
     };
     return copy_on_write ? runner.Exclusive(write) : write();
   };
-  PendingDeletes pending;
   arrow::Status status;
   for (size_t s = 0; s < slices.size() && status.ok(); ++s) {
     std::optional<SliceResult> result = runner.Take(s);
@@ -648,10 +670,8 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
   const std::vector<ice::DataFile> left = runner.Stop();
   files->written.insert(files->written.end(), left.begin(), left.end());
   if (status.ok() && !pending.by_partition.empty()) {
-    status = WriteMergeDeletes(
-        silver, planned.current_snapshot_id,
-        pending.Take([](const std::string&, const ice::PartitionTuple&) { return true; }),
-        copy_on_write, files, stats);
+    status = write_deletes(pending.Take(
+        [](const std::string&, const ice::PartitionTuple&) { return true; }));
   }
   if (status.ok() && runs != nullptr) {
     std::vector<ice::DataFile> merged;

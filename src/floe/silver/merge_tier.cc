@@ -147,15 +147,18 @@ void DropWritten(ice::FileIO& io, const std::set<std::string>& paths,
   DeleteFiles(io, gone);
 }
 
-// Merge-on-read: the positions of partition `partition`'s delete files (the merge's
-// new ones and the live ones not yet replaced, `live_deletes`) rewritten as one
-// delete file without those pointing into `folded` (files the commit removes), which
-// replaces them: no delete file is left pointing into a removed data file.
-arrow::Status RewriteDeletes(ice::Table& silver, const ice::PartitionTuple& partition,
-                             const std::string& where,
-                             const std::vector<ice::DataFile>& live_deletes,
-                             const std::set<std::string>& folded, MergeFiles* files) {
-  ice::PositionsByFile kept;
+// Merge-on-read: partition `where`'s deletes (the merge's, held in memory or written,
+// and the live ones not yet replaced, `live_deletes`) gathered in its held deletes
+// without the positions in `folded` (files the commit removes); the delete files they
+// came from are replaced, so no delete file is left pointing into a removed data file.
+arrow::Status HoldDeletes(ice::Table& silver, const ice::PartitionTuple& partition,
+                          const std::string& where,
+                          const std::vector<ice::DataFile>& live_deletes,
+                          const std::set<std::string>& folded, MergeFiles* files) {
+  auto& held = files->held_deletes[where];
+  held.first = partition;
+  ice::PositionsByFile& kept = held.second;
+  for (const std::string& path : folded) kept.erase(path);
   std::set<std::string> new_paths;
   auto add = [&](const ice::DataFile& d) -> arrow::Status {
     ARROW_ASSIGN_OR_RAISE(auto refs, ice::ReadPositionDeletes(silver.io(), d));
@@ -177,11 +180,21 @@ arrow::Status RewriteDeletes(ice::Table& silver, const ice::PartitionTuple& part
     files->replaced_deletes.emplace(d.file_path, d);
   }
   DropWritten(silver.io(), new_paths, &files->deletes, &files->written);
-  if (kept.empty()) return arrow::Status::OK();
-  ARROW_ASSIGN_OR_RAISE(ice::DataFile file,
-                        ice::WritePositionDeleteFile(silver, partition, std::move(kept)));
-  files->written.push_back(file);
-  files->deletes.push_back(std::move(file));
+  if (kept.empty()) files->held_deletes.erase(where);
+  return arrow::Status::OK();
+}
+
+// Merge-on-read: writes the held deletes, a delete file per partition.
+arrow::Status WriteHeldDeletes(ice::Table& silver, MergeFiles* files) {
+  RowsByPartition held = std::move(files->held_deletes);
+  files->held_deletes.clear();
+  for (auto& [where, entry] : held) {
+    ARROW_ASSIGN_OR_RAISE(
+        ice::DataFile file,
+        ice::WritePositionDeleteFile(silver, entry.first, std::move(entry.second)));
+    files->written.push_back(file);
+    files->deletes.push_back(std::move(file));
+  }
   return arrow::Status::OK();
 }
 
@@ -248,7 +261,7 @@ struct PartitionFold {
 
 // Moves the plan's files of the partitions in `parts` (by WhereOf) out of `files` into
 // their part, each file's partition worked out once. A part also gets the replaced
-// delete files among its partition's live ones (`live_deletes`), which RewriteDeletes
+// delete files among its partition's live ones (`live_deletes`), which HoldDeletes
 // reads.
 void MoveIntoParts(const ice::Table& silver,
                    const std::map<std::string, PartitionFold*>& parts,
@@ -270,6 +283,9 @@ void MoveIntoParts(const ice::Table& silver,
   split(&files->cow.add, [](MergeFiles& m) -> auto& { return m.cow.add; });
   split(&files->written, [](MergeFiles& m) -> auto& { return m.written; });
   for (const auto& [where, fold] : parts) {
+    if (auto held = files->held_deletes.extract(where)) {
+      fold->files.held_deletes.insert(std::move(held));
+    }
     for (const ice::DataFile& d : fold->live_deletes) {
       auto it = files->replaced_deletes.find(d.file_path);
       if (it != files->replaced_deletes.end()) fold->files.replaced_deletes.insert(*it);
@@ -290,6 +306,7 @@ void PutBack(MergeFiles part, MergeFiles* files) {
   append(&files->cow.remove, part.cow.remove);
   append(&files->tiered, part.tiered);
   files->replaced_deletes.merge(part.replaced_deletes);
+  files->held_deletes.merge(part.held_deletes);
 }
 
 // The folds of one partition: a pass folds at most the fan-in `memory` allows; passes
@@ -324,10 +341,18 @@ arrow::Status FoldPartition(ice::Table& silver, const std::vector<std::string>& 
                                    candidates.begin() + first + n);
     // Merge-on-read: the live files with the plan's delete files of the partition as
     // they are now (an earlier pass may have written them again).
+    auto held = files->held_deletes.find(where);
     for (Candidate& c : folding) {
       if (c.written) continue;
       c.task.delete_files = c.live_deletes;
       for (const ice::DataFile& d : files->deletes) c.task.delete_files.push_back(d);
+      c.task.deleted_positions.clear();
+      if (held != files->held_deletes.end()) {
+        auto positions = held->second.second.find(c.task.data_file.file_path);
+        if (positions != held->second.second.end()) {
+          c.task.deleted_positions = positions->second;
+        }
+      }
     }
     std::vector<ice::DataFile> folded_into;
     ARROW_ASSIGN_OR_RAISE(const bool sorted, FoldFiles(silver, fold->partition, folding,
@@ -351,8 +376,8 @@ arrow::Status FoldPartition(ice::Table& silver, const std::vector<std::string>& 
     files->written.insert(files->written.end(), folded_into.begin(), folded_into.end());
     files->data.insert(files->data.end(), folded_into.begin(), folded_into.end());
     if (!copy_on_write && !live.empty()) {
-      ARROW_RETURN_NOT_OK(RewriteDeletes(silver, fold->partition, where,
-                                         fold->live_deletes, live, files));
+      ARROW_RETURN_NOT_OK(
+          HoldDeletes(silver, fold->partition, where, fold->live_deletes, live, files));
     }
     fold->tiered_files += static_cast<int32_t>(n);
     fold->tier_files_added += static_cast<int32_t>(folded_into.size());
@@ -382,6 +407,7 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
     for (const ice::DataFile& f : *list)
       touched[WhereOf(silver, f.partition)] = f.partition;
   }
+  for (const auto& [where, held] : files->held_deletes) touched[where] = held.first;
   for (const auto* list : {&files->data, &files->cow.add}) {
     for (const ice::DataFile& f : *list) {
       if (small(f)) {
@@ -439,6 +465,7 @@ arrow::Status TierSmallFiles(ice::Table& silver, std::optional<int64_t> planned_
   arrow::Status folded = truncated ? arrow::Status::OK()
                                    : FoldPartitions(silver, planned_snapshot, key, memory,
                                                     workers, copy_on_write, files, stats);
+  if (folded.ok()) folded = WriteHeldDeletes(silver, files);
   if (!folded.ok()) {
     DeleteFiles(silver.io(), files->written);
     return folded;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "floe/iceberg/scan.h"
 #include "floe/silver/bronze_fixture_test_util.h"
+#include "floe/silver/counting_file_io.h"
 #include "floe/silver/merge.h"
 
 namespace floe::silver {
@@ -20,6 +22,21 @@ namespace {
 namespace ice = floe::iceberg;
 using testing::BronzeFixture;
 using testing::Row;
+
+// Forwards to a FileIO, recording the delete files (`-deletes.parquet`) written.
+class DeleteFilesWritten : public CountingFileIO {
+ public:
+  explicit DeleteFilesWritten(std::shared_ptr<ice::FileIO> inner)
+      : CountingFileIO(std::move(inner), nullptr, nullptr) {}
+
+  arrow::Result<std::shared_ptr<arrow::io::OutputStream>> OpenOutput(
+      const std::string& location) override {
+    if (location.ends_with("-deletes.parquet")) written.push_back(location);
+    return CountingFileIO::OpenOutput(location);
+  }
+
+  std::vector<std::string> written;
+};
 
 class MergeTierTest : public BronzeFixture, public ::testing::WithParamInterface<bool> {
  protected:
@@ -33,8 +50,8 @@ class MergeTierTest : public BronzeFixture, public ::testing::WithParamInterface
     options.slice_bytes = slice_bytes;
     options.slice_workers = workers_;
     if (memory > 0) options.memory_limit = memory;
-    auto stats =
-        MergeTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, options);
+    auto stats = MergeTable(catalog_.get(), merge_io_ ? merge_io_ : io_, bronze_id_,
+                            silver_id_, warehouse_, options);
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
     return stats.ok() ? *stats : MergeStats{};
   }
@@ -42,13 +59,33 @@ class MergeTierTest : public BronzeFixture, public ::testing::WithParamInterface
   static constexpr int64_t kTarget = 4096;
   // Slices, and buckets' folds, merged at once.
   int workers_ = 1;
+  // The FileIO merges write through (io_ when null).
+  std::shared_ptr<ice::FileIO> merge_io_;
+
+  // Every delete file `recorder` saw written is live in Silver.
+  void ExpectWrittenDeletesLive(const DeleteFilesWritten& recorder,
+                                const std::string& when) {
+    auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+    std::set<std::string> live;
+    for (const ice::LiveFile& f : silver->LiveFiles().ValueOrDie()) {
+      const std::string& path = f.entry.data_file.file_path;
+      live.insert(path.substr(path.rfind('/') + 1));
+    }
+    for (const std::string& written : recorder.written) {
+      EXPECT_TRUE(live.contains(written.substr(written.rfind('/') + 1)))
+          << when << ": delete file " << written
+          << " was written and is not live (written twice?)";
+    }
+  }
 };
 
 // Randomized, seeded: 40 merges of random upserts, inserts and deletes (some keys
 // changed in several merges, some deleted and inserted again). After each: Silver
 // holds exactly the expected rows, no delete file points into a data file that is
 // not live, and no partition holds more small files than tiering leaves (without it,
-// every bucket would gain a file per merge).
+// every bucket would gain a file per merge). Merge-on-read writes each delete file
+// once: every one a merge writes is live after it (a fold used to write a bucket's
+// delete file, then write it again without the folded files' positions).
 TEST_P(MergeTierTest, ManyMergesKeepFewSmallFilesAndSilverExact) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (copy_on_write " +
@@ -98,6 +135,8 @@ TEST_P(MergeTierTest, ManyMergesKeepFewSmallFilesAndSilverExact) {
     Append(rows, lsn);
     // Every other merge folds three buckets at once, on threads of their own.
     workers_ = merge % 2 == 0 ? 3 : 1;
+    auto recorder = std::make_shared<DeleteFilesWritten>(io_);
+    merge_io_ = recorder;
     const MergeStats stats = MergeInMode();
     tiered += stats.tiered_files;
     ASSERT_EQ(SilverRows(), want) << "after merge " << merge;
@@ -129,6 +168,7 @@ TEST_P(MergeTierTest, ManyMergesKeepFewSmallFilesAndSilverExact) {
     if (GetParam()) {
       EXPECT_TRUE(deletes.empty());
     }
+    ExpectWrittenDeletesLive(*recorder, "after merge " + std::to_string(merge));
     for (const auto& [partition, n] : small_by_partition) {
       // Sizes at least double each time a file is folded again: a handful of tiers.
       EXPECT_LE(n, 12) << "after merge " << merge << ": partition " << partition
@@ -154,7 +194,10 @@ TEST_P(MergeTierTest, ATinyFileOrManySlicesDoNotStopTheFolds) {
   }
   Append(rows, lsn);
   auto merge = [&](int64_t slice_bytes, int64_t memory) {
+    auto recorder = std::make_shared<DeleteFilesWritten>(io_);
+    merge_io_ = recorder;
     MergeInMode(kLarger, slice_bytes, memory);
+    ExpectWrittenDeletesLive(*recorder, "slice_bytes " + std::to_string(slice_bytes));
   };
 
   auto small_files = [&]() {
