@@ -73,8 +73,8 @@ arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
       auto upserts,
       BuildUpserts(changes, fold, fold.needs_existing ? &found.existing : nullptr,
                    silver_arrow));
-  ARROW_ASSIGN_OR_RAISE(files->data, WriteUpserts(silver, upserts, key));
-  files->written = files->data;
+  // Written by TierSmallFiles, or folded there with the bucket's small files.
+  ARROW_ASSIGN_OR_RAISE(files->held_upserts, SortedPartitions(silver, upserts, key));
   if (arrow::Status wrote =
           WriteMergeDeletes(silver, planned.current_snapshot_id, found.by_partition,
                             copy_on_write, files, stats, /*hold=*/true);

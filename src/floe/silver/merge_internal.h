@@ -135,6 +135,10 @@ struct MergeFiles {
   /// partition's once its folds are done, leaving out the positions in files they
   /// removed (a delete file is then written once, not written and rewritten).
   RowsByPartition held_deletes;
+  /// The plan's upserts held in memory, sorted by the key, a batch per partition (a
+  /// merge whose increment fits in memory): TierSmallFiles folds those of a bucket
+  /// that folds with its small files, and writes the others.
+  std::vector<iceberg::PartitionedBatch> held_upserts;
 };
 
 /// Writes the plan's deletes: the rewrite of the data files holding them
@@ -146,8 +150,9 @@ arrow::Status WriteMergeDeletes(iceberg::Table& silver,
                                 MergeFiles* files, MergeStats* stats, bool hold = false);
 
 /// Writes the plan made on snapshot `planned` of `silver`: finds the Silver rows the
-/// fold deletes or builds on (not after a truncate), writes the upserts and the
-/// deletes into `files` (the written ones deleted again when the deletes fail), its
+/// fold deletes or builds on (not after a truncate), holds the upserts (sorted, by
+/// partition) and merge-on-read's deletes in `files` for TierSmallFiles to fold and
+/// write, and writes copy-on-write's rewrite (deleted again when it fails), its
 /// work counted in `stats` (the files: TierSmallFiles); returns the Silver rows found.
 struct MergeColumns;
 arrow::Result<SilverDeletes> WritePlan(
@@ -166,8 +171,9 @@ inline constexpr int kTierFiles = 4;
 inline constexpr int kTierPasses = 8;
 
 /// Folds the small data files of each partition the plan writes in, when there are
-/// kTierFiles or more (its own new ones, and the live ones of snapshot
-/// `planned_snapshot` with their deletes and the plan's applied), into one file
+/// kTierFiles or more (its own new ones, its upserts held in memory, and the live ones
+/// of snapshot `planned_snapshot` with their deletes and the plan's applied), into one
+/// file
 /// sorted by `key`: the longest run of them by size in which each next is at most
 /// twice those before it together (so a row is rewritten a logarithmic number of
 /// times; files under 1/64 of the target count as that), pass after pass while the
@@ -177,8 +183,9 @@ inline constexpr int kTierPasses = 8;
 /// go to `files->tiered` and the partition's deletes are written without positions in
 /// them (its held deletes written once, here; files written before rewritten);
 /// copy-on-write: to `files->cow.remove`. Nothing folded after a truncate (the commit
-/// replaces every file). Counts the plan's files in `stats` (the one place they are
-/// counted: every plan passes here); on an error every file the plan wrote is deleted.
+/// replaces every file). Then writes the upserts still held, and the held deletes.
+/// Counts the plan's files in `stats` (the one place they are counted: every plan
+/// passes here); on an error every file the plan wrote is deleted.
 arrow::Status TierSmallFiles(iceberg::Table& silver,
                              std::optional<int64_t> planned_snapshot, bool truncated,
                              const std::vector<std::string>& key, int64_t memory,

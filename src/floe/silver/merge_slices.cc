@@ -628,7 +628,7 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
     bool hold = false;
     if (!copy_on_write) {
       const int64_t positions = PositionsIn(ready);
-      hold = (held_positions + pending.positions + positions) *
+      hold = 4 * (held_positions + pending.positions + positions) *
                  static_cast<int64_t>(sizeof(int64_t)) <=
              increment.slice_bytes();
       if (hold) held_positions += positions;

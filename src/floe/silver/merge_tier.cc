@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/util/byte_size.h>
 #include <spdlog/spdlog.h>
 
 #include "floe/iceberg/partition_split.h"
@@ -33,13 +34,16 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kTierBatchRows = 8192;
 
 // A small data file a merge may fold: live in the planned snapshot (its deletes, and
-// the merge's new ones, applied as it is read) or written by the merge itself.
+// the merge's new ones, applied as it is read) or written by the merge itself; or the
+// merge's upserts of the bucket, held in memory (`held`; task.data_file then holds
+// only an estimate of their file's size).
 struct Candidate {
   ice::FileScanTask task;
   bool written = false;
   /// A live file's delete files from the planned snapshot (the plan's own are added
   /// when it is folded).
   std::vector<ice::DataFile> live_deletes;
+  std::shared_ptr<arrow::RecordBatch> held;
 };
 
 // The partition key merges use ("<spec id>/<partition path>").
@@ -101,6 +105,17 @@ arrow::Result<bool> FoldFiles(ice::Table& silver, const ice::PartitionTuple& par
   ice::LastPositionDeletes last_deletes;
   std::vector<ice::BatchSource> sources;
   for (const Candidate& c : files) {
+    if (c.held != nullptr) {
+      auto at = std::make_shared<int64_t>(0);
+      sources.push_back(
+          [at, rows = c.held]() -> arrow::Result<std::shared_ptr<arrow::RecordBatch>> {
+            if (*at >= rows->num_rows()) return nullptr;
+            auto batch = rows->Slice(*at, kTierBatchRows);
+            *at += batch->num_rows();
+            return batch;
+          });
+      continue;
+    }
     auto reader = std::make_shared<std::unique_ptr<ice::FileScanBatches>>();
     const int64_t buffer =
         std::clamp<int64_t>(c.task.data_file.file_size_in_bytes, 16 * 1024, most_buffer);
@@ -181,6 +196,20 @@ arrow::Status HoldDeletes(ice::Table& silver, const ice::PartitionTuple& partiti
   }
   DropWritten(silver.io(), new_paths, &files->deletes, &files->written);
   if (kept.empty()) files->held_deletes.erase(where);
+  return arrow::Status::OK();
+}
+
+// Writes the upserts still held (not folded), the files of each partition.
+arrow::Status WriteHeldUpserts(ice::Table& silver, MergeFiles* files) {
+  std::vector<ice::PartitionedBatch> held = std::move(files->held_upserts);
+  files->held_upserts.clear();
+  for (ice::PartitionedBatch& part : held) {
+    ARROW_ASSIGN_OR_RAISE(auto written,
+                          silver.WriteDataFiles({part.batch}, part.partition));
+    files->written.insert(files->written.end(), written.begin(), written.end());
+    files->data.insert(files->data.end(), written.begin(), written.end());
+    part.batch.reset();
+  }
   return arrow::Status::OK();
 }
 
@@ -282,6 +311,16 @@ void MoveIntoParts(const ice::Table& silver,
   split(&files->deletes, [](MergeFiles& m) -> auto& { return m.deletes; });
   split(&files->cow.add, [](MergeFiles& m) -> auto& { return m.cow.add; });
   split(&files->written, [](MergeFiles& m) -> auto& { return m.written; });
+  std::vector<ice::PartitionedBatch> kept_upserts;
+  for (ice::PartitionedBatch& held : files->held_upserts) {
+    auto it = parts.find(WhereOf(silver, held.partition));
+    if (it == parts.end()) {
+      kept_upserts.push_back(std::move(held));
+    } else {
+      it->second->files.held_upserts.push_back(std::move(held));
+    }
+  }
+  files->held_upserts = std::move(kept_upserts);
   for (const auto& [where, fold] : parts) {
     if (auto held = files->held_deletes.extract(where)) {
       fold->files.held_deletes.insert(std::move(held));
@@ -295,7 +334,7 @@ void MoveIntoParts(const ice::Table& silver,
 
 // Puts a part (MoveIntoParts, as the folds left it) back into `files`.
 void PutBack(MergeFiles part, MergeFiles* files) {
-  auto append = [](std::vector<ice::DataFile>* into, std::vector<ice::DataFile>& from) {
+  auto append = [](auto* into, auto& from) {
     into->insert(into->end(), std::make_move_iterator(from.begin()),
                  std::make_move_iterator(from.end()));
   };
@@ -307,6 +346,7 @@ void PutBack(MergeFiles part, MergeFiles* files) {
   append(&files->tiered, part.tiered);
   files->replaced_deletes.merge(part.replaced_deletes);
   files->held_deletes.merge(part.held_deletes);
+  append(&files->held_upserts, part.held_upserts);
 }
 
 // The folds of one partition: a pass folds at most the fan-in `memory` allows; passes
@@ -365,7 +405,15 @@ arrow::Status FoldPartition(ice::Table& silver, const std::vector<std::string>& 
       break;
     }
     std::set<std::string> written, live;
+    int32_t folded_files = 0;
     for (const Candidate& c : folding) {
+      if (c.held != nullptr) {
+        // The upserts folded in: not written on their own.
+        std::erase_if(files->held_upserts,
+                      [&](const ice::PartitionedBatch& b) { return b.batch == c.held; });
+        continue;
+      }
+      ++folded_files;
       (c.written ? written : live).insert(c.task.data_file.file_path);
       if (!c.written) {
         (copy_on_write ? files->cow.remove : files->tiered).push_back(c.task.data_file);
@@ -379,7 +427,7 @@ arrow::Status FoldPartition(ice::Table& silver, const std::vector<std::string>& 
       ARROW_RETURN_NOT_OK(
           HoldDeletes(silver, fold->partition, where, fold->live_deletes, live, files));
     }
-    fold->tiered_files += static_cast<int32_t>(n);
+    fold->tiered_files += folded_files;
     fold->tier_files_added += static_cast<int32_t>(folded_into.size());
     // The folded files leave the candidates; the small ones made join them.
     candidates.erase(candidates.begin() + first, candidates.begin() + first + n);
@@ -408,6 +456,9 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
       touched[WhereOf(silver, f.partition)] = f.partition;
   }
   for (const auto& [where, held] : files->held_deletes) touched[where] = held.first;
+  for (const ice::PartitionedBatch& held : files->held_upserts) {
+    touched[WhereOf(silver, held.partition)] = held.partition;
+  }
   for (const auto* list : {&files->data, &files->cow.add}) {
     for (const ice::DataFile& f : *list) {
       if (small(f)) {
@@ -422,6 +473,27 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
   ARROW_RETURN_NOT_OK(AddLiveCandidates(silver, planned_snapshot, touched, small,
                                         copy_on_write, *files, &by_partition,
                                         &live_deletes));
+  // The merge's upserts held in memory, sized as the file they would make at the
+  // bytes per row of the partition's small files (a quarter of their Arrow bytes when
+  // it has none).
+  for (const ice::PartitionedBatch& held : files->held_upserts) {
+    std::vector<Candidate>& of = by_partition[WhereOf(silver, held.partition)];
+    int64_t bytes = 0;
+    int64_t rows = 0;
+    for (const Candidate& c : of) {
+      bytes += c.task.data_file.file_size_in_bytes;
+      rows += c.task.data_file.record_count;
+    }
+    ARROW_ASSIGN_OR_RAISE(const int64_t arrow_bytes,
+                          arrow::util::ReferencedBufferSize(*held.batch));
+    ice::DataFile file;
+    file.partition = held.partition;
+    file.record_count = held.batch->num_rows();
+    file.file_size_in_bytes = std::max<int64_t>(
+        1, rows > 0 ? file.record_count * bytes / rows : arrow_bytes / 4);
+    if (!small(file)) continue;  // written as it is
+    of.push_back(Candidate{TaskOf(file, spec_id, 0), false, {}, held.batch});
+  }
   // Partitions with enough small files to fold, folded `workers` at a time, each
   // within its part of the memory, on its own part of `files`.
   std::vector<std::string> folding;
@@ -465,6 +537,7 @@ arrow::Status TierSmallFiles(ice::Table& silver, std::optional<int64_t> planned_
   arrow::Status folded = truncated ? arrow::Status::OK()
                                    : FoldPartitions(silver, planned_snapshot, key, memory,
                                                     workers, copy_on_write, files, stats);
+  if (folded.ok()) folded = WriteHeldUpserts(silver, files);
   if (folded.ok()) folded = WriteHeldDeletes(silver, files);
   if (!folded.ok()) {
     DeleteFiles(silver.io(), files->written);
