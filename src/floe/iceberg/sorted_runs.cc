@@ -369,6 +369,15 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> SpilledRun::Next() {
   return io_->reader->ReadRecordBatch(next_++);
 }
 
+std::vector<BatchSource> RunSources(const std::vector<std::unique_ptr<SpilledRun>>& runs,
+                                    size_t first, size_t end) {
+  std::vector<BatchSource> sources;
+  for (size_t r = first; r < end; ++r) {
+    sources.push_back([run = runs[r].get()]() { return run->Next(); });
+  }
+  return sources;
+}
+
 arrow::Result<bool> NarrowRuns(std::vector<std::unique_ptr<SpilledRun>>* runs,
                                const std::filesystem::path& dir,
                                const std::shared_ptr<arrow::Schema>& schema,
@@ -382,16 +391,12 @@ arrow::Result<bool> NarrowRuns(std::vector<std::unique_ptr<SpilledRun>>* runs,
         longer.push_back(std::move((*runs)[first]));
         continue;
       }
-      std::vector<BatchSource> sources;
-      for (size_t r = first; r < end; ++r) {
-        sources.push_back([run = (*runs)[r].get()]() { return run->Next(); });
-      }
       ARROW_ASSIGN_OR_RAISE(auto into, SpilledRun::Create(dir, schema));
-      ARROW_ASSIGN_OR_RAISE(const bool sorted,
-                            MergeSortedRuns(std::move(sources), schema, order, batch_rows,
-                                            [&](std::shared_ptr<arrow::RecordBatch> b) {
-                                              return into->Write(*b);
-                                            }));
+      ARROW_ASSIGN_OR_RAISE(
+          const bool sorted,
+          MergeSortedRuns(
+              RunSources(*runs, first, end), schema, order, batch_rows,
+              [&](std::shared_ptr<arrow::RecordBatch> b) { return into->Write(*b); }));
       if (!sorted) return false;
       ARROW_RETURN_NOT_OK(into->Close());
       for (size_t r = first; r < end; ++r) (*runs)[r].reset();

@@ -83,11 +83,17 @@ class SpilledRun {
 /// an open file each.
 inline constexpr size_t kMaxRunFanIn = 256;
 
+/// Sources reading runs [first, end) of `runs` (closed) a batch at a time, for
+/// MergeSortedRuns. REQUIRES: the runs outlive the sources.
+std::vector<BatchSource> RunSources(const std::vector<std::unique_ptr<SpilledRun>>& runs,
+                                    size_t first, size_t end);
+
 /// Merges `runs` (each sorted by `order`, closed) `fan_in` at a time into longer runs
 /// in `dir`, again until at most `fan_in` are left, so that merging them holds at most
-/// `fan_in` files open; each merged run is removed once read. `batch_rows`: the rows of
-/// the longer runs' batches. False, and `runs` left part merged, when a run is not
-/// sorted.
+/// `fan_in` files open (while narrowing, `fan_in` read and the one written); each
+/// merged run is removed once read. `batch_rows`: the rows of the longer runs'
+/// batches. False when a run is not sorted: `runs` is then part merged (some entries
+/// null), only to be destroyed.
 arrow::Result<bool> NarrowRuns(std::vector<std::unique_ptr<SpilledRun>>* runs,
                                const std::filesystem::path& dir,
                                const std::shared_ptr<arrow::Schema>& schema,

@@ -350,6 +350,7 @@ TEST(SortedRunsTest, MoreRunsThanTheFanInAreMergedIntoFewerFirst) {
   ASSERT_TRUE(refused.ok());
   EXPECT_FALSE(*refused);
   runs.clear();
+  EXPECT_EQ(files(), 0);  // the runs, and the one being written, removed
   std::filesystem::remove_all(dir);
 }
 

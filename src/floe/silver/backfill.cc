@@ -548,8 +548,6 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
                         ice::NarrowRuns(&runs, rows.spill_dir(), silver_arrow, order,
                                         options.max_fan_in, run_batch_rows));
   if (!narrowed) return out_of_order();
-  std::vector<ice::BatchSource> sources;
-  for (auto& run : runs) sources.push_back([r = run.get()]() { return r->Next(); });
   ARROW_ASSIGN_OR_RAISE(auto writer,
                         silver.NewDataFileWriter({ice::Literal(int32_t{bucket})},
                                                  options.target_file_bytes));
@@ -557,7 +555,7 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
   ARROW_ASSIGN_OR_RAISE(
       bool sorted,
       ice::MergeSortedRuns(
-          std::move(sources), silver_arrow, order, run_batch_rows,
+          ice::RunSources(runs, 0, runs.size()), silver_arrow, order, run_batch_rows,
           [&](std::shared_ptr<arrow::RecordBatch> b) { return writer->Write(*b); }));
   auto files = writer->Finish();
   if (!sorted) {

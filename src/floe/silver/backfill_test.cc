@@ -191,7 +191,9 @@ TEST_F(BackfillTest, AnExportLargerThanTheMemoryLimitIsSeededAPartitionAtATime) 
     options.target_file_bytes = target;
     options.memory_limit = 0;  // the least: 8 MiB for rows, about 20 MB of them
     options.spill_dir = dir_ / "spill";
-    // Seed 4: the bucket's 16 runs merged 3 at a time into fewer first.
+    // Seed 4: the bucket's runs (one per spilled partition) merged 3 at a time into
+    // fewer first (NarrowRuns; its own test counts the runs): the rows must come out
+    // the same, sorted.
     if (seed == 4) options.max_fan_in = 3;
     fs::create_directories(options.spill_dir);
 

@@ -238,15 +238,9 @@ int SliceWorkers(int concurrency, int merges) {
 arrow::Result<std::vector<ice::DataFile>> WriteUpserts(
     const ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
     const std::vector<std::string>& key_names) {
-  std::vector<ice::DataFile> out;
   ARROW_ASSIGN_OR_RAISE(auto parts,
                         merge_internal::SortedPartitions(silver, rows, key_names));
-  for (const auto& part : parts) {
-    ARROW_ASSIGN_OR_RAISE(auto files,
-                          silver.WriteDataFiles({part.batch}, part.partition));
-    for (auto& f : files) out.push_back(std::move(f));
-  }
-  return out;
+  return merge_internal::WriteSortedPartitions(silver, std::move(parts));
 }
 
 arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
@@ -596,8 +590,10 @@ struct MergeIo {
   std::shared_ptr<ice::FileIO> silver;
 };
 
-// Writes a plan's files: from the changes folded in memory, or a slice at a time
-// (`workers` at once); then folds the small files of the buckets it wrote in.
+// Writes a plan's files: from the changes folded in memory (its upserts and
+// merge-on-read's deletes held for TierSmallFiles), or a slice at a time (`workers`
+// at once); then folds the small files of the buckets it writes in and writes what
+// is held.
 arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& planned,
                              ice::FileIO& io, const Increment& increment,
                              const Changes& changes, const FoldResult& fold,

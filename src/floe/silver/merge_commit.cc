@@ -32,23 +32,36 @@ arrow::Status WriteMergeDeletes(ice::Table& silver,
     return arrow::Status::OK();
   }
   if (hold) {
-    for (const auto& [where, entry] : deletes) {
-      auto& held = files->held_deletes[where];
-      held.first = entry.first;
-      for (const auto& [path, positions] : entry.second) {
-        auto& into = held.second[path];
-        into.insert(into.end(), positions.begin(), positions.end());
-      }
-    }
+    AddDeletes(deletes, &files->held_deletes);
     return arrow::Status::OK();
   }
-  for (const auto& [where, entry] : deletes) {
-    ARROW_ASSIGN_OR_RAISE(ice::DataFile file, ice::WritePositionDeleteFile(
-                                                  silver, entry.first, entry.second));
+  return WriteDeleteFiles(silver, deletes, files);
+}
+
+arrow::Status WriteDeleteFiles(ice::Table& silver, RowsByPartition deletes,
+                               MergeFiles* files) {
+  for (auto& [where, entry] : deletes) {
+    ARROW_ASSIGN_OR_RAISE(
+        ice::DataFile file,
+        ice::WritePositionDeleteFile(silver, entry.first, std::move(entry.second)));
     files->written.push_back(file);
     files->deletes.push_back(std::move(file));
   }
   return arrow::Status::OK();
+}
+
+int64_t AddDeletes(RowsByPartition from, RowsByPartition* into) {
+  int64_t added = 0;
+  for (auto& [where, entry] : from) {
+    auto& to = (*into)[where];
+    to.first = std::move(entry.first);
+    for (auto& [path, positions] : entry.second) {
+      auto& list = to.second[path];
+      list.insert(list.end(), positions.begin(), positions.end());
+      added += static_cast<int64_t>(positions.size());
+    }
+  }
+  return added;
 }
 
 arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
@@ -75,6 +88,7 @@ arrow::Result<SilverDeletes> WritePlan(ice::Table& silver,
                    silver_arrow));
   // Written by TierSmallFiles, or folded there with the bucket's small files.
   ARROW_ASSIGN_OR_RAISE(files->held_upserts, SortedPartitions(silver, upserts, key));
+  upserts.reset();
   if (arrow::Status wrote =
           WriteMergeDeletes(silver, planned.current_snapshot_id, found.by_partition,
                             copy_on_write, files, stats, /*hold=*/true);

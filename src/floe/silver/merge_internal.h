@@ -147,7 +147,15 @@ struct MergeFiles {
 arrow::Status WriteMergeDeletes(iceberg::Table& silver,
                                 std::optional<int64_t> planned_snapshot,
                                 const RowsByPartition& deletes, bool copy_on_write,
-                                MergeFiles* files, MergeStats* stats, bool hold = false);
+                                MergeFiles* files, MergeStats* stats, bool hold);
+
+/// Writes a position delete file per partition of `deletes` into `files` (deletes
+/// and written).
+arrow::Status WriteDeleteFiles(iceberg::Table& silver, RowsByPartition deletes,
+                               MergeFiles* files);
+
+/// Adds the positions of `from` to `into`'s, partition by partition; returns how many.
+int64_t AddDeletes(RowsByPartition from, RowsByPartition* into);
 
 /// Writes the plan made on snapshot `planned` of `silver`: finds the Silver rows the
 /// fold deletes or builds on (not after a truncate), holds the upserts (sorted, by
@@ -173,8 +181,7 @@ inline constexpr int kTierPasses = 8;
 /// Folds the small data files of each partition the plan writes in, when there are
 /// kTierFiles or more (its own new ones, its upserts held in memory, and the live ones
 /// of snapshot `planned_snapshot` with their deletes and the plan's applied), into one
-/// file
-/// sorted by `key`: the longest run of them by size in which each next is at most
+/// file sorted by `key`: the longest run of them by size in which each next is at most
 /// twice those before it together (so a row is rewritten a logarithmic number of
 /// times; files under 1/64 of the target count as that), pass after pass while the
 /// bucket still holds kTierFiles small files (kTierPasses at most). Within `memory`
@@ -183,7 +190,9 @@ inline constexpr int kTierPasses = 8;
 /// go to `files->tiered` and the partition's deletes are written without positions in
 /// them (its held deletes written once, here; files written before rewritten);
 /// copy-on-write: to `files->cow.remove`. Nothing folded after a truncate (the commit
-/// replaces every file). Then writes the upserts still held, and the held deletes.
+/// replaces every file). A folded partition's held deletes are written once its folds
+/// are done (on its thread); then the upserts still held, and the other held deletes
+/// (dropped after a truncate, which no delete file survives).
 /// Counts the plan's files in `stats` (the one place they are counted: every plan
 /// passes here); on an error every file the plan wrote is deleted.
 arrow::Status TierSmallFiles(iceberg::Table& silver,
@@ -225,6 +234,11 @@ void OnThreads(size_t n, int workers, const std::function<void(size_t)>& each);
 arrow::Result<std::vector<iceberg::PartitionedBatch>> SortedPartitions(
     const iceberg::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
     const std::vector<std::string>& key_names);
+
+/// Writes `parts` (SortedPartitions) as Silver's data files of their partitions, each
+/// part released once written.
+arrow::Result<std::vector<iceberg::DataFile>> WriteSortedPartitions(
+    const iceberg::Table& silver, std::vector<iceberg::PartitionedBatch> parts);
 
 /// The upserts of a merge cut into slices. A partition whose rows several slices
 /// hold (`shared`) gets a sorted run, a local file in `dir`, from each slice that

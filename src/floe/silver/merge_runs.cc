@@ -31,16 +31,6 @@ namespace {
 // The rows of the runs' batches and of the merged batches written, at most.
 constexpr int64_t kRunBatchRows = 8192;
 
-// Sources reading runs [first, end) of `runs` a batch at a time.
-std::vector<ice::BatchSource> SourcesOf(
-    const std::vector<std::unique_ptr<ice::SpilledRun>>& runs, size_t first, size_t end) {
-  std::vector<ice::BatchSource> sources;
-  for (size_t r = first; r < end; ++r) {
-    sources.push_back([run = runs[r].get()]() { return run->Next(); });
-  }
-  return sources;
-}
-
 }  // namespace
 
 void OnThreads(size_t n, int workers, const std::function<void(size_t)>& each) {
@@ -66,6 +56,18 @@ arrow::Result<std::vector<ice::PartitionedBatch>> SortedPartitions(
                         cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
   ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
   return ice::SplitByPartition(silver.spec(), silver.schema(), *sorted.record_batch());
+}
+
+arrow::Result<std::vector<ice::DataFile>> WriteSortedPartitions(
+    const ice::Table& silver, std::vector<ice::PartitionedBatch> parts) {
+  std::vector<ice::DataFile> out;
+  for (ice::PartitionedBatch& part : parts) {
+    ARROW_ASSIGN_OR_RAISE(auto files,
+                          silver.WriteDataFiles({part.batch}, part.partition));
+    for (auto& f : files) out.push_back(std::move(f));
+    part.batch.reset();
+  }
+  return out;
 }
 
 struct UpsertRuns::Partition {
@@ -165,7 +167,8 @@ arrow::Status UpsertRuns::Write(std::vector<ice::DataFile>* written) {
         memory_ / 8 / workers_ / std::max<int64_t>(1, row_bytes_.load()), 16,
         kRunBatchRows);
     auto merged = ice::MergeSortedRuns(
-        SourcesOf(partition.runs, 0, partition.runs.size()), schema, *order_, out_rows,
+        ice::RunSources(partition.runs, 0, partition.runs.size()), schema, *order_,
+        out_rows,
         [&](std::shared_ptr<arrow::RecordBatch> b) { return writer->Write(*b); });
     auto files = writer->Finish();
     {

@@ -342,15 +342,7 @@ struct PendingDeletes {
   int64_t positions = 0;
 
   void Add(RowsByPartition found) {
-    for (auto& [where, entry] : found) {
-      auto& into = by_partition[where];
-      into.first = std::move(entry.first);
-      for (auto& [path, found_positions] : entry.second) {
-        auto& list = into.second[path];
-        list.insert(list.end(), found_positions.begin(), found_positions.end());
-        positions += static_cast<int64_t>(found_positions.size());
-      }
-    }
+    positions += AddDeletes(std::move(found), &by_partition);
   }
 
   // Takes the partitions `done` says are complete.

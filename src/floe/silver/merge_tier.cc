@@ -36,7 +36,7 @@ constexpr int64_t kTierBatchRows = 8192;
 // A small data file a merge may fold: live in the planned snapshot (its deletes, and
 // the merge's new ones, applied as it is read) or written by the merge itself; or the
 // merge's upserts of the bucket, held in memory (`held`; task.data_file then holds
-// only an estimate of their file's size).
+// only an estimate of their file's size, and no path).
 struct Candidate {
   ice::FileScanTask task;
   bool written = false;
@@ -203,13 +203,9 @@ arrow::Status HoldDeletes(ice::Table& silver, const ice::PartitionTuple& partiti
 arrow::Status WriteHeldUpserts(ice::Table& silver, MergeFiles* files) {
   std::vector<ice::PartitionedBatch> held = std::move(files->held_upserts);
   files->held_upserts.clear();
-  for (ice::PartitionedBatch& part : held) {
-    ARROW_ASSIGN_OR_RAISE(auto written,
-                          silver.WriteDataFiles({part.batch}, part.partition));
-    files->written.insert(files->written.end(), written.begin(), written.end());
-    files->data.insert(files->data.end(), written.begin(), written.end());
-    part.batch.reset();
-  }
+  ARROW_ASSIGN_OR_RAISE(auto written, WriteSortedPartitions(silver, std::move(held)));
+  files->written.insert(files->written.end(), written.begin(), written.end());
+  files->data.insert(files->data.end(), written.begin(), written.end());
   return arrow::Status::OK();
 }
 
@@ -217,14 +213,7 @@ arrow::Status WriteHeldUpserts(ice::Table& silver, MergeFiles* files) {
 arrow::Status WriteHeldDeletes(ice::Table& silver, MergeFiles* files) {
   RowsByPartition held = std::move(files->held_deletes);
   files->held_deletes.clear();
-  for (auto& [where, entry] : held) {
-    ARROW_ASSIGN_OR_RAISE(
-        ice::DataFile file,
-        ice::WritePositionDeleteFile(silver, entry.first, std::move(entry.second)));
-    files->written.push_back(file);
-    files->deletes.push_back(std::move(file));
-  }
-  return arrow::Status::OK();
+  return WriteDeleteFiles(silver, std::move(held), files);
 }
 
 // The live small data files of snapshot `planned_snapshot` in the partitions of
@@ -515,6 +504,8 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
   MoveIntoParts(silver, parts, files);
   OnThreads(folds.size(), threads, [&](size_t i) {
     folds[i].status = FoldPartition(silver, key, part_memory, copy_on_write, &folds[i]);
+    // Its deletes are final: written now, not held while other partitions fold.
+    if (folds[i].status.ok()) folds[i].status = WriteHeldDeletes(silver, &folds[i].files);
   });
   arrow::Status status;
   for (PartitionFold& f : folds) {
@@ -538,6 +529,8 @@ arrow::Status TierSmallFiles(ice::Table& silver, std::optional<int64_t> planned_
                                    : FoldPartitions(silver, planned_snapshot, key, memory,
                                                     workers, copy_on_write, files, stats);
   if (folded.ok()) folded = WriteHeldUpserts(silver, files);
+  // After a truncate the commit replaces every file: no delete file is committed.
+  if (truncated) files->held_deletes.clear();
   if (folded.ok()) folded = WriteHeldDeletes(silver, files);
   if (!folded.ok()) {
     DeleteFiles(silver.io(), files->written);
