@@ -613,7 +613,7 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
   // Copy-on-write's rewrite of a bucket's files holds row groups sized from the
   // merge's whole share: it runs while no slice is merged. Merge-on-read's deletes are
   // held in memory for TierSmallFiles to write once (not written, then written again
-  // by a fold) while they and those pending stay within a slice's size.
+  // by a fold) while they and those pending stay within a quarter of a slice's size.
   PendingDeletes pending;
   int64_t held_positions = 0;
   auto write_deletes = [&](const RowsByPartition& ready) {
