@@ -10,6 +10,9 @@ import pty
 import re
 import subprocess
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from floerun import floe  # noqa: F401
 from oracle import check_silver
 from test_silver import silver, wait_bronze
@@ -89,3 +92,34 @@ def test_backfill_counts_the_rows_of_the_export(floe, pg, duckdb_con, tmp_path):
     out = tool(run, "backfill", str(run.config_path), "--table", "public.orders",
                "--parquet", str(tmp_path / "orders.parquet"), "--lsn", lsn)
     assert re.search(r"backfill: 1234/1234 rows read \(100%\), written", out), out
+
+
+def test_a_failed_backfill_says_so_and_an_all_null_column_is_read(floe, pg, duckdb_con,
+                                                                  tmp_path):
+    """A backfill refused on its export ends its progress line with `failed`, not a
+    finished 100%; an export in files where one file's column holds only nulls (the
+    null type pyarrow writes for [None, None]) is seeded, the column named when the
+    files really differ."""
+    pg.execute("CREATE TABLE notes (id int PRIMARY KEY, body text)")
+    pg.execute("INSERT INTO notes VALUES (1, 'one'), (2, 'two'), (3, NULL), (4, NULL)")
+    run = floe().start().wait_streaming()
+    wait_bronze(run, pg, "public.notes", ["id"])
+    lsn = export(pg, "notes", tmp_path / "whole.parquet")
+    run.stop()
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "body": ["one", "two"]}), parts / "a.parquet")
+    pq.write_table(pa.table({"id": [3, 4], "body": [None, None]}), parts / "b.parquet")
+    assert pq.read_schema(parts / "b.parquet").field("body").type == pa.null()
+    pq.write_table(pa.table({"id": [5], "body": [7]}), parts / "c.parquet")
+    out = tool(run, "backfill", str(run.config_path), "--table", "public.notes",
+               "--parquet", str(parts), "--lsn", lsn, expect_rc=1)
+    assert "column `body` is int64 in " in out and "c.parquet" in out, out
+    assert re.search(r"backfill: 0/5 rows read \(0%\), failed after", out), out
+    assert "(100%)" not in out and "done in" not in out, out
+
+    (parts / "c.parquet").unlink()
+    out = tool(run, "backfill", str(run.config_path), "--table", "public.notes",
+               "--parquet", str(parts), "--lsn", lsn)
+    assert re.search(r"backfill: 4/4 rows read \(100%\), written", out), out
+    check_silver(run, pg, duckdb_con, "public.notes", ["id"])

@@ -31,13 +31,14 @@ std::string FormatProgress(const ProgressSample& s, bool bar) {
       known ? std::clamp(static_cast<double>(s.done) / static_cast<double>(s.total), 0.0,
                          1.0)
             : 0.0;
+  const bool complete = s.finished && !s.failed;
   std::string line = s.label + ": ";
-  if (bar && known) line += ProgressBar(s.finished ? 1.0 : fraction) + " ";
+  if (bar && known) line += ProgressBar(complete ? 1.0 : fraction) + " ";
   line += std::to_string(s.done);
   if (known) line += "/" + std::to_string(std::max(s.total, s.done));
   line += " " + s.unit;
   if (known) {
-    const int pct = s.finished ? 100 : std::min(99, static_cast<int>(fraction * 100));
+    const int pct = complete ? 100 : std::min(99, static_cast<int>(fraction * 100));
     line += " (" + std::to_string(pct) + "%)";
   }
   if (!s.detail.empty()) line += ", " + s.detail;
@@ -46,7 +47,9 @@ std::string FormatProgress(const ProgressSample& s, bool bar) {
     line += ", " + std::to_string(static_cast<int64_t>(s.done / seconds)) + " " + s.unit +
             "/s";
   }
-  if (s.finished) {
+  if (s.failed) {
+    line += ", failed after " + Seconds(seconds);
+  } else if (s.finished) {
     line += ", done in " + Seconds(seconds);
   } else if (known && s.done > 0 && fraction < 1) {
     line += ", ETA " + Seconds(seconds * (1 - fraction) / fraction);
@@ -97,6 +100,7 @@ ProgressSample ProgressReporter::Sample() const {
 void ProgressReporter::Report(bool last) {
   ProgressSample s = Sample();
   s.finished = last;
+  s.failed = last && failed_;
   if (tty_) {
     std::fprintf(terminal_, "\r%s\x1b[K%s", FormatProgress(s, true).c_str(),
                  last ? "\n" : "");
@@ -106,11 +110,16 @@ void ProgressReporter::Report(bool last) {
   }
 }
 
-void ProgressReporter::Finish() {
+void ProgressReporter::Finish() { Stop(/*failed=*/false); }
+
+void ProgressReporter::Fail() { Stop(/*failed=*/true); }
+
+void ProgressReporter::Stop(bool failed) {
   {
     std::lock_guard lock(mu_);
     if (finishing_) return;
     finishing_ = true;
+    failed_ = failed;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();

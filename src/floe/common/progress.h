@@ -25,6 +25,8 @@ struct ProgressSample {
   std::string detail;
   std::chrono::steady_clock::duration elapsed{};
   bool finished = false;
+  /// Finished by failing: the percentage is as far as it got, not 100.
+  bool failed = false;
 };
 
 /// `[#######.............]`: `fraction` (clamped to 0..1) of 20 characters.
@@ -33,7 +35,7 @@ std::string ProgressBar(double fraction);
 /// `silver: [#######.............] 3500/10000 rows (35%), 3/12 tables, 700 rows/s,
 /// ETA 9s` (the bar only when `bar`; percentage, bar and ETA only when the total is
 /// known; the percentage stays below 100 until finished; rate once anything is done;
-/// `done in 14s` once finished).
+/// `done in 14s` once finished, `failed after 14s` once failed).
 std::string FormatProgress(const ProgressSample& sample, bool bar);
 
 class ProgressReporter {
@@ -65,9 +67,12 @@ class ProgressReporter {
   ProgressSample Sample() const;
   /// Stops the thread after a last report. Idempotent; the destructor calls it.
   void Finish();
+  /// Finish, the last report saying that the operation failed.
+  void Fail();
 
  private:
   void Report(bool last);
+  void Stop(bool failed);
 
   const std::string label_, unit_;
   FILE* const terminal_;
@@ -79,6 +84,7 @@ class ProgressReporter {
   std::string detail_;
   std::condition_variable cv_;
   bool finishing_ = false;
+  std::atomic<bool> failed_{false};
   std::thread thread_;
 };
 

@@ -46,6 +46,17 @@ TEST(FormatProgressTest, StaysBelowHundredUntilFinished) {
             "silver: 120/120 rows (99%), 120 rows/s");
 }
 
+TEST(FormatProgressTest, AFailureSaysSoAndHowFarItGot) {
+  ProgressSample s = Sample(0, 4, 0);
+  s.finished = s.failed = true;
+  EXPECT_EQ(FormatProgress(s, true),
+            "silver: [....................] 0/4 rows (0%), failed after 0s");
+  s = Sample(3, 4, 3);
+  s.finished = s.failed = true;
+  EXPECT_EQ(FormatProgress(s, false),
+            "silver: 3/4 rows (75%), 1 rows/s, failed after 3s");
+}
+
 TEST(FormatProgressTest, LongDurations) {
   EXPECT_EQ(FormatProgress(Sample(1, 1000, 600), false),
             "silver: 1/1000 rows (0%), 0 rows/s, ETA 166h30m");

@@ -148,6 +148,48 @@ arrow::Result<uint64_t> BronzeStartLsn(const ice::TableMetadata& bronze,
   return lake::CommittedLsnOf(bronze).value();
 }
 
+namespace {
+
+// The schema of an export whose first file has `first` and another file `other`:
+// the same column names (in any order: rows are read by name); a column of Arrow's
+// null type (what writers give a column holding only nulls) takes the other file's
+// type. Any other difference is refused, naming the column.
+arrow::Result<std::shared_ptr<arrow::Schema>> UnifyExportSchemas(
+    const arrow::Schema& first, const std::string& first_file, const arrow::Schema& other,
+    const std::string& other_file) {
+  auto differ = [&](const std::string& what) {
+    return arrow::Status::Invalid(
+        "the files of the export do not share one schema: ", what,
+        ". Write every file of the export from one query");
+  };
+  arrow::FieldVector fields = first.fields();
+  for (auto& field : fields) {
+    const std::shared_ptr<arrow::Field> theirs = other.GetFieldByName(field->name());
+    if (theirs == nullptr) {
+      return differ(other_file + " has no column `" + field->name() + "`, " + first_file +
+                    " has");
+    }
+    if (theirs->type()->Equals(*field->type())) continue;
+    if (theirs->type()->id() == arrow::Type::NA) continue;
+    if (field->type()->id() == arrow::Type::NA) {
+      field = theirs->WithNullable(true);
+      continue;
+    }
+    return differ("column `" + field->name() + "` is " + theirs->type()->ToString() +
+                  " in " + other_file + " and " + field->type()->ToString() + " in " +
+                  first_file);
+  }
+  for (const auto& field : other.fields()) {
+    if (first.GetFieldIndex(field->name()) < 0) {
+      return differ(other_file + " has a column `" + field->name() + "` that " +
+                    first_file + " has not");
+    }
+  }
+  return arrow::schema(std::move(fields));
+}
+
+}  // namespace
+
 arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
                                               ProgressReporter* progress) {
   std::error_code ec;
@@ -188,10 +230,9 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
     ARROW_RETURN_NOT_OK(reader->GetSchema(&schema));
     if (out.schema == nullptr) {
       out.schema = schema;
-    } else if (!schema->Equals(*out.schema, /*check_metadata=*/false)) {
-      return arrow::Status::Invalid(
-          "the files of ", path, " do not share one schema: ", f, " has ",
-          schema->ToString(), ", ", files->front(), " has ", out.schema->ToString());
+    } else {
+      ARROW_ASSIGN_OR_RAISE(out.schema,
+                            UnifyExportSchemas(*out.schema, files->front(), *schema, f));
     }
   }
   // Then the files one after the other, a batch at a time.
@@ -740,8 +781,12 @@ arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& co
         "Bronze's changes after the export");
   }
   ProgressReporter progress("backfill", "rows read", options.progress);
-  ARROW_ASSIGN_OR_RAISE(ExportReader rows,
-                        OpenParquetExport(options.parquet_path, &progress));
+  arrow::Result<ExportReader> opened = OpenParquetExport(options.parquet_path, &progress);
+  if (!opened.ok()) {
+    progress.Fail();
+    return opened.status();
+  }
+  ExportReader& rows = *opened;
   BackfillTableOptions table_options;
   table_options.key = names.key;
   table_options.replace = options.replace;
@@ -753,8 +798,12 @@ arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& co
   table_options.spill_dir = config.silver.spill_dir;
   auto stats = BackfillTable(catalog.get(), io, names.bronze, names.silver,
                              config.warehouse, rows, options.lsn, table_options);
-  progress.SetDetail(stats.ok() ? "written" : "failed");
-  progress.Finish();
+  if (stats.ok()) {
+    progress.SetDetail("written");
+    progress.Finish();
+  } else {
+    progress.Fail();
+  }
   return stats;
 }
 

@@ -53,7 +53,8 @@ struct ExportReader {
 };
 
 /// Opens a Parquet export: one file, or every `*.parquet` file of a directory (in
-/// name order), which must share one schema; rows read are counted into `progress`
+/// name order), which must have the same columns (a column holding only nulls, of
+/// Arrow's null type, takes the other files' type); rows read are counted into `progress`
 /// (may be null), whose total is the export's row count from the files' footers.
 arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
                                               ProgressReporter* progress = nullptr);

@@ -298,6 +298,63 @@ TEST_F(BackfillTest, AnExportIsReadInSmallBatchesAndAnIncompleteOneIsRefused) {
       << broken.status().message();
 }
 
+// The files of an export are read by column name: a file may order its columns
+// differently, and a column holding only nulls (written with Arrow's null type) takes
+// the other files' type. A column one file lacks, or a type that differs otherwise,
+// is refused naming the column and the files.
+TEST_F(BackfillTest, AnExportsFilesMayDifferInOrderAndAllNullColumns) {
+  Append({{"r", 100, 0, 1, "one"}}, 100);
+  const fs::path dir = dir_ / "export";
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const arrow::Table& table) {
+    auto out = arrow::io::FileOutputStream::Open((dir / name).string()).ValueOrDie();
+    ASSERT_TRUE(parquet::arrow::WriteTable(table, arrow::default_memory_pool(), out,
+                                           /*chunk_size=*/1000)
+                    .ok());
+    ASSERT_TRUE(out->Close().ok());
+  };
+  write("a.parquet", *Export({{1, "one"}, {2, "two"}}));  // name, id
+  arrow::Int64Builder id_builder;
+  ASSERT_TRUE(id_builder.AppendValues({3, 4}).ok());
+  auto ids = id_builder.Finish().ValueOrDie();
+  auto nulls = arrow::MakeArrayOfNull(arrow::null(), 2).ValueOrDie();
+  write("b.parquet",
+        *arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64()),
+                                           arrow::field("name", arrow::null())}),
+                            {ids, nulls}));
+  auto source = OpenParquetExport(dir.string());
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_TRUE(source->schema->GetFieldByName("name")->type()->Equals(*arrow::utf8()));
+  BackfillTableOptions options;
+  options.origin = "test export";
+  auto seeded = BackfillTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_,
+                              *source, 100, options);
+  ASSERT_TRUE(seeded.ok()) << seeded.status().ToString();
+  EXPECT_EQ(seeded->rows, 4);
+  const std::map<int64_t, std::string> rows = SilverRows();
+  EXPECT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows.at(1), "one");
+  EXPECT_EQ(rows.at(2), "two");
+
+  write("c.parquet", *arrow::Table::Make(
+                         arrow::schema({arrow::field("id", arrow::int64()),
+                                        arrow::field("name", arrow::int32())}),
+                         {ids, arrow::MakeArrayOfNull(arrow::int32(), 2).ValueOrDie()}));
+  auto typed = OpenParquetExport(dir.string());
+  ASSERT_FALSE(typed.ok());
+  EXPECT_NE(typed.status().message().find("column `name` is int32 in "),
+            std::string::npos)
+      << typed.status().message();
+  EXPECT_NE(typed.status().message().find("c.parquet"), std::string::npos);
+  write("c.parquet",
+        *arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64())}), {ids}));
+  auto missing = OpenParquetExport(dir.string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("c.parquet has no column `name`"),
+            std::string::npos)
+      << missing.status().message();
+}
+
 TEST_F(BackfillTest, TheSeededTableNamesItsWriteMode) {
   Append({{"r", 100, 0, 1, "one"}}, 100);
   for (bool copy_on_write : {false, true}) {
