@@ -225,7 +225,8 @@ void AddSilverCommands(CLI::App* app, Commands* commands) {
       ->required()
       ->check(LsnText());
   backfill->add_flag("--replace", backfill_args->replace,
-                     "drop an existing Silver table of the table first");
+                     "replace the rows of an existing Silver table of the table (one "
+                     "commit: readers see the old rows until it lands)");
   AddJsonLogsFlag(backfill, &backfill_args->json_logs);
   commands->push_back({backfill, [backfill_args] { return Backfill(*backfill_args); }});
 }

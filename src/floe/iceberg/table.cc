@@ -462,6 +462,7 @@ arrow::Result<Snapshot> Table::Overwrite(const OverwriteRequest& request,
   pending.operation = request.add_files.empty() ? "delete" : "overwrite";
   std::set<PartitionKey> touched;
   const int32_t spec_id = metadata_.default_spec_id;
+  pending.new_spec = request.new_spec;
   for (const auto& file : request.add_files) {
     if (IsDeleteFile(file)) {
       return arrow::Status::Invalid("overwrite adds data files only; ", file.file_path,
@@ -470,6 +471,7 @@ arrow::Result<Snapshot> Table::Overwrite(const OverwriteRequest& request,
     pending.add_files.push_back(file);
     touched.insert(MakePartitionKey(spec_id, file.partition));
   }
+  const bool repartitions = request.new_spec.has_value();
   for (const auto& file : request.delete_files) {
     pending.remove_paths.insert(file.file_path);
     touched.insert(MakePartitionKey(spec_id, file.partition));
@@ -487,8 +489,14 @@ arrow::Result<Snapshot> Table::Overwrite(const OverwriteRequest& request,
                                 ? request.validate_from_snapshot_id
                                 : metadata_.current_snapshot_id;
     const std::string table_name = id_.ToString();
-    pending.validate = [touched,
-                        table_name](const ConcurrentChanges& changes) -> arrow::Status {
+    pending.validate = [touched, table_name,
+                        repartitions](const ConcurrentChanges& changes) -> arrow::Status {
+      if (repartitions &&
+          (!changes.added_data.empty() || !changes.added_deletes.empty())) {
+        return ValidationFailure("overwrite on " + table_name +
+                                 ": a concurrent snapshot added files to the table this "
+                                 "overwrite re-partitions");
+      }
       for (const LiveFile& file : changes.added_data) {
         if (touched.contains(
                 MakePartitionKey(file.spec_id, file.entry.data_file.partition))) {

@@ -119,6 +119,11 @@ struct OverwriteRequest {
   /// a partition this overwrite touches (deletes of rows a rewrite copied would be
   /// lost with the file they point into).
   bool validate_no_conflicting_data_files = false;
+  /// Re-partitioning (every live file replaced): `add_files` were written for this
+  /// spec, which the same commit adds and makes the default, as
+  /// RewriteFilesRequest::new_spec. With validate_no_conflicting_data_files, any file
+  /// added since the validation snapshot fails the overwrite.
+  std::optional<PartitionSpec> new_spec;
 };
 
 /// Compaction: files replaced by new files holding the same rows (see

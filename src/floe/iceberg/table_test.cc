@@ -710,6 +710,55 @@ TEST_F(TableTest, ARewriteIntoANewSpecAddsTheSpecAndTheSnapshotInOneCommit) {
   EXPECT_EQ(ScannedIds(*reloaded).size(), 10u);
 }
 
+// An overwrite of every live file into a new spec (a table's rows replaced by others,
+// bucketed anew): the spec and the snapshot land in one commit, an `overwrite`; a file
+// appended since the validation snapshot fails it.
+TEST_F(TableTest, AnOverwriteIntoANewSpecLandsWithItAndFailsAfterAConcurrentAppend) {
+  auto table = CreateTable();
+  ValueOrDie(
+      table->AppendFiles({ValueOrDie(table->WriteDataFile({Batch(*table, 0, 10)}))}));
+  PartitionSpec spec = ValueOrDie(
+      PartitionSpecBuilder(table->schema(), 0, table->metadata().last_partition_id)
+          .Bucket("id", 2)
+          .Build());
+  OverwriteRequest request;
+  for (const auto& f : ValueOrDie(table->LiveFiles())) {
+    request.delete_files.push_back(f.entry.data_file);
+  }
+  for (const auto& part :
+       ValueOrDie(SplitByPartition(spec, table->schema(), *Batch(*table, 20, 4)))) {
+    auto writer =
+        ValueOrDie(table->NewDataFileWriter(part.partition, std::nullopt, spec));
+    ASSERT_TRUE(writer->Write(*part.batch).ok());
+    for (auto& f : ValueOrDie(writer->Finish())) request.add_files.push_back(f);
+  }
+  request.new_spec = spec;
+  request.validate_from_snapshot_id = table->metadata().current_snapshot_id;
+  request.validate_no_conflicting_data_files = true;
+
+  auto other = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
+  ValueOrDie(
+      other->AppendFiles({ValueOrDie(other->WriteDataFile({Batch(*other, 10, 5)}))}));
+  auto lost = table->Overwrite(request);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_TRUE(IsValidationFailure(lost.status())) << lost.status().ToString();
+
+  ASSERT_TRUE(table->Refresh().ok());
+  request.delete_files.clear();
+  for (const auto& f : ValueOrDie(table->LiveFiles())) {
+    request.delete_files.push_back(f.entry.data_file);
+  }
+  request.validate_from_snapshot_id = table->metadata().current_snapshot_id;
+  Snapshot snap = ValueOrDie(table->Overwrite(request));
+  EXPECT_EQ(snap.operation, "overwrite");
+  auto reloaded = ValueOrDie(Table::Load(catalog_.get(), io_, kId));
+  EXPECT_EQ(reloaded->spec().fields[0].transform, Transform::Bucket(2));
+  for (const auto& f : ValueOrDie(reloaded->LiveFiles())) {
+    EXPECT_EQ(f.spec_id, reloaded->metadata().default_spec_id);
+  }
+  EXPECT_EQ(ScannedIds(*reloaded), (std::set<int64_t>{20, 21, 22, 23}));
+}
+
 TEST_F(TableTest, ARewriteThatMustSeeNoNewFilesFailsAfterAConcurrentAppend) {
   auto table = CreateTable();
   ValueOrDie(

@@ -115,6 +115,9 @@ inline constexpr char kSilverKeyProperty[] = "floe.silver.key";
 /// JSON object mapping Bronze field ids (as strings) to the Silver field ids they are
 /// copied into, so renames follow the column.
 inline constexpr char kSilverFieldMapProperty[] = "floe.silver.bronze-field-ids";
+/// A table `floe silver backfill` created and has not committed rows to yet: the
+/// export it seeds from. Merges leave such a table alone until it has a watermark.
+inline constexpr char kSilverSeedingProperty[] = "floe.silver.seeding";
 
 // ---- Logical message prefixes floe writes into the source's WAL ------------------
 

@@ -3,6 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include <arrow/result.h>
+
+#include "floe/iceberg/partition_spec.h"
+#include "floe/iceberg/table_metadata.h"
 
 namespace floe::lake {
 
@@ -22,5 +28,13 @@ inline int32_t BucketCount(int64_t estimated_bytes, int64_t target_file_bytes) {
   }
   return n;
 }
+
+/// The partition spec bucket(`buckets`, `column`) for a table of `metadata`: its
+/// partition field is new (an id above last-partition-id, named
+/// `<column>_bucket_<buckets>`) unless an older spec had that very field, whose id
+/// and name are reused (as Java's UpdatePartitionSpec does).
+arrow::Result<iceberg::PartitionSpec> RebucketSpec(const iceberg::TableMetadata& metadata,
+                                                   const std::string& column,
+                                                   int32_t buckets);
 
 }  // namespace floe::lake

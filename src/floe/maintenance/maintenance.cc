@@ -331,32 +331,6 @@ int32_t RebucketTarget(int32_t current, int64_t live_bytes, int64_t target_file_
   return current;
 }
 
-arrow::Result<iceberg::PartitionSpec> RebucketSpec(const iceberg::TableMetadata& metadata,
-                                                   const std::string& column,
-                                                   int32_t buckets) {
-  const ice::Schema* schema = metadata.CurrentSchema();
-  const ice::NestedField* field = schema->FindField(column);
-  if (field == nullptr) {
-    return arrow::Status::Invalid("the key column ", column, " is not in the table");
-  }
-  const ice::Transform transform = ice::Transform::Bucket(buckets);
-  // A field an older spec had (same column, same bucket count) keeps its id and name,
-  // as Java's UpdatePartitionSpec does; otherwise a new id and `<column>_bucket_<N>`.
-  std::string name = column + "_bucket_" + std::to_string(buckets);
-  std::optional<int32_t> field_id;
-  for (const ice::PartitionSpec& spec : metadata.partition_specs) {
-    for (const ice::PartitionField& f : spec.fields) {
-      if (f.source_id == field->id && f.transform == transform) {
-        name = f.name;
-        field_id = f.field_id;
-      }
-    }
-  }
-  return ice::PartitionSpecBuilder(*schema, 0, metadata.last_partition_id)
-      .Add(column, transform, name, field_id)
-      .Build();
-}
-
 arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
                                                 const std::vector<std::string>& key,
                                                 const CompactTableOptions& options) {
@@ -398,7 +372,7 @@ arrow::Result<CompactResult> CompactSilverTable(ice::Table& table,
             "in {} rows, target {} bytes per file)",
             name, current, want, options.buckets ? "--buckets" : "by size", size.bytes,
             size.rows, target);
-        ARROW_ASSIGN_OR_RAISE(out.whole, RebucketSpec(t.metadata(), key[0], want));
+        ARROW_ASSIGN_OR_RAISE(out.whole, lake::RebucketSpec(t.metadata(), key[0], want));
         out.new_spec = true;
         return out;
       }

@@ -99,14 +99,6 @@ LiveSize EstimateLiveSize(const std::vector<iceberg::LiveFile>& live);
 /// (after shrinking), so compactions cannot flap between two counts.
 int32_t RebucketTarget(int32_t current, int64_t live_bytes, int64_t target_file_bytes);
 
-/// The partition spec bucket(`buckets`, `column`) for a table of `metadata`: its
-/// partition field is new (an id above last-partition-id, named
-/// `<column>_bucket_<buckets>`) unless an older spec had that very field, whose id
-/// and name are reused (as Java's UpdatePartitionSpec does).
-arrow::Result<iceberg::PartitionSpec> RebucketSpec(const iceberg::TableMetadata& metadata,
-                                                   const std::string& column,
-                                                   int32_t buckets);
-
 /// The Silver merge key recorded in the table (`floe.silver.key`).
 arrow::Result<std::vector<std::string>> SilverKeyOf(const iceberg::TableMetadata& silver);
 

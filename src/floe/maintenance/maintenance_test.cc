@@ -416,15 +416,15 @@ TEST(Rebucket, LiveSizeIsRecordsMinusPositionDeletesAtTheDataBytesPerRow) {
 TEST_F(MaintenanceTest, RebucketSpecHasANewFieldIdOrReusesAnOlderSpecsField) {
   auto table = CreateSilver();
   const int32_t last = table->metadata().last_partition_id;
-  ice::PartitionSpec spec = ValueOrDie(RebucketSpec(table->metadata(), "id", 8));
+  ice::PartitionSpec spec = ValueOrDie(lake::RebucketSpec(table->metadata(), "id", 8));
   ASSERT_EQ(spec.fields.size(), 1u);
   EXPECT_GT(spec.fields[0].field_id, last);
   EXPECT_EQ(spec.fields[0].name, "id_bucket_8");
   EXPECT_EQ(spec.fields[0].transform, ice::Transform::Bucket(8));
   // Back to 4: the field of spec 0.
-  ice::PartitionSpec back = ValueOrDie(RebucketSpec(table->metadata(), "id", 4));
+  ice::PartitionSpec back = ValueOrDie(lake::RebucketSpec(table->metadata(), "id", 4));
   EXPECT_TRUE(back.SameFields(table->spec()));
-  EXPECT_FALSE(RebucketSpec(table->metadata(), "nope", 8).ok());
+  EXPECT_FALSE(lake::RebucketSpec(table->metadata(), "nope", 8).ok());
 }
 
 TEST_F(MaintenanceTest, RebucketingRewritesEveryFileIntoANewSpecInOneCommit) {

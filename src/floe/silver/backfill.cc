@@ -1,7 +1,6 @@
 #include "floe/silver/backfill.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -13,10 +12,7 @@
 #include <arrow/array/concatenate.h>
 #include <arrow/compute/api.h>
 #include <arrow/compute/initialize.h>
-#include <arrow/io/file.h>
 #include <arrow/util/byte_size.h>
-#include <parquet/arrow/reader.h>
-#include <parquet/exception.h>
 #include <spdlog/spdlog.h>
 
 #include "floe/common/lsn.h"
@@ -41,51 +37,13 @@ namespace {
 
 namespace ice = floe::iceberg;
 namespace cp = arrow::compute;
-namespace fs = std::filesystem;
 
-// Rows of the export read at once, at most, and about how many bytes.
-constexpr int64_t kExportBatchRows = 8 * 1024;
-constexpr int64_t kExportBatchBytes = int64_t{4} << 20;
 // The export row number column of held rows (HeldSchema).
 constexpr const char* kExportRowColumn = "__floe_export_row";
 // What a backfill needs besides the export's rows (the program, manifests, a Parquet
 // writer's row group).
 constexpr int64_t kBackfillFixedBytes = int64_t{48} << 20;
 constexpr int32_t kMaxExportPartitions = 4096;
-
-// A file of the export, read a batch at a time: column chunks streamed through a
-// buffer (not a row group's read ahead whole), batches of about kExportBatchBytes
-// (fewer rows for wide ones, from the row groups' uncompressed bytes per row).
-arrow::Result<std::unique_ptr<parquet::arrow::FileReader>> OpenParquetFile(
-    const std::string& path) {
-  ARROW_ASSIGN_OR_RAISE(auto input, arrow::io::ReadableFile::Open(path));
-  try {
-    parquet::ReaderProperties properties;
-    properties.enable_buffered_stream();
-    properties.set_buffer_size(int64_t{1} << 20);
-    parquet::ArrowReaderProperties arrow_properties;
-    arrow_properties.set_pre_buffer(false);
-    parquet::arrow::FileReaderBuilder builder;
-    if (arrow::Status opened = builder.Open(input, properties); !opened.ok()) {
-      return opened.WithMessage("reading ", path, ": ", opened.message());
-    }
-    builder.memory_pool(arrow::default_memory_pool())->properties(arrow_properties);
-    std::unique_ptr<parquet::arrow::FileReader> reader;
-    ARROW_ASSIGN_OR_RAISE(reader, builder.Build());
-    const auto metadata = reader->parquet_reader()->metadata();
-    int64_t bytes = 0;
-    for (int g = 0; g < metadata->num_row_groups(); ++g) {
-      bytes += metadata->RowGroup(g)->total_byte_size();
-    }
-    const int64_t per_row =
-        std::max<int64_t>(1, bytes / std::max<int64_t>(1, metadata->num_rows()));
-    reader->set_batch_size(
-        std::clamp<int64_t>(kExportBatchBytes / per_row, 16, kExportBatchRows));
-    return reader;
-  } catch (const parquet::ParquetException& e) {
-    return arrow::Status::IOError("reading ", path, ": ", e.what());
-  }
-}
 
 arrow::Status EnsureCompute() {
   static std::once_flag once;
@@ -146,137 +104,6 @@ arrow::Result<uint64_t> BronzeStartLsn(const ice::TableMetadata& bronze,
   }
   if (start) return static_cast<uint64_t>(*start);
   return lake::CommittedLsnOf(bronze).value();
-}
-
-namespace {
-
-// The schema of an export whose first file has `first` and another file `other`:
-// the same column names (in any order: rows are read by name); a column of Arrow's
-// null type (what writers give a column holding only nulls) takes the other file's
-// type. Any other difference is refused, naming the column.
-arrow::Result<std::shared_ptr<arrow::Schema>> UnifyExportSchemas(
-    const arrow::Schema& first, const std::string& first_file, const arrow::Schema& other,
-    const std::string& other_file) {
-  auto differ = [&](const std::string& what) {
-    return arrow::Status::Invalid(
-        "the files of the export do not share one schema: ", what,
-        ". Write every file of the export from one query");
-  };
-  arrow::FieldVector fields = first.fields();
-  for (auto& field : fields) {
-    const std::shared_ptr<arrow::Field> theirs = other.GetFieldByName(field->name());
-    if (theirs == nullptr) {
-      return differ(other_file + " has no column `" + field->name() + "`, " + first_file +
-                    " has");
-    }
-    if (theirs->type()->Equals(*field->type())) continue;
-    if (theirs->type()->id() == arrow::Type::NA) continue;
-    if (field->type()->id() == arrow::Type::NA) {
-      field = theirs->WithNullable(true);
-      continue;
-    }
-    return differ("column `" + field->name() + "` is " + theirs->type()->ToString() +
-                  " in " + other_file + " and " + field->type()->ToString() + " in " +
-                  first_file);
-  }
-  for (const auto& field : other.fields()) {
-    if (first.GetFieldIndex(field->name()) < 0) {
-      return differ(other_file + " has a column `" + field->name() + "` that " +
-                    first_file + " has not");
-    }
-  }
-  return arrow::schema(std::move(fields));
-}
-
-}  // namespace
-
-arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
-                                              ProgressReporter* progress) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return arrow::Status::IOError("the export ", path, " does not exist");
-  }
-  auto files = std::make_shared<std::vector<std::string>>();
-  if (!fs::is_directory(path, ec)) {
-    files->push_back(path);
-  } else {
-    for (const auto& entry : fs::directory_iterator(path)) {
-      if (entry.is_directory()) {
-        // A partitioned or nested export (Spark's col=value/ or x.parquet/ folders):
-        // reading the top level only would silently seed part of the table.
-        return arrow::Status::Invalid(
-            "the export directory ", path, " holds a directory (",
-            entry.path().filename().string(),
-            "); floe reads the *.parquet files at the top level of the directory only. "
-            "Put every file of the export there");
-      }
-      if (entry.is_regular_file() && entry.path().extension() == ".parquet") {
-        files->push_back(entry.path().string());
-      }
-    }
-    std::sort(files->begin(), files->end());
-    if (files->empty()) {
-      return arrow::Status::IOError("the directory ", path, " holds no *.parquet file");
-    }
-  }
-  // Every footer first: the row count of the whole export, and one schema.
-  ExportReader out;
-  for (const auto& f : *files) {
-    ARROW_ASSIGN_OR_RAISE(auto reader, OpenParquetFile(f));
-    const int64_t rows = reader->parquet_reader()->metadata()->num_rows();
-    out.rows += rows;
-    if (progress != nullptr) progress->AddTotal(rows);
-    std::shared_ptr<arrow::Schema> schema;
-    ARROW_RETURN_NOT_OK(reader->GetSchema(&schema));
-    if (out.schema == nullptr) {
-      out.schema = schema;
-    } else {
-      ARROW_ASSIGN_OR_RAISE(out.schema,
-                            UnifyExportSchemas(*out.schema, files->front(), *schema, f));
-    }
-  }
-  // Then the files one after the other, a batch at a time.
-  struct State {
-    size_t next_file = 0;
-    std::string path;
-    std::unique_ptr<parquet::arrow::FileReader> file;
-    std::unique_ptr<arrow::RecordBatchReader> batches;
-  };
-  auto state = std::make_shared<State>();
-  out.next = [files, state,
-              progress]() -> arrow::Result<std::shared_ptr<arrow::RecordBatch>> {
-    while (true) {
-      if (state->batches == nullptr) {
-        if (state->next_file == files->size()) return nullptr;
-        const std::string& f = state->path = (*files)[state->next_file++];
-        if (progress != nullptr) {
-          progress->SetDetail("reading file " + std::to_string(state->next_file) + "/" +
-                              std::to_string(files->size()));
-        }
-        ARROW_ASSIGN_OR_RAISE(state->file, OpenParquetFile(f));
-        try {
-          ARROW_ASSIGN_OR_RAISE(state->batches, state->file->GetRecordBatchReader());
-        } catch (const parquet::ParquetException& e) {
-          return arrow::Status::IOError("reading ", f, ": ", e.what());
-        }
-      }
-      std::shared_ptr<arrow::RecordBatch> batch;
-      try {
-        if (arrow::Status read = state->batches->ReadNext(&batch); !read.ok()) {
-          return read.WithMessage("reading ", state->path, ": ", read.message());
-        }
-      } catch (const parquet::ParquetException& e) {
-        return arrow::Status::IOError("reading ", state->path, ": ", e.what());
-      }
-      if (batch != nullptr) {
-        if (progress != nullptr) progress->Add(batch->num_rows());
-        return batch;
-      }
-      state->batches.reset();
-      state->file.reset();
-    }
-  };
-  return out;
 }
 
 namespace {
@@ -548,7 +375,7 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
     ice::Table& silver, const std::shared_ptr<arrow::Schema>& silver_arrow,
     const HeldExport& rows, int32_t bucket, int32_t buckets,
     const std::vector<std::string>& key, const ice::RowOrder& order, uint64_t lsn,
-    const BackfillTableOptions& options) {
+    const BackfillTableOptions& options, const std::optional<ice::PartitionSpec>& spec) {
   std::vector<cp::SortKey> sort_keys;
   for (const auto& k : key) sort_keys.emplace_back(k);
   const int64_t runs_count =
@@ -591,7 +418,7 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
   if (!narrowed) return out_of_order();
   ARROW_ASSIGN_OR_RAISE(auto writer,
                         silver.NewDataFileWriter({ice::Literal(int32_t{bucket})},
-                                                 options.target_file_bytes));
+                                                 options.target_file_bytes, spec));
   writer->set_row_group_bytes(std::max<int64_t>(1 << 20, options.memory_limit / 8));
   ARROW_ASSIGN_OR_RAISE(
       bool sorted,
@@ -609,11 +436,13 @@ arrow::Result<std::vector<ice::DataFile>> WriteBucketFromRuns(
 }
 
 // Writes every partition of `rows` to `silver` (sorted by the key, by bucket) and
-// commits them in one append with watermark `lsn`. On failure nothing is committed
-// and the files written are deleted.
+// commits them in one append (one overwrite of every live file, when the table has
+// rows) with watermark `lsn`. On failure nothing is committed and the files written
+// are deleted.
 arrow::Status WriteAndCommit(ice::Table& silver, ice::FileIO& io, const HeldExport& rows,
                              const std::vector<std::string>& key, uint64_t lsn,
                              const BackfillTableOptions& options,
+                             const std::optional<ice::PartitionSpec>& spec,
                              const ice::TableIdentifier& silver_id,
                              BackfillStats* stats) {
   ARROW_ASSIGN_OR_RAISE(auto silver_arrow, ice::ToArrowSchema(silver.schema()));
@@ -636,13 +465,13 @@ arrow::Status WriteAndCommit(ice::Table& silver, ice::FileIO& io, const HeldExpo
     auto written = [&]() -> arrow::Result<std::vector<ice::DataFile>> {
       if (order) {
         return WriteBucketFromRuns(silver, silver_arrow, rows, p, buckets, key, *order,
-                                   lsn, options);
+                                   lsn, options, spec);
       }
       ARROW_ASSIGN_OR_RAISE(auto held, rows.Load(p));
       if (held->num_rows() == 0) return std::vector<ice::DataFile>{};
       ARROW_ASSIGN_OR_RAISE(auto batch, SilverRows(silver_arrow, *held, lsn));
       held.reset();
-      return WriteUpserts(silver, batch, key);
+      return WriteUpserts(silver, batch, key, spec);
     }();
     if (!written.ok()) {
       drop_files();
@@ -652,11 +481,23 @@ arrow::Status WriteAndCommit(ice::Table& silver, ice::FileIO& io, const HeldExpo
   }
   ice::SummaryProperties summary = {{lake::kWatermarkSummaryKey, std::to_string(lsn)}};
   if (!options.origin.empty()) summary[lake::kSeededFromSummaryKey] = options.origin;
-  // One attempt: if anything committed to the new table meanwhile (a `floe silver`
-  // pass filling it from Bronze), the catalog's compare-and-swap refuses this commit.
+  // One attempt: if anything committed to the table meanwhile (a `floe silver` pass
+  // filling it from Bronze), the catalog's compare-and-swap refuses this commit. A
+  // table with rows (--replace) has every live file replaced.
   ice::CommitOptions once;
   once.max_attempts = 1;
-  auto committed = silver.AppendFiles(files, summary, once);
+  auto committed = [&]() -> arrow::Result<ice::Snapshot> {
+    const std::optional<int64_t> planned = silver.metadata().current_snapshot_id;
+    ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles(planned));
+    if (live.empty()) return silver.AppendFiles(files, summary, once);
+    ice::OverwriteRequest request;
+    for (const auto& f : live) request.delete_files.push_back(f.entry.data_file);
+    request.add_files = files;
+    request.validate_from_snapshot_id = planned;
+    request.validate_no_conflicting_data_files = true;
+    request.new_spec = spec;
+    return silver.Overwrite(request, summary, once);
+  }();
   if (!committed.ok()) {
     drop_files();
     return arrow::Status::IOError(
@@ -665,6 +506,17 @@ arrow::Status WriteAndCommit(ice::Table& silver, ice::FileIO& io, const HeldExpo
   }
   stats->data_files = static_cast<int32_t>(files.size());
   return arrow::Status::OK();
+}
+
+// Seeded: the mark of a table being seeded (CreateSilverTable's `seeding`) goes.
+// Merges go on once the table has a watermark anyway, so a failure here is harmless.
+void ClearSeeding(ice::Table& silver) {
+  if (!silver.metadata().properties.contains(lake::kSilverSeedingProperty)) return;
+  ARROW_UNUSED(
+      silver.UpdateMetadata([](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+        b->RemoveProperties({lake::kSilverSeedingProperty});
+        return arrow::Status::OK();
+      }));
 }
 
 }  // namespace
@@ -711,8 +563,8 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
   if (exists && !options.replace) {
     return arrow::Status::Invalid(
         silver_id.ToString(),
-        " already exists; pass --replace to drop it and seed it from the export "
-        "(its files stay until orphan cleanup), or drop it yourself");
+        " already exists; pass --replace to replace its rows with the export's (in "
+        "one commit: readers see the old rows until then), or drop it yourself");
   }
 
   // Values in Bronze's types, the key not null (as read) and unique (a partition at
@@ -726,12 +578,26 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
   }
 
   if (exists) {
-    ARROW_RETURN_NOT_OK(catalog->DropTable(silver_id));
+    // In place: the old rows stay readable (and the table's uuid and history kept)
+    // until one commit replaces them all (in a new bucket count's spec, when the
+    // export's size calls for one), so a failure or a kill on the way leaves the
+    // table's rows and watermark as they were.
+    ARROW_ASSIGN_OR_RAISE(auto silver, ice::Table::Load(catalog, io, silver_id));
+    std::optional<ice::PartitionSpec> spec;
+    ARROW_RETURN_NOT_OK(ReplaceSilverLayout(
+        silver.get(), bronze, key, held.rows(), options.target_file_bytes,
+        options.copy_on_write, &stats.buckets, &spec));
+    ARROW_RETURN_NOT_OK(
+        WriteAndCommit(*silver, *io, held, key, lsn, options, spec, silver_id, &stats));
+    ClearSeeding(*silver);
     stats.replaced = true;
+    stats.rows = held.rows();
+    return stats;
   }
   auto created = CreateSilverTable(catalog, io, bronze, bronze_id, silver_id, warehouse,
                                    key, held.rows(), options.target_file_bytes,
-                                   &stats.buckets, options.copy_on_write);
+                                   &stats.buckets, options.copy_on_write,
+                                   options.origin.empty() ? "an export" : options.origin);
   if (!created.ok()) {
     if (ice::GetCatalogErrorKind(created.status()) ==
         ice::CatalogErrorKind::kAlreadyExists) {
@@ -741,13 +607,15 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
     }
     return created.status();
   }
-  arrow::Status written =
-      WriteAndCommit(**created, *io, held, key, lsn, options, silver_id, &stats);
+  arrow::Status written = WriteAndCommit(**created, *io, held, key, lsn, options,
+                                         /*spec=*/std::nullopt, silver_id, &stats);
   if (!written.ok()) {
     // Nothing committed: do not leave an empty table behind for a retry to trip on.
+    // (A kill leaves it, marked as being seeded: merges wait for a backfill again.)
     ARROW_UNUSED(catalog->DropTable(silver_id));
     return written;
   }
+  ClearSeeding(**created);
   stats.rows = held.rows();
   return stats;
 }

@@ -44,6 +44,9 @@ arrow::Result<uint64_t> BronzeStartLsn(const iceberg::TableMetadata& bronze,
                                        iceberg::FileIO& io);
 
 /// An export read a batch at a time.
+/// Rows of an export read at once, at most.
+inline constexpr int64_t kExportBatchRows = 8 * 1024;
+
 struct ExportReader {
   std::shared_ptr<arrow::Schema> schema;
   /// Rows in all (from the files' footers).

@@ -21,7 +21,9 @@
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/iceberg/table.h"
 #include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 #include "floe/silver/bronze_fixture_test_util.h"
+#include "floe/silver/counting_file_io.h"
 #include "floe/silver/merge.h"
 #include "floe/silver/verify.h"
 
@@ -55,17 +57,36 @@ std::shared_ptr<arrow::Table> Export(const std::map<int64_t, std::string>& rows,
   return arrow::Table::Make(arrow::schema(fields), arrays);
 }
 
+// Fails the output of Silver's data files once `fail` is set (a full disk, say).
+class FailingSilverWrites : public CountingFileIO {
+ public:
+  explicit FailingSilverWrites(std::shared_ptr<ice::FileIO> inner)
+      : CountingFileIO(std::move(inner), nullptr, nullptr) {}
+
+  arrow::Result<std::shared_ptr<arrow::io::OutputStream>> OpenOutput(
+      const std::string& location) override {
+    if (fail && location.find("/silver/") != std::string::npos &&
+        location.ends_with(".parquet")) {
+      return arrow::Status::IOError("no space left on device (test)");
+    }
+    return CountingFileIO::OpenOutput(location);
+  }
+
+  bool fail = false;
+};
+
 class BackfillTest : public BronzeFixture {
  protected:
   arrow::Result<BackfillStats> Backfill(const arrow::Table& rows, uint64_t lsn,
-                                        bool replace = false, bool copy_on_write = false) {
+                                        bool replace = false, bool copy_on_write = false,
+                                        std::shared_ptr<ice::FileIO> io = nullptr) {
     BackfillTableOptions options;
     options.replace = replace;
     options.copy_on_write = copy_on_write;
     options.target_file_bytes = 2048;
     options.origin = "test export";
-    return BackfillTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_, rows,
-                         lsn, options);
+    return BackfillTable(catalog_.get(), io ? io : io_, bronze_id_, silver_id_,
+                         warehouse_, rows, lsn, options);
   }
 };
 
@@ -151,6 +172,76 @@ TEST_F(BackfillTest, SeedsSilverThenMergesContinueFromTheExportLsn) {
   Merge();
   EXPECT_EQ(SilverRows(),
             (std::map<int64_t, std::string>{{1, "uno"}, {2, "dos"}, {4, "four"}}));
+}
+
+// --replace keeps the table (its uuid) and replaces its rows in one commit: a replace
+// that fails while writing leaves the old rows and watermark, readable and merged on;
+// one that succeeds leaves only the export's rows, in the export's bucket count. A
+// table a backfill created and never committed to (a kill) is not merged into from
+// Bronze's history (which may not hold the whole table) until a backfill commits.
+TEST_F(BackfillTest, ReplaceIsOneCommitAndAnUnfinishedSeedIsNotMergedInto) {
+  Append({{"r", 100, 0, 1, "one"}, {"r", 100, 1, 2, "two"}}, 100);
+  ASSERT_TRUE(Backfill(*Export({{1, "one"}, {2, "two"}}), 100).ok());
+  const std::string uuid = ice::Table::Load(catalog_.get(), io_, silver_id_)
+                               .ValueOrDie()
+                               ->metadata()
+                               .table_uuid;
+  ASSERT_FALSE(ice::Table::Load(catalog_.get(), io_, silver_id_)
+                   .ValueOrDie()
+                   ->metadata()
+                   .properties.contains(lake::kSilverSeedingProperty));
+  Append({{"u", 150, 0, 2, "dos"}}, 150);
+
+  std::map<int64_t, std::string> big;
+  for (int64_t k = 1; k <= 400; ++k) big[k] = "row " + std::to_string(k);
+  auto failing = std::make_shared<FailingSilverWrites>(io_);
+  failing->fail = true;
+  auto failed = Backfill(*Export(big), 150, /*replace=*/true, false, failing);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("no space left"), std::string::npos)
+      << failed.status().message();
+  auto kept = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+  EXPECT_EQ(kept->metadata().table_uuid, uuid);
+  EXPECT_EQ(SilverWatermark(kept->metadata()), 100u);
+  EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{{1, "one"}, {2, "two"}}));
+  Merge();  // the old rows merge on, in the layout the replace gave the table
+  EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{{1, "one"}, {2, "dos"}}));
+
+  auto replaced = Backfill(*Export(big), 150, /*replace=*/true);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+  EXPECT_TRUE(replaced->replaced);
+  EXPECT_GT(replaced->buckets, 1);  // a new spec, in the commit of the rows
+  auto table = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+  EXPECT_EQ(table->metadata().table_uuid, uuid);
+  EXPECT_EQ(SilverWatermark(table->metadata()), 150u);
+  EXPECT_EQ(SilverRows(), big);
+  for (const auto& f : table->LiveFiles().ValueOrDie()) {
+    EXPECT_EQ(f.entry.data_file.content, ice::DataFileContent::kData)
+        << f.entry.data_file.file_path;
+    EXPECT_EQ(f.spec_id, table->spec().spec_id) << f.entry.data_file.file_path;
+  }
+
+  // A seed killed after creating its table: empty, marked; merges wait for it.
+  ASSERT_TRUE(catalog_->DropTable(silver_id_).ok());
+  int32_t buckets = 0;
+  auto bronze = ice::Table::Load(catalog_.get(), io_, bronze_id_).ValueOrDie();
+  ASSERT_TRUE(CreateSilverTable(catalog_.get(), io_, bronze->metadata(), bronze_id_,
+                                silver_id_, warehouse_, {"id"}, 2, 2048, &buckets, false,
+                                "killed export")
+                  .ok());
+  const MergeStats waiting = Merge();
+  EXPECT_EQ(waiting.outcome, MergeOutcome::kWaiting);
+  EXPECT_NE(waiting.message.find("run it again with --replace"), std::string::npos)
+      << waiting.message;
+  EXPECT_TRUE(SilverRows().empty());
+  auto again = Backfill(*Export({{1, "uno"}, {2, "dos"}}), 150, /*replace=*/true);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(ice::Table::Load(catalog_.get(), io_, silver_id_)
+                   .ValueOrDie()
+                   ->metadata()
+                   .properties.contains(lake::kSilverSeedingProperty));
+  EXPECT_EQ(Merge().outcome, MergeOutcome::kUpToDate);
+  EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{{1, "uno"}, {2, "dos"}}));
 }
 
 // An export larger than the memory limit is spilled by the key's hash and checked

@@ -237,34 +237,74 @@ int SliceWorkers(int concurrency, int merges) {
 // The upserted rows sorted by key, written as data files of their buckets.
 arrow::Result<std::vector<ice::DataFile>> WriteUpserts(
     const ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
-    const std::vector<std::string>& key_names) {
+    const std::vector<std::string>& key_names,
+    const std::optional<ice::PartitionSpec>& spec) {
   ARROW_ASSIGN_OR_RAISE(auto parts,
-                        merge_internal::SortedPartitions(silver, rows, key_names));
-  return merge_internal::WriteSortedPartitions(silver, std::move(parts));
+                        merge_internal::SortedPartitions(silver, rows, key_names, spec));
+  return merge_internal::WriteSortedPartitions(silver, std::move(parts), spec);
 }
 
-arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
-    ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
-    const ice::TableMetadata& bronze, const ice::TableIdentifier& bronze_id,
-    const ice::TableIdentifier& silver_id, const std::string& warehouse,
-    const std::vector<std::string>& key, int64_t rows, int64_t target_file_bytes,
-    int32_t* buckets_out, bool copy_on_write) {
-  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
-  const std::string source = SourceNameOf(bronze, bronze_id);
-  const std::string key_json = JsonArray(key);
-  // Layout: bucket(N, first key column) with N from Bronze's bytes per row times
-  // the rows Silver will hold; sorted by the key; bloom filters on the key.
-  int64_t bytes_per_row = 0;
+namespace merge_internal {
+
+int32_t SilverBucketsFor(const ice::TableMetadata& bronze, int64_t rows,
+                         int64_t target_file_bytes, int64_t* bytes_per_row) {
+  *bytes_per_row = 0;
   if (const ice::Snapshot* s = bronze.CurrentSnapshot()) {
     auto size = s->summary.find("total-files-size");
     auto records = s->summary.find("total-records");
     if (size != s->summary.end() && records != s->summary.end()) {
       auto b = ParseUint64(size->second);
       auto r = ParseUint64(records->second);
-      if (b && r && *r > 0) bytes_per_row = static_cast<int64_t>(*b / *r);
+      if (b && r && *r > 0) *bytes_per_row = static_cast<int64_t>(*b / *r);
     }
   }
-  const int32_t buckets = BucketCount(bytes_per_row * rows, target_file_bytes);
+  return BucketCount(*bytes_per_row * rows, target_file_bytes);
+}
+
+ice::SortOrder SilverSortOrder(const ice::Schema& schema,
+                               const std::vector<std::string>& key) {
+  ice::SortOrder order;
+  order.order_id = 1;
+  for (const auto& k : key) {
+    order.fields.push_back({ice::Transform::Identity(), schema.FindField(k)->id,
+                            ice::SortDirection::kAscending, ice::NullOrder::kNullsFirst});
+  }
+  return order;
+}
+
+std::map<std::string, std::string> SilverLayoutProperties(
+    const ice::Schema& schema, const std::vector<std::string>& key,
+    int64_t target_file_bytes, bool copy_on_write) {
+  std::map<std::string, std::string> props = {
+      {lake::kSilverKeyProperty, JsonArray(key)},
+      {ice::kTargetFileSizeProperty, std::to_string(target_file_bytes)},
+  };
+  for (const char* mode_key : kWriteModeProperties) {
+    props[mode_key] = copy_on_write ? kCopyOnWrite : kMergeOnRead;
+  }
+  for (const auto& k : key) {
+    // Parquet has no bloom filters for booleans (a boolean key column after the first).
+    if (schema.FindField(k)->type->id() == ice::TypeId::kBoolean) continue;
+    props[std::string(ice::kBloomFilterEnabledPrefix) + k] = "true";
+  }
+  return props;
+}
+
+}  // namespace merge_internal
+
+arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
+    ice::Catalog* catalog, std::shared_ptr<ice::FileIO> io,
+    const ice::TableMetadata& bronze, const ice::TableIdentifier& bronze_id,
+    const ice::TableIdentifier& silver_id, const std::string& warehouse,
+    const std::vector<std::string>& key, int64_t rows, int64_t target_file_bytes,
+    int32_t* buckets_out, bool copy_on_write, const std::string& seeding) {
+  const ice::Schema& bronze_schema = *bronze.CurrentSchema();
+  const std::string source = SourceNameOf(bronze, bronze_id);
+  // Layout: bucket(N, first key column) with N from Bronze's bytes per row times
+  // the rows Silver will hold; sorted by the key; bloom filters on the key.
+  int64_t bytes_per_row = 0;
+  const int32_t buckets =
+      merge_internal::SilverBucketsFor(bronze, rows, target_file_bytes, &bytes_per_row);
   std::vector<ice::NestedField> fields;
   ARROW_ASSIGN_OR_RAISE(std::vector<RowColumn> row_columns, RowColumnsOf(bronze));
   std::map<int32_t, std::string> silver_name;
@@ -288,27 +328,13 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
   ARROW_ASSIGN_OR_RAISE(
       ice::PartitionSpec spec,
       ice::PartitionSpecBuilder(schema).Bucket(key[0], buckets).Build());
-  ice::SortOrder order;
-  order.order_id = 1;
-  for (const auto& k : key) {
-    order.fields.push_back({ice::Transform::Identity(), schema.FindField(k)->id,
-                            ice::SortDirection::kAscending, ice::NullOrder::kNullsFirst});
-  }
-  std::map<std::string, std::string> props = {
-      {lake::kSilverKeyProperty, key_json},
-      {lake::kSilverFieldMapProperty, FieldMapJson(field_map)},
-      {lake::kSourceTableProperty, source},
-      {ice::kTargetFileSizeProperty, std::to_string(target_file_bytes)},
-  };
-  for (const char* mode_key : kWriteModeProperties) {
-    props[mode_key] = copy_on_write ? kCopyOnWrite : kMergeOnRead;
-  }
+  const ice::SortOrder order = merge_internal::SilverSortOrder(schema, key);
+  std::map<std::string, std::string> props = merge_internal::SilverLayoutProperties(
+      schema, key, target_file_bytes, copy_on_write);
+  props[lake::kSilverFieldMapProperty] = FieldMapJson(field_map);
+  props[lake::kSourceTableProperty] = source;
+  if (!seeding.empty()) props[lake::kSilverSeedingProperty] = seeding;
   props.insert(DefaultProperties().begin(), DefaultProperties().end());
-  for (const auto& k : key) {
-    // Parquet has no bloom filters for booleans (a boolean key column after the first).
-    if (schema.FindField(k)->type->id() == ice::TypeId::kBoolean) continue;
-    props[std::string(ice::kBloomFilterEnabledPrefix) + k] = "true";
-  }
   ARROW_RETURN_NOT_OK(catalog->EnsureNamespace(silver_id.ns));
   auto created =
       ice::Table::Create(catalog, io, silver_id, schema, spec, order,
@@ -424,13 +450,14 @@ arrow::Result<bool> KeyAllowsMerge(const ice::TableMetadata& bronze,
 }
 
 // What PrepareSilver found.
-enum class SilverState { kReady, kRebuilding, kUpToDate };
+enum class SilverState { kReady, kRebuilding, kUpToDate, kWaiting };
 
 // Brings an existing Silver table in line with Bronze before a plan: a key changed
 // while Bronze was copied again since drops it (kRebuilding: the next plan backfills
 // it), a key column renamed follows, the schema evolves and the pipeline file's
 // properties are set; kUpToDate (and so `stats`) when its watermark reached Bronze's
-// commit LSN.
+// commit LSN; kWaiting (and `stats`) while a backfill from an export has created the
+// table and not committed its rows.
 arrow::Result<SilverState> PrepareSilver(ice::Catalog* catalog, ice::Table* silver,
                                          const ice::TableMetadata& bronze,
                                          ice::FileIO& bronze_io,
@@ -439,6 +466,19 @@ arrow::Result<SilverState> PrepareSilver(ice::Catalog* catalog, ice::Table* silv
                                          uint64_t bronze_lsn, const MergeOptions& options,
                                          MergeStats* stats) {
   const ice::TableIdentifier& silver_id = silver->identifier();
+  // Merging Bronze's history into it would make Silver whatever Bronze holds, which
+  // may not be the whole table (why it is seeded from an export).
+  if (auto seeding = silver->metadata().properties.find(lake::kSilverSeedingProperty);
+      seeding != silver->metadata().properties.end() &&
+      SilverWatermark(silver->metadata()) == 0) {
+    stats->outcome = MergeOutcome::kWaiting;
+    stats->message = silver_id.ToString() +
+                     ": waiting for `floe silver backfill` to commit the rows of " +
+                     seeding->second +
+                     "; if it failed or was killed, run it again with --replace (or "
+                     "drop the table to build Silver from Bronze's history)";
+    return SilverState::kWaiting;
+  }
   const ice::Schema& bronze_schema = *bronze.CurrentSchema();
   const std::string key_json = JsonArray(key);
   auto it = silver->metadata().properties.find(lake::kSilverKeyProperty);
@@ -686,7 +726,7 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
                         key, bronze_lsn, options, &stats));
       if (state == SilverState::kRebuilding) continue;
       watermark = SilverWatermark(silver->metadata());
-      if (state == SilverState::kUpToDate) return stats;
+      if (state == SilverState::kUpToDate || state == SilverState::kWaiting) return stats;
     }
     stats.from_lsn = watermark;
 
@@ -708,7 +748,8 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
       auto created = CreateSilverTable(
           catalog, io, bronze, bronze_id, silver_id, warehouse, key,
           increment->spilled() ? increment->live_estimate() : stats.upserted,
-          options.target_file_bytes, &stats.buckets, options.copy_on_write);
+          options.target_file_bytes, &stats.buckets, options.copy_on_write,
+          /*seeding=*/"");
       if (!created.ok()) {
         // Another merge created it (a conflict), or the catalog hiccuped: plan again.
         if (floe::IsRetryable(created.status())) continue;

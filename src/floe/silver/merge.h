@@ -253,19 +253,36 @@ arrow::Result<std::shared_ptr<arrow::Table>> ReadBronze(
 /// layout of docs/silver.md: Bronze's row columns then cdc_commit_lsn, bucket(N,
 /// key[0]) with N = BucketCount(Bronze's bytes per row x `rows`), sorted by `key`,
 /// bloom filters on the key, the floe.silver.* properties, write.*.mode naming the
-/// merge mode (copy-on-write or merge-on-read). Sets *buckets to N.
+/// merge mode (copy-on-write or merge-on-read); with a `seeding` origin (a backfill
+/// from an export), lake::kSilverSeedingProperty naming it. Sets *buckets to N.
 /// Fails with the catalog's kAlreadyExists when the table exists.
 arrow::Result<std::unique_ptr<iceberg::Table>> CreateSilverTable(
     iceberg::Catalog* catalog, std::shared_ptr<iceberg::FileIO> io,
     const iceberg::TableMetadata& bronze, const iceberg::TableIdentifier& bronze_id,
     const iceberg::TableIdentifier& silver_id, const std::string& warehouse,
     const std::vector<std::string>& key, int64_t rows, int64_t target_file_bytes,
-    int32_t* buckets, bool copy_on_write = false);
+    int32_t* buckets, bool copy_on_write, const std::string& seeding);
+
+/// Gives the existing Silver table `silver` the layout CreateSilverTable would give a
+/// new one of `rows` rows, for `floe silver backfill --replace`, in metadata commits
+/// that change no rows: the schema evolved to Bronze's as a merge does, sorted by
+/// `key`, the layout's properties (bloom filters of columns no longer in the key
+/// removed). Sets *buckets to N of bucket(N, key[0]) and, when the table's spec is
+/// not that, *new_spec to it: the spec the replacing rows are written in and that
+/// their commit makes the default (OverwriteRequest::new_spec).
+arrow::Status ReplaceSilverLayout(iceberg::Table* silver,
+                                  const iceberg::TableMetadata& bronze,
+                                  const std::vector<std::string>& key, int64_t rows,
+                                  int64_t target_file_bytes, bool copy_on_write,
+                                  int32_t* buckets,
+                                  std::optional<iceberg::PartitionSpec>* new_spec);
 
 /// `rows` (Silver's Arrow schema) sorted by the key columns `key_names` and written as
-/// data files of their buckets. Nothing is committed.
+/// data files of their buckets (of `spec` when set: a spec the table does not have
+/// yet, which the files' commit adds). Nothing is committed.
 arrow::Result<std::vector<iceberg::DataFile>> WriteUpserts(
     const iceberg::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
-    const std::vector<std::string>& key_names);
+    const std::vector<std::string>& key_names,
+    const std::optional<iceberg::PartitionSpec>& spec = std::nullopt);
 
 }  // namespace floe::silver

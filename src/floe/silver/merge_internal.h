@@ -49,6 +49,21 @@ std::vector<std::string> SilverKeyNames(const iceberg::TableMetadata& silver);
 /// The Bronze -> Silver field map as its table property records it (JSON object).
 std::string FieldMapJson(const std::map<int32_t, int32_t>& map);
 
+/// The bucket count of a Silver table of `rows` rows of `bronze` (its bytes per row,
+/// from its current snapshot's summary, set in *bytes_per_row; 0 when unknown).
+int32_t SilverBucketsFor(const iceberg::TableMetadata& bronze, int64_t rows,
+                         int64_t target_file_bytes, int64_t* bytes_per_row);
+
+/// Silver's sort order: `key` ascending, nulls first (order id 1).
+iceberg::SortOrder SilverSortOrder(const iceberg::Schema& schema,
+                                   const std::vector<std::string>& key);
+
+/// The layout's table properties: the key, the target file size, write.*.mode and
+/// the key columns' bloom filters.
+std::map<std::string, std::string> SilverLayoutProperties(
+    const iceberg::Schema& schema, const std::vector<std::string>& key,
+    int64_t target_file_bytes, bool copy_on_write);
+
 /// Evolves Silver's schema to what changed in Bronze's row columns (new columns
 /// added, renames followed by field id, allowed promotions) and records the field
 /// map; `changes` describes each step (empty when nothing changed).
@@ -230,15 +245,18 @@ arrow::Status CommitPlan(iceberg::Table& silver, iceberg::FileIO& io,
 /// of them), each i once; returns when all are done.
 void OnThreads(size_t n, int workers, const std::function<void(size_t)>& each);
 
-/// `rows` (Silver's Arrow form) sorted by `key_names`, split by Silver's partitions.
+/// `rows` (Silver's Arrow form) sorted by `key_names`, split by Silver's partitions
+/// (those of `spec` when set: a spec the table does not have yet).
 arrow::Result<std::vector<iceberg::PartitionedBatch>> SortedPartitions(
     const iceberg::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
-    const std::vector<std::string>& key_names);
+    const std::vector<std::string>& key_names,
+    const std::optional<iceberg::PartitionSpec>& spec = std::nullopt);
 
-/// Writes `parts` (SortedPartitions) as Silver's data files of their partitions, each
-/// part released once written.
+/// Writes `parts` (SortedPartitions) as Silver's data files of their partitions (of
+/// `spec` when set), each part released once written.
 arrow::Result<std::vector<iceberg::DataFile>> WriteSortedPartitions(
-    const iceberg::Table& silver, std::vector<iceberg::PartitionedBatch> parts);
+    const iceberg::Table& silver, std::vector<iceberg::PartitionedBatch> parts,
+    const std::optional<iceberg::PartitionSpec>& spec = std::nullopt);
 
 /// The upserts of a merge cut into slices. A partition whose rows several slices
 /// hold (`shared`) gets a sorted run, a local file in `dir`, from each slice that

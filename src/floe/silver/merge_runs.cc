@@ -48,22 +48,27 @@ void OnThreads(size_t n, int workers, const std::function<void(size_t)>& each) {
 
 arrow::Result<std::vector<ice::PartitionedBatch>> SortedPartitions(
     const ice::Table& silver, const std::shared_ptr<arrow::RecordBatch>& rows,
-    const std::vector<std::string>& key_names) {
+    const std::vector<std::string>& key_names,
+    const std::optional<ice::PartitionSpec>& spec) {
   if (rows->num_rows() == 0) return std::vector<ice::PartitionedBatch>{};
   std::vector<cp::SortKey> sort_keys;
   for (const auto& k : key_names) sort_keys.emplace_back(k);
   ARROW_ASSIGN_OR_RAISE(auto indices,
                         cp::SortIndices(arrow::Datum(rows), cp::SortOptions(sort_keys)));
   ARROW_ASSIGN_OR_RAISE(arrow::Datum sorted, cp::Take(arrow::Datum(rows), indices));
-  return ice::SplitByPartition(silver.spec(), silver.schema(), *sorted.record_batch());
+  return ice::SplitByPartition(spec ? *spec : silver.spec(), silver.schema(),
+                               *sorted.record_batch());
 }
 
 arrow::Result<std::vector<ice::DataFile>> WriteSortedPartitions(
-    const ice::Table& silver, std::vector<ice::PartitionedBatch> parts) {
+    const ice::Table& silver, std::vector<ice::PartitionedBatch> parts,
+    const std::optional<ice::PartitionSpec>& spec) {
   std::vector<ice::DataFile> out;
   for (ice::PartitionedBatch& part : parts) {
-    ARROW_ASSIGN_OR_RAISE(auto files,
-                          silver.WriteDataFiles({part.batch}, part.partition));
+    ARROW_ASSIGN_OR_RAISE(auto writer,
+                          silver.NewDataFileWriter(part.partition, std::nullopt, spec));
+    ARROW_RETURN_NOT_OK(writer->Write(*part.batch));
+    ARROW_ASSIGN_OR_RAISE(auto files, writer->Finish());
     for (auto& f : files) out.push_back(std::move(f));
     part.batch.reset();
   }

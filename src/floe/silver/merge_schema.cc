@@ -12,9 +12,11 @@
 
 #include "floe/common/parse.h"
 #include "floe/iceberg/schema.h"
+#include "floe/iceberg/table.h"
 #include "floe/lake/column_map.h"
 #include "floe/lake/keys.h"
 #include "floe/lake/metadata.h"
+#include "floe/lake/silver_layout.h"
 #include "floe/silver/fold.h"
 #include "floe/silver/merge.h"
 #include "floe/silver/merge_internal.h"
@@ -280,6 +282,52 @@ arrow::Status EvolveSilver(ice::Table* silver, const ice::TableMetadata& bronze,
 }
 
 }  // namespace merge_internal
+
+arrow::Status ReplaceSilverLayout(ice::Table* silver, const ice::TableMetadata& bronze,
+                                  const std::vector<std::string>& key, int64_t rows,
+                                  int64_t target_file_bytes, bool copy_on_write,
+                                  int32_t* buckets,
+                                  std::optional<ice::PartitionSpec>* new_spec) {
+  std::vector<std::string> changes;
+  ARROW_RETURN_NOT_OK(merge_internal::EvolveSilver(silver, bronze, &changes));
+  const ice::Schema& schema = silver->schema();
+  for (const auto& k : key) {
+    if (schema.FindField(k) == nullptr) {
+      return arrow::Status::Invalid("merge key column `", k, "` is not a column of ",
+                                    silver->identifier().ToString());
+    }
+  }
+  int64_t bytes_per_row = 0;
+  *buckets =
+      merge_internal::SilverBucketsFor(bronze, rows, target_file_bytes, &bytes_per_row);
+  // Another bucket count (or key column) is the replacing commit's: a spec changed
+  // now would leave the old rows in another spec's files until then.
+  const ice::PartitionSpec& spec = silver->spec();
+  new_spec->reset();
+  if (spec.fields.size() != 1 ||
+      spec.fields[0].source_id != schema.FindField(key[0])->id ||
+      spec.fields[0].transform != ice::Transform::Bucket(*buckets)) {
+    ARROW_ASSIGN_OR_RAISE(*new_spec,
+                          lake::RebucketSpec(silver->metadata(), key[0], *buckets));
+  }
+  return silver->UpdateMetadata(
+      [&](const ice::TableMetadata& base, ice::TableMetadataBuilder* b) -> arrow::Status {
+        const ice::Schema& current = *base.CurrentSchema();
+        b->AddSortOrder(merge_internal::SilverSortOrder(current, key))
+            .SetDefaultSortOrder(ice::kLastAdded);
+        const std::map<std::string, std::string> props =
+            merge_internal::SilverLayoutProperties(current, key, target_file_bytes,
+                                                   copy_on_write);
+        std::vector<std::string> stale;
+        for (const auto& [name, value] : base.properties) {
+          if (name.starts_with(ice::kBloomFilterEnabledPrefix) && !props.contains(name)) {
+            stale.push_back(name);
+          }
+        }
+        b->SetProperties(props).RemoveProperties(stale);
+        return arrow::Status::OK();
+      });
+}
 
 arrow::Result<std::vector<RowColumn>> RowColumnsOf(const ice::TableMetadata& bronze) {
   const ice::Schema& schema = *bronze.CurrentSchema();
