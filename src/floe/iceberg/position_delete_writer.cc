@@ -33,11 +33,12 @@ constexpr int64_t kBatchRows = 65536;
 
 arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
                                                 const PartitionTuple& partition,
-                                                PositionsByFile positions) {
-  if (partition.size() != table.spec().fields.size()) {
+                                                PositionsByFile positions,
+                                                const PartitionSpec* spec) {
+  const PartitionSpec& of = spec != nullptr ? *spec : table.spec();
+  if (partition.size() != of.fields.size()) {
     return arrow::Status::Invalid("partition tuple has ", partition.size(),
-                                  " values; the table's spec has ",
-                                  table.spec().fields.size(), " fields");
+                                  " values; the spec has ", of.fields.size(), " fields");
   }
   int64_t total = 0;
   for (auto it = positions.begin(); it != positions.end();) {
@@ -58,7 +59,7 @@ arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema));
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, table.WriterOptions());
   options.bloom_filters.clear();  // the data columns' filters do not apply here
-  std::string location = table.NewDataFileLocation(partition);
+  std::string location = table.NewDataFileLocation(partition, spec);
   location = location.substr(0, location.size() - std::string(".parquet").size()) +
              "-deletes.parquet";
   ARROW_ASSIGN_OR_RAISE(auto sink, table.io().OpenOutput(location));

@@ -38,8 +38,11 @@ using PositionsByFile = std::map<std::string, std::vector<int64_t>>;
 
 /// The same, from positions by file; the rows are built and written a batch at a
 /// time, so a file of many deletes never holds every path string at once.
+/// `spec`, when set, is the spec `partition` is of (deletes of an older spec's data
+/// files; commit it with RowDeltaRequest::delete_file_specs), else the default one.
 arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
                                                 const PartitionTuple& partition,
-                                                PositionsByFile positions);
+                                                PositionsByFile positions,
+                                                const PartitionSpec* spec = nullptr);
 
 }  // namespace floe::iceberg

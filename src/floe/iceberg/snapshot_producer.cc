@@ -277,24 +277,40 @@ void Table::SnapshotProducer::Cleanup(const std::vector<ManifestFile>& committed
 
 arrow::Status Table::SnapshotProducer::WriteNewManifests() {
   std::vector<ManifestEntry> data, deletes;
+  // Files of another spec (deletes of an older spec's data files) get manifests of
+  // their own: a manifest is of one spec.
+  std::map<int32_t, std::pair<std::vector<ManifestEntry>, std::vector<ManifestEntry>>>
+      other_specs;
   for (const auto& file : pending_.add_files) {
     ManifestEntry entry;
     entry.status = ManifestEntryStatus::kAdded;
     entry.data_file = file;
+    auto spec = pending_.add_file_specs.find(file.file_path);
+    if (spec != pending_.add_file_specs.end() && spec->second != spec_id_) {
+      auto& groups = other_specs[spec->second];
+      (IsDeleteFile(file) ? groups.second : groups.first).push_back(std::move(entry));
+      continue;
+    }
     (IsDeleteFile(file) ? deletes : data).push_back(std::move(entry));
   }
-  for (auto* group : {&data, &deletes}) {
-    if (group->empty()) continue;
-    const auto content =
-        group == &data ? ManifestContent::kData : ManifestContent::kDeletes;
+  auto write = [&](int32_t spec_id, const std::vector<ManifestEntry>& group,
+                   ManifestContent content) -> arrow::Status {
+    if (group.empty()) return arrow::Status::OK();
     ARROW_ASSIGN_OR_RAISE(
         auto manifest_options,
-        table_internal::ManifestOptionsFor(*lookup_, spec_id_, content, snapshot_id_));
+        table_internal::ManifestOptionsFor(*lookup_, spec_id, content, snapshot_id_));
     const std::string location = NextManifestLocation();
     ARROW_ASSIGN_OR_RAISE(auto manifest,
-                          WriteManifest(*table_.io_, location, manifest_options, *group));
+                          WriteManifest(*table_.io_, location, manifest_options, group));
     written_.push_back(location);
     new_manifests_.push_back(std::move(manifest));
+    return arrow::Status::OK();
+  };
+  ARROW_RETURN_NOT_OK(write(spec_id_, data, ManifestContent::kData));
+  ARROW_RETURN_NOT_OK(write(spec_id_, deletes, ManifestContent::kDeletes));
+  for (const auto& [spec_id, groups] : other_specs) {
+    ARROW_RETURN_NOT_OK(write(spec_id, groups.first, ManifestContent::kData));
+    ARROW_RETURN_NOT_OK(write(spec_id, groups.second, ManifestContent::kDeletes));
   }
   return arrow::Status::OK();
 }
@@ -467,7 +483,9 @@ arrow::Result<CommitOutcome> Table::SnapshotProducer::Attempt(
   SummaryCounts added;
   for (const auto& file : pending_.add_files) {
     added.Add(file);
-    base.partitions.insert(MakePartitionKey(spec_id_, file.partition));
+    auto spec = pending_.add_file_specs.find(file.file_path);
+    base.partitions.insert(MakePartitionKey(
+        spec != pending_.add_file_specs.end() ? spec->second : spec_id_, file.partition));
   }
   ARROW_ASSIGN_OR_RAISE(auto settings, table_internal::MergeSettingsOf(metadata));
   ARROW_ASSIGN_OR_RAISE(manifests, merger_.Merge(settings, *lookup_, manifests));

@@ -293,6 +293,13 @@ arrow::Result<Snapshot> Table::RowDelta(const RowDeltaRequest& request,
     if (file.referenced_data_file) referenced.insert(*file.referenced_data_file);
     pending.add_files.push_back(file);
   }
+  for (const auto& [path, spec_id] : request.delete_file_specs) {
+    if (metadata_.FindSpec(spec_id) == nullptr) {
+      return arrow::Status::Invalid("row delta: delete file ", path, " names spec ",
+                                    spec_id, ", which the table does not have");
+    }
+  }
+  pending.add_file_specs = request.delete_file_specs;
   for (const auto& file : request.remove_delete_files) {
     if (!IsDeleteFile(file)) {
       return arrow::Status::Invalid("row delta: ", file.file_path,
@@ -318,7 +325,10 @@ arrow::Result<Snapshot> Table::RowDelta(const RowDeltaRequest& request,
                               : metadata_.current_snapshot_id;
   std::set<PartitionKey> touched;
   for (const auto& file : pending.add_files) {
-    touched.insert(MakePartitionKey(metadata_.default_spec_id, file.partition));
+    auto spec = pending.add_file_specs.find(file.file_path);
+    touched.insert(MakePartitionKey(
+        spec != pending.add_file_specs.end() ? spec->second : metadata_.default_spec_id,
+        file.partition));
   }
   const bool check_added = request.validate_no_conflicting_data_files;
   const std::string table_name = id_.ToString();

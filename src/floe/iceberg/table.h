@@ -86,6 +86,10 @@ struct RowDeltaRequest {
   std::vector<DataFile> add_data_files;
   /// Position (or equality) delete files.
   std::vector<DataFile> add_delete_files;
+  /// The spec of each added delete file (by path) that is not of the default spec:
+  /// deletes of an older spec's data files must be of that spec (a delete file
+  /// applies only to data files of its own spec and partition). Each an existing spec.
+  std::map<std::string, int32_t> delete_file_specs;
   /// Delete files the added ones replace (their positions among the new ones'); each
   /// must still be live when the delta lands.
   std::vector<DataFile> remove_delete_files;
@@ -268,7 +272,8 @@ class Table {
 
   /// A fresh location for a data file of partition `partition` (in the default
   /// spec): `<location>/data/<field>=<value>/.../<uuid>.parquet`.
-  std::string NewDataFileLocation(const PartitionTuple& partition) const;
+  std::string NewDataFileLocation(const PartitionTuple& partition,
+                                  const PartitionSpec* spec = nullptr) const;
 
   /// Writes `batches` (the current schema's Arrow form, see ToArrowSchema) as one
   /// Parquet data file of `partition`, makes it durable, and returns its manifest

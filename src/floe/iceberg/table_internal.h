@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -95,8 +96,10 @@ struct Table::PendingSnapshot {
   std::string operation;
   /// For messages: "append", "row delta", ...
   std::string what;
-  /// New data and delete files, of the default spec.
+  /// New data and delete files, of the default spec unless `add_file_specs` names
+  /// another for one (by path).
   std::vector<DataFile> add_files;
+  std::map<std::string, int32_t> add_file_specs;
   /// Files to remove; each must be live in the snapshot the commit lands on.
   std::set<std::string> remove_paths;
   /// Partitions whose every live file is removed.

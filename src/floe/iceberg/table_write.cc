@@ -93,9 +93,11 @@ arrow::Result<ParquetWriterOptions> Table::WriterOptions() const {
   return options;
 }
 
-std::string Table::NewDataFileLocation(const PartitionTuple& partition) const {
+std::string Table::NewDataFileLocation(const PartitionTuple& partition,
+                                       const PartitionSpec* spec) const {
+  const PartitionSpec& of = spec != nullptr ? *spec : this->spec();
   std::string dir = metadata_.location + "/data";
-  if (!spec().is_unpartitioned()) dir += "/" + PartitionPath(spec(), schema(), partition);
+  if (!of.is_unpartitioned()) dir += "/" + PartitionPath(of, schema(), partition);
   return dir + "/" + GenerateUuidV4() + ".parquet";
 }
 

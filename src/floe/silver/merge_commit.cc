@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "floe/common/error.h"
+#include "floe/common/parse.h"
 #include "floe/iceberg/position_delete_writer.h"
 #include "floe/iceberg/schema.h"
 #include "floe/lake/keys.h"
@@ -41,9 +42,21 @@ arrow::Status WriteMergeDeletes(ice::Table& silver,
 arrow::Status WriteDeleteFiles(ice::Table& silver, RowsByPartition deletes,
                                MergeFiles* files) {
   for (auto& [where, entry] : deletes) {
+    // `where` is "<spec id>/<partition path>": the deletes of an older spec's data
+    // files are of that spec, or no reader applies them.
+    const std::optional<int32_t> spec_id = ParseInt32(where.substr(0, where.find('/')));
+    const ice::PartitionSpec* spec =
+        spec_id ? silver.metadata().FindSpec(*spec_id) : nullptr;
+    if (spec == nullptr) {
+      return arrow::Status::UnknownError("deletes of partition ", where,
+                                         " name no spec of the table");
+    }
+    const bool other_spec = spec->spec_id != silver.spec().spec_id;
     ARROW_ASSIGN_OR_RAISE(
         ice::DataFile file,
-        ice::WritePositionDeleteFile(silver, entry.first, std::move(entry.second)));
+        ice::WritePositionDeleteFile(silver, entry.first, std::move(entry.second),
+                                     other_spec ? spec : nullptr));
+    if (other_spec) files->delete_specs[file.file_path] = spec->spec_id;
     files->written.push_back(file);
     files->deletes.push_back(std::move(file));
   }
@@ -154,6 +167,12 @@ arrow::Status CommitMerge(ice::Table& silver, std::optional<int64_t> planned_sna
   ice::RowDeltaRequest request;
   request.add_data_files = files.data;
   request.add_delete_files = files.deletes;
+  for (const auto& d : files.deletes) {
+    if (auto spec = files.delete_specs.find(d.file_path);
+        spec != files.delete_specs.end()) {
+      request.delete_file_specs.insert(*spec);
+    }
+  }
   request.remove_data_files = files.tiered;
   for (const auto& [path, file] : files.replaced_deletes) {
     request.remove_delete_files.push_back(file);

@@ -134,6 +134,9 @@ struct MergeFiles {
   std::vector<iceberg::DataFile> data;
   /// Position delete files (merge-on-read).
   std::vector<iceberg::DataFile> deletes;
+  /// The spec of each of `deletes` (by path) that is not of the default spec: the
+  /// deletes of an older spec's data files (RowDeltaRequest::delete_file_specs).
+  std::map<std::string, int32_t> delete_specs;
   /// The rewrite (copy-on-write).
   CowRewrite cow;
   /// Every file written, to delete when the plan does not commit.
@@ -165,7 +168,7 @@ arrow::Status WriteMergeDeletes(iceberg::Table& silver,
                                 MergeFiles* files, MergeStats* stats, bool hold);
 
 /// Writes a position delete file per partition of `deletes` into `files` (deletes
-/// and written).
+/// and written), each of its partition's spec (delete_specs when not the default).
 arrow::Status WriteDeleteFiles(iceberg::Table& silver, RowsByPartition deletes,
                                MergeFiles* files);
 

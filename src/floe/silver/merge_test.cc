@@ -106,6 +106,75 @@ TEST_F(MergeTableTest, BackfillThenMergeOnReadAcrossBuckets) {
   EXPECT_GT(std::stoi(SilverSummary().at("deleted-data-files")), 0);
 }
 
+// Another engine changed the partition spec (ALTER TABLE ... a new bucket count)
+// without rewriting the files: the old files keep the old spec, and a merge must find
+// and delete the changed keys' rows in them, in memory and sliced, in both modes.
+TEST_F(MergeTableTest, FilesOfAnOlderSpecHaveTheirChangedRowsDeleted) {
+  std::vector<Row> rows;
+  std::map<int64_t, std::string> want;
+  for (int64_t i = 0; i < 200; ++i) {
+    rows.push_back({"r", 100, static_cast<int32_t>(i), i, "v" + std::to_string(i)});
+    want[i] = "v" + std::to_string(i);
+  }
+  Append(rows, 100);
+  struct Case {
+    int64_t slice_bytes;
+    bool copy_on_write;
+    ice::TableIdentifier silver;
+  };
+  std::vector<Case> cases;
+  for (int64_t slice_bytes : {int64_t{0}, int64_t{512}}) {
+    for (bool copy_on_write : {false, true}) {
+      cases.push_back({slice_bytes,
+                       copy_on_write,
+                       {silver_id_.ns, "t" + std::to_string(cases.size())}});
+    }
+  }
+  MergeOptions options;
+  options.target_file_bytes = 2048;
+  for (const Case& c : cases) {
+    auto backfill =
+        MergeTable(catalog_.get(), io_, bronze_id_, c.silver, warehouse_, options);
+    ASSERT_TRUE(backfill.ok()) << backfill.status().ToString();
+    ASSERT_EQ(backfill->outcome, MergeOutcome::kBackfilled);
+    auto silver = ice::Table::Load(catalog_.get(), io_, c.silver).ValueOrDie();
+    const int32_t more = backfill->buckets * 2;
+    ASSERT_TRUE(silver
+                    ->UpdateMetadata([&](const ice::TableMetadata& base,
+                                         ice::TableMetadataBuilder* b) -> arrow::Status {
+                      ARROW_ASSIGN_OR_RAISE(
+                          auto spec, ice::PartitionSpecBuilder(*base.CurrentSchema(), 0,
+                                                               base.last_partition_id)
+                                         .Bucket("id", more, "id_bucket_more")
+                                         .Build());
+                      b->AddPartitionSpec(spec).SetDefaultSpec(ice::kLastAdded);
+                      return arrow::Status::OK();
+                    })
+                    .ok());
+  }
+  std::vector<Row> changes;
+  int32_t seq = 0;
+  for (int64_t i = 0; i < 200; i += 3) {
+    changes.push_back({"u", 150, seq++, i, "u" + std::to_string(i)});
+    want[i] = "u" + std::to_string(i);
+  }
+  for (int64_t i = 1; i < 200; i += 7) {
+    changes.push_back({"d", 150, seq++, i, std::nullopt});
+    want.erase(i);
+  }
+  Append(changes, 150);
+  for (const Case& c : cases) {
+    SCOPED_TRACE("slices " + std::to_string(c.slice_bytes) + ", copy-on-write " +
+                 std::to_string(c.copy_on_write));
+    options.slice_bytes = c.slice_bytes;
+    options.copy_on_write = c.copy_on_write;
+    auto merged =
+        MergeTable(catalog_.get(), io_, bronze_id_, c.silver, warehouse_, options);
+    ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+    EXPECT_EQ(SilverRowsOf(c.silver), want);
+  }
+}
+
 TEST_F(MergeTableTest, AFileNotSortedByTheKeyHasEveryChangedKeyFound) {
   // Another engine's file: Silver's rows in no key order. The lookup walks a file's
   // keys with a cursor into the sorted changed keys, which must start again whenever

@@ -185,7 +185,10 @@ arrow::Status HoldDeletes(ice::Table& silver, const ice::PartitionTuple& partiti
     return arrow::Status::OK();
   };
   for (const ice::DataFile& d : files->deletes) {
-    if (WhereOf(silver, d.partition) != where) continue;
+    if (files->delete_specs.contains(d.file_path) ||
+        WhereOf(silver, d.partition) != where) {
+      continue;  // another spec's deletes, or another partition's
+    }
     ARROW_RETURN_NOT_OK(add(d));
     new_paths.insert(d.file_path);
   }
@@ -287,7 +290,10 @@ void MoveIntoParts(const ice::Table& silver,
   auto split = [&](std::vector<ice::DataFile>* from, auto list_of) {
     std::vector<ice::DataFile> kept;
     for (ice::DataFile& f : *from) {
-      auto it = parts.find(WhereOf(silver, f.partition));
+      // A delete file of an older spec belongs to no part (its tuple may read alike).
+      auto it = files->delete_specs.contains(f.file_path)
+                    ? parts.end()
+                    : parts.find(WhereOf(silver, f.partition));
       if (it == parts.end()) {
         kept.push_back(std::move(f));
       } else {
