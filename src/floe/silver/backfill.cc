@@ -489,7 +489,11 @@ arrow::Status WriteAndCommit(ice::Table& silver, ice::FileIO& io, const HeldExpo
   auto committed = [&]() -> arrow::Result<ice::Snapshot> {
     const std::optional<int64_t> planned = silver.metadata().current_snapshot_id;
     ARROW_ASSIGN_OR_RAISE(auto live, silver.LiveFiles(planned));
-    if (live.empty()) return silver.AppendFiles(files, summary, once);
+    // Files of a new spec go in with it, whatever the table held (an empty table
+    // too: appended under the old spec, their buckets would read as the old ones).
+    if (live.empty() && (!spec || files.empty())) {
+      return silver.AppendFiles(files, summary, once);
+    }
     ice::OverwriteRequest request;
     for (const auto& f : live) request.delete_files.push_back(f.entry.data_file);
     request.add_files = files;
@@ -610,9 +614,13 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
   arrow::Status written = WriteAndCommit(**created, *io, held, key, lsn, options,
                                          /*spec=*/std::nullopt, silver_id, &stats);
   if (!written.ok()) {
-    // Nothing committed: do not leave an empty table behind for a retry to trip on.
-    // (A kill leaves it, marked as being seeded: merges wait for a backfill again.)
-    ARROW_UNUSED(catalog->DropTable(silver_id));
+    // Nothing committed: do not leave an empty table behind for a retry to trip on,
+    // unless someone else committed to it meanwhile (a backfill with --replace, whose
+    // rows it may hold). A kill leaves it, marked as being seeded: merges wait.
+    auto now = catalog->LoadTable(silver_id);
+    if (now.ok() && *now == (*created)->metadata_location()) {
+      ARROW_UNUSED(catalog->DropTable(silver_id));
+    }
     return written;
   }
   ClearSeeding(**created);

@@ -234,14 +234,31 @@ TEST_F(BackfillTest, ReplaceIsOneCommitAndAnUnfinishedSeedIsNotMergedInto) {
   EXPECT_NE(waiting.message.find("run it again with --replace"), std::string::npos)
       << waiting.message;
   EXPECT_TRUE(SilverRows().empty());
-  auto again = Backfill(*Export({{1, "uno"}, {2, "dos"}}), 150, /*replace=*/true);
+  // Run again with --replace onto the empty table, with more rows: its files go in
+  // with the new bucket count's spec, not appended under the empty table's.
+  auto again = Backfill(*Export(big), 150, /*replace=*/true);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_FALSE(ice::Table::Load(catalog_.get(), io_, silver_id_)
-                   .ValueOrDie()
-                   ->metadata()
-                   .properties.contains(lake::kSilverSeedingProperty));
+  EXPECT_GT(again->buckets, 1);
+  auto reseeded = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+  EXPECT_FALSE(reseeded->metadata().properties.contains(lake::kSilverSeedingProperty));
+  EXPECT_EQ(reseeded->spec().fields[0].transform, ice::Transform::Bucket(again->buckets));
+  for (const auto& f : reseeded->LiveFiles().ValueOrDie()) {
+    EXPECT_EQ(f.spec_id, reseeded->spec().spec_id) << f.entry.data_file.file_path;
+  }
   EXPECT_EQ(Merge().outcome, MergeOutcome::kUpToDate);
-  EXPECT_EQ(SilverRows(), (std::map<int64_t, std::string>{{1, "uno"}, {2, "dos"}}));
+  EXPECT_EQ(SilverRows(), big);
+
+  // --replace keeps the key: another one is refused before anything changes.
+  BackfillTableOptions other_key;
+  other_key.replace = true;
+  other_key.key = std::vector<std::string>{"name"};
+  auto refused = BackfillTable(catalog_.get(), io_, bronze_id_, silver_id_, warehouse_,
+                               *Export(big), 150, other_key);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--replace keeps a table's key"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(SilverRows(), big);
 }
 
 // An export larger than the memory limit is spilled by the key's hash and checked
@@ -437,6 +454,18 @@ TEST_F(BackfillTest, AnExportsFilesMayDifferInOrderAndAllNullColumns) {
             std::string::npos)
       << typed.status().message();
   EXPECT_NE(typed.status().message().find("c.parquet"), std::string::npos);
+  // The file a column's type came from is named, not a first file of nulls.
+  write("0.parquet",
+        *arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64()),
+                                           arrow::field("name", arrow::null())}),
+                            {ids, nulls}));
+  auto named = OpenParquetExport(dir.string());
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(
+      named.status().message().find("and string in " + (dir / "a.parquet").string()),
+      std::string::npos)
+      << named.status().message();
+  fs::remove(dir / "0.parquet");
   write("c.parquet",
         *arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64())}), {ids}));
   auto missing = OpenParquetExport(dir.string());

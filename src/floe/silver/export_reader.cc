@@ -2,6 +2,7 @@
 // one file or a directory of files, a batch of a few MB at a time.
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,13 +57,15 @@ arrow::Result<std::unique_ptr<parquet::arrow::FileReader>> OpenParquetFile(
   }
 }
 
-// The schema of an export whose first file has `first` and another file `other`:
-// the same column names (in any order: rows are read by name); a column of Arrow's
-// null type (what writers give a column holding only nulls) takes the other file's
-// type. Any other difference is refused, naming the column.
+// The schema of an export whose files so far have `first` (the columns of
+// `first_file`; each column's type from the file `type_from` names, `first_file` when
+// none) and another file `other`: the same column names (in any order: rows are read
+// by name); a column of Arrow's null type (what writers give a column holding only
+// nulls) takes the other file's type. Any other difference is refused, naming the
+// column and the files.
 arrow::Result<std::shared_ptr<arrow::Schema>> UnifyExportSchemas(
     const arrow::Schema& first, const std::string& first_file, const arrow::Schema& other,
-    const std::string& other_file) {
+    const std::string& other_file, std::map<std::string, std::string>* type_from) {
   auto differ = [&](const std::string& what) {
     return arrow::Status::Invalid(
         "the files of the export do not share one schema: ", what,
@@ -78,12 +81,14 @@ arrow::Result<std::shared_ptr<arrow::Schema>> UnifyExportSchemas(
     if (theirs->type()->Equals(*field->type())) continue;
     if (theirs->type()->id() == arrow::Type::NA) continue;
     if (field->type()->id() == arrow::Type::NA) {
+      (*type_from)[field->name()] = other_file;
       field = theirs->WithNullable(true);
       continue;
     }
+    auto from = type_from->find(field->name());
     return differ("column `" + field->name() + "` is " + theirs->type()->ToString() +
                   " in " + other_file + " and " + field->type()->ToString() + " in " +
-                  first_file);
+                  (from != type_from->end() ? from->second : first_file));
   }
   for (const auto& field : other.fields()) {
     if (first.GetFieldIndex(field->name()) < 0) {
@@ -127,6 +132,7 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
   }
   // Every footer first: the row count of the whole export, and one schema.
   ExportReader out;
+  std::map<std::string, std::string> type_from;
   for (const auto& f : *files) {
     ARROW_ASSIGN_OR_RAISE(auto reader, OpenParquetFile(f));
     const int64_t rows = reader->parquet_reader()->metadata()->num_rows();
@@ -137,8 +143,8 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
     if (out.schema == nullptr) {
       out.schema = schema;
     } else {
-      ARROW_ASSIGN_OR_RAISE(out.schema,
-                            UnifyExportSchemas(*out.schema, files->front(), *schema, f));
+      ARROW_ASSIGN_OR_RAISE(out.schema, UnifyExportSchemas(*out.schema, files->front(),
+                                                           *schema, f, &type_from));
     }
   }
   // Then the files one after the other, a batch at a time.

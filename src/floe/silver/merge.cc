@@ -472,11 +472,12 @@ arrow::Result<SilverState> PrepareSilver(ice::Catalog* catalog, ice::Table* silv
       seeding != silver->metadata().properties.end() &&
       SilverWatermark(silver->metadata()) == 0) {
     stats->outcome = MergeOutcome::kWaiting;
-    stats->message = silver_id.ToString() +
-                     ": waiting for `floe silver backfill` to commit the rows of " +
-                     seeding->second +
-                     "; if it failed or was killed, run it again with --replace (or "
-                     "drop the table to build Silver from Bronze's history)";
+    stats->message =
+        silver_id.ToString() +
+        ": waiting for `floe silver backfill` to commit the rows of " + seeding->second +
+        " (if no backfill of it is still running, it failed or was killed: "
+        "run it again with --replace, or drop the table to build Silver from "
+        "Bronze's history)";
     return SilverState::kWaiting;
   }
   const ice::Schema& bronze_schema = *bronze.CurrentSchema();

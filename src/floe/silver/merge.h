@@ -266,10 +266,10 @@ arrow::Result<std::unique_ptr<iceberg::Table>> CreateSilverTable(
 /// Gives the existing Silver table `silver` the layout CreateSilverTable would give a
 /// new one of `rows` rows, for `floe silver backfill --replace`, in metadata commits
 /// that change no rows: the schema evolved to Bronze's as a merge does, sorted by
-/// `key`, the layout's properties (bloom filters of columns no longer in the key
-/// removed). Sets *buckets to N of bucket(N, key[0]) and, when the table's spec is
-/// not that, *new_spec to it: the spec the replacing rows are written in and that
-/// their commit makes the default (OverwriteRequest::new_spec).
+/// `key`, the layout's properties. Refused when the table was built with another
+/// key. Sets *buckets to N of bucket(N, key[0]) and, when the table's spec is not
+/// that, *new_spec to it: the spec the replacing rows are written in and that their
+/// commit makes the default (OverwriteRequest::new_spec).
 arrow::Status ReplaceSilverLayout(iceberg::Table* silver,
                                   const iceberg::TableMetadata& bronze,
                                   const std::vector<std::string>& key, int64_t rows,

@@ -288,13 +288,31 @@ arrow::Status ReplaceSilverLayout(ice::Table* silver, const ice::TableMetadata& 
                                   int64_t target_file_bytes, bool copy_on_write,
                                   int32_t* buckets,
                                   std::optional<ice::PartitionSpec>* new_spec) {
+  const std::string name = silver->identifier().ToString();
+  // The key stays: a layout of another key committed before the rows would leave the
+  // old rows under it if the backfill then failed.
+  if (SilverKeyNames(silver->metadata()) != key) {
+    return arrow::Status::Invalid(
+        name, " was built with merge key ",
+        silver->metadata().properties.count(lake::kSilverKeyProperty) > 0
+            ? silver->metadata().properties.at(lake::kSilverKeyProperty)
+            : std::string("(none recorded)"),
+        ", not the key of the export's table; --replace keeps a table's key: drop the "
+        "table, then run the backfill without --replace");
+  }
   std::vector<std::string> changes;
-  ARROW_RETURN_NOT_OK(merge_internal::EvolveSilver(silver, bronze, &changes));
+  if (arrow::Status evolved = merge_internal::EvolveSilver(silver, bronze, &changes);
+      !evolved.ok()) {
+    return evolved.WithMessage(
+        evolved.message(),
+        " (--replace keeps the table and its schema's history: drop the table, then run "
+        "the backfill without --replace)");
+  }
   const ice::Schema& schema = silver->schema();
   for (const auto& k : key) {
     if (schema.FindField(k) == nullptr) {
       return arrow::Status::Invalid("merge key column `", k, "` is not a column of ",
-                                    silver->identifier().ToString());
+                                    name);
     }
   }
   int64_t bytes_per_row = 0;
@@ -315,16 +333,8 @@ arrow::Status ReplaceSilverLayout(ice::Table* silver, const ice::TableMetadata& 
         const ice::Schema& current = *base.CurrentSchema();
         b->AddSortOrder(merge_internal::SilverSortOrder(current, key))
             .SetDefaultSortOrder(ice::kLastAdded);
-        const std::map<std::string, std::string> props =
-            merge_internal::SilverLayoutProperties(current, key, target_file_bytes,
-                                                   copy_on_write);
-        std::vector<std::string> stale;
-        for (const auto& [name, value] : base.properties) {
-          if (name.starts_with(ice::kBloomFilterEnabledPrefix) && !props.contains(name)) {
-            stale.push_back(name);
-          }
-        }
-        b->SetProperties(props).RemoveProperties(stale);
+        b->SetProperties(merge_internal::SilverLayoutProperties(
+            current, key, target_file_bytes, copy_on_write));
         return arrow::Status::OK();
       });
 }
