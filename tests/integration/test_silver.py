@@ -267,3 +267,77 @@ def test_silver_merges_tables_with_nested_columns_again_and_again(floe, pg, duck
         silver(run)
         check_silver(run, pg, duckdb_con, "public.tagged", ["id"])
     run.stop()
+
+
+def test_merges_after_another_engine_changed_the_partition_spec(floe, pg, duckdb_con):
+    """PyIceberg changes Silver's partitioning (bucket(N, id) to bucket(2N, id)) without
+    rewriting the files, as an `ALTER TABLE` in another engine does. The next merges
+    must still find and delete the changed rows in the older spec's files: read by
+    PyIceberg and DuckDB, Silver equals the source, in both write modes."""
+    from pyiceberg.transforms import BucketTransform
+
+    for mode in ("merge-on-read", "copy-on-write"):
+        table = f"public.spec_{mode.replace('-', '_')}"
+        pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+        pg.execute(f"INSERT INTO {table} SELECT g, 'v' || g FROM generate_series(1, 3000) g")
+    run = floe(extra_yaml=(
+        "silver:\n"
+        "  target_file_size: 1MiB\n"
+        "  write_modes:\n"
+        "    public.spec_copy_on_write: copy-on-write\n")).start().wait_streaming()
+    for mode in ("merge-on-read", "copy-on-write"):
+        table = f"public.spec_{mode.replace('-', '_')}"
+        wait_bronze(run, pg, table, ["id"])
+    silver(run)
+    for mode in ("merge-on-read", "copy-on-write"):
+        table = f"public.spec_{mode.replace('-', '_')}"
+        t = run.catalog().load_table(silver_ident(table))
+        assert t.properties["write.delete.mode"] == mode
+        (old,) = t.spec().fields
+        with t.update_spec() as update:
+            update.remove_field(old.name)
+            update.add_field("id", BucketTransform(old.transform.num_buckets * 2),
+                             "id_bucket_more")
+        pg.execute(f"UPDATE {table} SET v = 'u' || id WHERE id % 3 = 0")
+        pg.execute(f"DELETE FROM {table} WHERE id % 7 = 0")
+        pg.execute(f"INSERT INTO {table} SELECT g, 'n' FROM generate_series(3001, 3100) g")
+        wait_bronze(run, pg, table, ["id"])
+    silver(run)
+    for mode in ("merge-on-read", "copy-on-write"):
+        table = f"public.spec_{mode.replace('-', '_')}"
+        check_silver(run, pg, duckdb_con, table, ["id"])
+        assert_deletes_of_their_data_files_spec(run.catalog().load_table(silver_ident(table)))
+        pg.execute(f"UPDATE {table} SET v = 'w' WHERE id % 5 = 0")
+        wait_bronze(run, pg, table, ["id"])
+    silver(run)
+    for mode in ("merge-on-read", "copy-on-write"):
+        table = f"public.spec_{mode.replace('-', '_')}"
+        check_silver(run, pg, duckdb_con, table, ["id"])
+        assert_deletes_of_their_data_files_spec(run.catalog().load_table(silver_ident(table)))
+
+
+def assert_deletes_of_their_data_files_spec(t) -> None:
+    """Iceberg applies a position delete file only to data files of its own partition
+    spec and partition (Java's readers check both; PyIceberg and DuckDB match paths
+    alone): every position a live delete file names must be of a live data file of the
+    delete file's spec and partition, read from the manifests with PyIceberg."""
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import ManifestContent
+
+    data_of = {}
+    deletes = []
+    for manifest in t.current_snapshot().manifests(t.io):
+        for entry in manifest.fetch_manifest_entry(t.io):
+            f = entry.data_file
+            where = (manifest.partition_spec_id, tuple(f.partition))
+            if manifest.content == ManifestContent.DATA:
+                data_of[f.file_path] = where
+            else:
+                deletes.append((f.file_path, where))
+    for path, where in deletes:
+        with t.io.new_input(path).open() as stream:
+            named = set(pq.read_table(stream, columns=["file_path"]).column(0).to_pylist())
+        for data_path in named:
+            assert data_of.get(data_path) == where, (
+                f"{path} (spec {where[0]}, partition {where[1]}) deletes rows of {data_path}, "
+                f"which is {data_of.get(data_path, 'not a live data file')}")
