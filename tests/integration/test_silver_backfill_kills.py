@@ -97,6 +97,8 @@ def test_a_backfill_killed_at_any_moment_leaves_the_old_rows_or_the_new(
             assert "floe.silver.seeding" in props, props
             out = silver(run)
             assert "waiting for `floe silver backfill`" in out, out
+            out = tool(run, "verify", str(run.config_path))
+            assert "has not committed its rows" in out, out
             assert silver_rows(run, duckdb_con) == {}
             waited += 1
     assert waited, f"seed {seed}: no kill landed between the table's creation and its rows"

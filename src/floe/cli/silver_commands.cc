@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include <arrow/memory_pool.h>
@@ -142,9 +143,19 @@ int Backfill(const BackfillArgs& args) {
 CLI::Validator LsnText() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        if (Lsn::Parse(value).ok()) return "";
-        return value +
-               " is not an LSN (write it as Postgres prints pg_lsn, e.g. 0/16B3748)";
+        auto lsn = Lsn::Parse(value);
+        if (!lsn.ok()) {
+          return value +
+                 " is not an LSN (write it as Postgres prints pg_lsn, e.g. 0/16B3748)";
+        }
+        // Bronze and Silver hold LSNs as Iceberg longs (signed): no WAL gets there.
+        if (lsn->value() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          return value + " is beyond any WAL position floe can hold (at most " +
+                 Lsn(static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+                     .ToString() +
+                 ")";
+        }
+        return "";
       },
       "LSN", "Lsn");
 }

@@ -605,9 +605,11 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
   if (!created.ok()) {
     if (ice::GetCatalogErrorKind(created.status()) ==
         ice::CatalogErrorKind::kAlreadyExists) {
-      return arrow::Status::Invalid(silver_id.ToString(),
-                                    " was created meanwhile (by `floe silver`?); stop "
-                                    "it and pass --replace");
+      return arrow::Status::Invalid(
+          silver_id.ToString(),
+          " was created meanwhile (by another backfill, or by `floe silver`); stop it "
+          "and run this backfill again",
+          options.replace ? "" : " with --replace");
     }
     return created.status();
   }

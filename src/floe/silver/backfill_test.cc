@@ -430,8 +430,12 @@ TEST_F(BackfillTest, AnExportsFilesMayDifferInOrderAndAllNullColumns) {
         *arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64()),
                                            arrow::field("name", arrow::null())}),
                             {ids, nulls}));
+  // Hidden and marker files are not the export's (as Spark and Hadoop read a folder).
+  write(".stale.parquet", *Export({{1, "stale"}, {9, "stale"}}));
+  write("_tmp.parquet", *Export({{1, "tmp"}}));
   auto source = OpenParquetExport(dir.string());
   ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->rows, 4);
   EXPECT_TRUE(source->schema->GetFieldByName("name")->type()->Equals(*arrow::utf8()));
   BackfillTableOptions options;
   options.origin = "test export";
@@ -466,6 +470,17 @@ TEST_F(BackfillTest, AnExportsFilesMayDifferInOrderAndAllNullColumns) {
       std::string::npos)
       << named.status().message();
   fs::remove(dir / "0.parquet");
+  write("c.parquet",
+        *arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64()),
+                                           arrow::field("name", arrow::utf8()),
+                                           arrow::field("name", arrow::utf8())}),
+                            {ids, arrow::MakeArrayOfNull(arrow::utf8(), 2).ValueOrDie(),
+                             arrow::MakeArrayOfNull(arrow::utf8(), 2).ValueOrDie()}));
+  auto twice = OpenParquetExport(dir.string());
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("c.parquet has the column `name` twice"),
+            std::string::npos)
+      << twice.status().message();
   write("c.parquet",
         *arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64())}), {ids}));
   auto missing = OpenParquetExport(dir.string());

@@ -545,7 +545,12 @@ arrow::Result<SilverState> PrepareSilver(ice::Catalog* catalog, ice::Table* silv
   ARROW_RETURN_NOT_OK(SyncConfiguredProperties(silver, options));
   const uint64_t watermark = SilverWatermark(silver->metadata());
   if (watermark >= bronze_lsn) {
-    if (watermark > bronze_lsn) {
+    // A table seeded from an export taken after Bronze's last commit of it (a quiet
+    // table) waits for Bronze to pass the export's LSN: nothing to say.
+    const ice::Snapshot* last = lake::LastMergeSnapshot(silver->metadata());
+    const bool seeded =
+        last != nullptr && last->summary.contains(lake::kSeededFromSummaryKey);
+    if (watermark > bronze_lsn && !seeded) {
       spdlog::warn(
           "{}: Silver watermark {} is above Bronze's commit LSN {} (Bronze "
           "was re-copied with --resnapshot?); nothing merged",

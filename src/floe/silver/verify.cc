@@ -358,9 +358,12 @@ arrow::Result<TableVerification> VerifyTable(ice::Catalog* catalog,
   const ice::Table& silver_table = **loaded;
   const ice::TableMetadata& silver = silver_table.metadata();
   if (!silver.current_snapshot_id) {
-    v.skipped =
-        "the Silver table has no snapshot yet (the next `floe silver` pass "
-        "fills it)";
+    v.skipped = silver.properties.contains(lake::kSilverSeedingProperty)
+                    ? "`floe silver backfill` created the Silver table and has not "
+                      "committed its rows (if it is not still running, run it again "
+                      "with --replace, or drop the table to build Silver from Bronze)"
+                    : "the Silver table has no snapshot yet (the next `floe silver` "
+                      "pass fills it)";
     return v;
   }
   v.watermark = SilverWatermark(silver);
