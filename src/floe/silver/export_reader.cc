@@ -71,14 +71,6 @@ arrow::Result<std::shared_ptr<arrow::Schema>> UnifyExportSchemas(
         "the files of the export do not share one schema: ", what,
         ". Write every file of the export from one query");
   };
-  for (const arrow::Schema* schema : {&first, &other}) {
-    for (const auto& field : schema->fields()) {
-      if (schema->GetAllFieldsByName(field->name()).size() > 1) {
-        return differ((schema == &first ? first_file : other_file) + " has the column `" +
-                      field->name() + "` twice");
-      }
-    }
-  }
   arrow::FieldVector fields = first.fields();
   for (auto& field : fields) {
     const std::shared_ptr<arrow::Field> theirs = other.GetFieldByName(field->name());
@@ -120,6 +112,10 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
     files->push_back(path);
   } else {
     for (const auto& entry : fs::directory_iterator(path)) {
+      // Hidden and marker entries (`.x.parquet`, `_SUCCESS`, `_temporary/`) are not
+      // the export's, as Spark and Hadoop read directories.
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with('.') || name.starts_with('_')) continue;
       if (entry.is_directory()) {
         // A partitioned or nested export (Spark's col=value/ or x.parquet/ folders):
         // reading the top level only would silently seed part of the table.
@@ -129,10 +125,6 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
             "); floe reads the *.parquet files at the top level of the directory only. "
             "Put every file of the export there");
       }
-      // Hidden and marker files (`.x.parquet`, `_x.parquet`) are not the export's,
-      // as Spark and Hadoop read directories.
-      const std::string name = entry.path().filename().string();
-      if (name.starts_with('.') || name.starts_with('_')) continue;
       if (entry.is_regular_file() && entry.path().extension() == ".parquet") {
         files->push_back(entry.path().string());
       }
@@ -152,6 +144,12 @@ arrow::Result<ExportReader> OpenParquetExport(const std::string& path,
     if (progress != nullptr) progress->AddTotal(rows);
     std::shared_ptr<arrow::Schema> schema;
     ARROW_RETURN_NOT_OK(reader->GetSchema(&schema));
+    for (const auto& field : schema->fields()) {
+      if (schema->GetAllFieldsByName(field->name()).size() > 1) {
+        return arrow::Status::Invalid(f, " has the column `", field->name(),
+                                      "` twice; export each column once");
+      }
+    }
     if (out.schema == nullptr) {
       out.schema = schema;
     } else {

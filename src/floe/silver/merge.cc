@@ -246,32 +246,6 @@ arrow::Result<std::vector<ice::DataFile>> WriteUpserts(
 
 namespace merge_internal {
 
-int32_t SilverBucketsFor(const ice::TableMetadata& bronze, int64_t rows,
-                         int64_t target_file_bytes, int64_t* bytes_per_row) {
-  *bytes_per_row = 0;
-  if (const ice::Snapshot* s = bronze.CurrentSnapshot()) {
-    auto size = s->summary.find("total-files-size");
-    auto records = s->summary.find("total-records");
-    if (size != s->summary.end() && records != s->summary.end()) {
-      auto b = ParseUint64(size->second);
-      auto r = ParseUint64(records->second);
-      if (b && r && *r > 0) *bytes_per_row = static_cast<int64_t>(*b / *r);
-    }
-  }
-  return BucketCount(*bytes_per_row * rows, target_file_bytes);
-}
-
-ice::SortOrder SilverSortOrder(const ice::Schema& schema,
-                               const std::vector<std::string>& key) {
-  ice::SortOrder order;
-  order.order_id = 1;
-  for (const auto& k : key) {
-    order.fields.push_back({ice::Transform::Identity(), schema.FindField(k)->id,
-                            ice::SortDirection::kAscending, ice::NullOrder::kNullsFirst});
-  }
-  return order;
-}
-
 std::map<std::string, std::string> SilverLayoutProperties(
     const ice::Schema& schema, const std::vector<std::string>& key,
     int64_t target_file_bytes, bool copy_on_write) {
@@ -546,11 +520,16 @@ arrow::Result<SilverState> PrepareSilver(ice::Catalog* catalog, ice::Table* silv
   const uint64_t watermark = SilverWatermark(silver->metadata());
   if (watermark >= bronze_lsn) {
     // A table seeded from an export taken after Bronze's last commit of it (a quiet
-    // table) waits for Bronze to pass the export's LSN: nothing to say.
+    // table) waits for Bronze to pass the export's LSN: said once, not warned.
     const ice::Snapshot* last = lake::LastMergeSnapshot(silver->metadata());
     const bool seeded =
         last != nullptr && last->summary.contains(lake::kSeededFromSummaryKey);
-    if (watermark > bronze_lsn && !seeded) {
+    if (watermark > bronze_lsn && seeded) {
+      spdlog::info(
+          "{}: seeded from an export at {}, above Bronze's commit LSN {}: merges start "
+          "once Bronze holds a change after it",
+          silver_id.ToString(), Lsn(watermark).ToString(), Lsn(bronze_lsn).ToString());
+    } else if (watermark > bronze_lsn) {
       spdlog::warn(
           "{}: Silver watermark {} is above Bronze's commit LSN {} (Bronze "
           "was re-copied with --resnapshot?); nothing merged",

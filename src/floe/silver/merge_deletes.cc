@@ -387,9 +387,16 @@ arrow::Result<SilverDeletes> FindSilverDeletes(
     out.referenced.insert(task.data_file.file_path);
     if (replaced != nullptr)
       stats->position_deletes += static_cast<int64_t>(found.size());
+    // The file's own spec names its partition (an older spec's tuple read as the
+    // current spec's would let partitions of that spec share a key).
+    const ice::PartitionSpec* task_spec = silver.metadata().FindSpec(task.spec_id);
+    if (task_spec == nullptr) {
+      return arrow::Status::UnknownError(task.data_file.file_path, " is of spec ",
+                                         task.spec_id, ", which the table does not have");
+    }
     const std::string where =
         std::to_string(task.spec_id) + "/" +
-        ice::PartitionPath(spec, silver.schema(), task.data_file.partition);
+        ice::PartitionPath(*task_spec, silver.schema(), task.data_file.partition);
     auto& entry = out.by_partition[where];
     entry.first = task.data_file.partition;
     for (const auto& d : found) entry.second[d.file_path].push_back(d.pos);

@@ -259,6 +259,32 @@ arrow::Result<Evolution> PlanSilverEvolution(const ice::TableMetadata& silver,
 
 namespace merge_internal {
 
+int32_t SilverBucketsFor(const ice::TableMetadata& bronze, int64_t rows,
+                         int64_t target_file_bytes, int64_t* bytes_per_row) {
+  *bytes_per_row = 0;
+  if (const ice::Snapshot* s = bronze.CurrentSnapshot()) {
+    auto size = s->summary.find("total-files-size");
+    auto records = s->summary.find("total-records");
+    if (size != s->summary.end() && records != s->summary.end()) {
+      auto b = ParseUint64(size->second);
+      auto r = ParseUint64(records->second);
+      if (b && r && *r > 0) *bytes_per_row = static_cast<int64_t>(*b / *r);
+    }
+  }
+  return lake::BucketCount(*bytes_per_row * rows, target_file_bytes);
+}
+
+ice::SortOrder SilverSortOrder(const ice::Schema& schema,
+                               const std::vector<std::string>& key) {
+  ice::SortOrder order;
+  order.order_id = 1;
+  for (const auto& k : key) {
+    order.fields.push_back({ice::Transform::Identity(), schema.FindField(k)->id,
+                            ice::SortDirection::kAscending, ice::NullOrder::kNullsFirst});
+  }
+  return order;
+}
+
 arrow::Status EvolveSilver(ice::Table* silver, const ice::TableMetadata& bronze,
                            std::vector<std::string>* changes) {
   ARROW_ASSIGN_OR_RAISE(Evolution planned,

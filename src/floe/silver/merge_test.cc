@@ -106,9 +106,10 @@ TEST_F(MergeTableTest, BackfillThenMergeOnReadAcrossBuckets) {
   EXPECT_GT(std::stoi(SilverSummary().at("deleted-data-files")), 0);
 }
 
-// Another engine changed the partition spec (ALTER TABLE ... a new bucket count)
-// without rewriting the files: the old files keep the old spec, and a merge must find
-// and delete the changed keys' rows in them, in memory and sliced, in both modes.
+// Another engine changed the partition spec (ALTER TABLE ... a new bucket count, or
+// no partitioning at all) without rewriting the files: the old files keep the old
+// spec, and a merge must find and delete the changed keys' rows in them, in memory
+// and sliced, in both modes.
 TEST_F(MergeTableTest, FilesOfAnOlderSpecHaveTheirChangedRowsDeleted) {
   std::vector<Row> rows;
   std::map<int64_t, std::string> want;
@@ -120,14 +121,18 @@ TEST_F(MergeTableTest, FilesOfAnOlderSpecHaveTheirChangedRowsDeleted) {
   struct Case {
     int64_t slice_bytes;
     bool copy_on_write;
+    bool unpartitioned;
     ice::TableIdentifier silver;
   };
   std::vector<Case> cases;
   for (int64_t slice_bytes : {int64_t{0}, int64_t{512}}) {
     for (bool copy_on_write : {false, true}) {
-      cases.push_back({slice_bytes,
-                       copy_on_write,
-                       {silver_id_.ns, "t" + std::to_string(cases.size())}});
+      for (bool unpartitioned : {false, true}) {
+        cases.push_back({slice_bytes,
+                         copy_on_write,
+                         unpartitioned,
+                         {silver_id_.ns, "t" + std::to_string(cases.size())}});
+      }
     }
   }
   MergeOptions options;
@@ -142,11 +147,10 @@ TEST_F(MergeTableTest, FilesOfAnOlderSpecHaveTheirChangedRowsDeleted) {
     ASSERT_TRUE(silver
                     ->UpdateMetadata([&](const ice::TableMetadata& base,
                                          ice::TableMetadataBuilder* b) -> arrow::Status {
-                      ARROW_ASSIGN_OR_RAISE(
-                          auto spec, ice::PartitionSpecBuilder(*base.CurrentSchema(), 0,
-                                                               base.last_partition_id)
-                                         .Bucket("id", more, "id_bucket_more")
-                                         .Build());
+                      ice::PartitionSpecBuilder builder(*base.CurrentSchema(), 0,
+                                                        base.last_partition_id);
+                      if (!c.unpartitioned) builder.Bucket("id", more, "id_bucket_more");
+                      ARROW_ASSIGN_OR_RAISE(auto spec, builder.Build());
                       b->AddPartitionSpec(spec).SetDefaultSpec(ice::kLastAdded);
                       return arrow::Status::OK();
                     })
@@ -165,7 +169,8 @@ TEST_F(MergeTableTest, FilesOfAnOlderSpecHaveTheirChangedRowsDeleted) {
   Append(changes, 150);
   for (const Case& c : cases) {
     SCOPED_TRACE("slices " + std::to_string(c.slice_bytes) + ", copy-on-write " +
-                 std::to_string(c.copy_on_write));
+                 std::to_string(c.copy_on_write) + ", unpartitioned " +
+                 std::to_string(c.unpartitioned));
     options.slice_bytes = c.slice_bytes;
     options.copy_on_write = c.copy_on_write;
     auto merged =

@@ -339,6 +339,7 @@ void PutBack(MergeFiles part, MergeFiles* files) {
   append(&files->written, part.written);
   append(&files->cow.remove, part.cow.remove);
   append(&files->tiered, part.tiered);
+  files->delete_specs.merge(part.delete_specs);
   files->replaced_deletes.merge(part.replaced_deletes);
   files->held_deletes.merge(part.held_deletes);
   append(&files->held_upserts, part.held_upserts);
@@ -446,11 +447,17 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
   // The partitions the merge writes in, and its own small new files of each.
   std::map<std::string, ice::PartitionTuple> touched;
   std::map<std::string, std::vector<Candidate>> by_partition;
+  const std::string current = std::to_string(spec_id) + "/";
   for (const auto* list : {&files->data, &files->cow.add, &files->deletes}) {
-    for (const ice::DataFile& f : *list)
+    for (const ice::DataFile& f : *list) {
+      // An older spec's delete files are in no partition the merge folds.
+      if (files->delete_specs.contains(f.file_path)) continue;
       touched[WhereOf(silver, f.partition)] = f.partition;
+    }
   }
-  for (const auto& [where, held] : files->held_deletes) touched[where] = held.first;
+  for (const auto& [where, held] : files->held_deletes) {
+    if (where.starts_with(current)) touched[where] = held.first;
+  }
   for (const ice::PartitionedBatch& held : files->held_upserts) {
     touched[WhereOf(silver, held.partition)] = held.partition;
   }
