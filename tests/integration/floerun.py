@@ -72,7 +72,8 @@ class FloeRun:
                  publication: str | dict | None = None, tables: list[str] | None = None,
                  snapshot: str = "initial", interval: str = "500ms",
                  slot: str | None = None, extra_yaml: str = "",
-                 make_warehouse: bool = True, snapshot_workers: int | None = None):
+                 make_warehouse: bool = True, snapshot_workers: int | None = None,
+                 warehouse_uri: str | None = None, catalog_props: dict | None = None):
         self.floe_bin = Path(floe_bin).resolve()
         self.pg = pg
         self.base = Path(base)
@@ -83,6 +84,10 @@ class FloeRun:
         self.log_path = self.base / "floe.log"
         if make_warehouse:
             self.warehouse.mkdir()
+        # An object-store warehouse (s3://...): the local directory keeps only the
+        # SQLite catalog; `catalog_props` are PyIceberg's FileIO settings for it.
+        self.warehouse_uri = warehouse_uri
+        self.catalog_props = dict(catalog_props or {})
         self.slot = slot or f"floe_{service}"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -113,8 +118,9 @@ class FloeRun:
             f"{pub_yaml}"
             f"  snapshot: {snapshot}\n"
             + (f"  snapshot_workers: {snapshot_workers}\n" if snapshot_workers else "")
-            + f"warehouse: {self.warehouse}\n"
-            f"checkpoint:\n"
+            + (f"warehouse: {warehouse_uri}\ncatalog:\n  path: {self.warehouse}/catalog.db\n"
+               if warehouse_uri else f"warehouse: {self.warehouse}\n")
+            + f"checkpoint:\n"
             f"  interval: {interval}\n"
             # a free port each: tests may run several floe processes at once
             + ("" if "metrics:" in extra_yaml else "metrics:\n  listen: 127.0.0.1:0\n")
@@ -255,8 +261,10 @@ class FloeRun:
             if not db.exists():
                 # Do not let PyIceberg create the catalog before floe does.
                 raise FileNotFoundError(f"{db} does not exist (yet)")
-            self._catalog = SqlCatalog("floe", uri=f"sqlite:///{db}",
-                                       warehouse=f"file://{self.warehouse}")
+            self._catalog = SqlCatalog(
+                "floe", uri=f"sqlite:///{db}",
+                warehouse=self.warehouse_uri or f"file://{self.warehouse}",
+                **self.catalog_props)
         return self._catalog
 
     def ident(self, table: str) -> tuple[str, ...]:

@@ -194,9 +194,12 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
                    ": " + ec.message());
     }
   }
+  if (auto st = ice::CheckObjectStore(config.warehouse, config.s3); !st.ok()) {
+    return Fatal(st.message());
+  }
   ARROW_ASSIGN_OR_RAISE(auto catalog,
                         lake::OpenPipelineCatalog(config, lake::CatalogAccess::kCreate));
-  auto io = ice::MakeLocalFileIO();
+  auto io = ice::MakeFileIO(config.s3);
 
   ARROW_ASSIGN_OR_RAISE(auto metrics, PipelineMetrics::Make());
   Pipeline pipeline(config, options, catalog.get(), io, metrics.get());

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "floe/cli/command.h"
+#include "floe/iceberg/file_io.h"
 
 namespace {
 
@@ -42,7 +43,12 @@ int main(int argc, char** argv) {
   // The innermost command named (`silver verify` over `silver`): registered after
   // its parent.
   for (auto it = commands.rbegin(); it != commands.rend(); ++it) {
-    if (it->app->parsed()) return it->run();
+    if (it->app->parsed()) {
+      const int rc = it->run();
+      // The object-store client outlives every FileIO of the command.
+      floe::iceberg::FinalizeObjectStores();
+      return rc;
+    }
   }
   std::cout << app.help();
   return 0;

@@ -7,7 +7,7 @@ namespace floe::config::keys {
 
 namespace {
 
-constexpr std::array<const Key*, 29> kAll = {
+constexpr std::array<const Key*, 38> kAll = {
     &kService,
     &kSourceConninfo,
     &kSourceSlot,
@@ -23,6 +23,15 @@ constexpr std::array<const Key*, 29> kAll = {
     &kCatalogConninfo,
     &kCatalogName,
     &kWarehouse,
+    &kS3Endpoint,
+    &kS3Region,
+    &kS3PathStyle,
+    &kS3AccessKeyId,
+    &kS3SecretAccessKey,
+    &kS3SessionToken,
+    &kS3ConnectTimeout,
+    &kS3RequestTimeout,
+    &kS3MaxAttempts,
     &kCheckpointInterval,
     &kCheckpointMaxBytes,
     &kBronzeNamespace,

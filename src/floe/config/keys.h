@@ -128,8 +128,10 @@ inline constexpr Key kCatalogConninfo{"catalog.conninfo", Kind::kSecret,
                                       "required for postgres", "secret"};
 inline constexpr Key kCatalogName{"catalog.name", Kind::kString, "`floe`",
                                   "catalog name in the SQL catalog tables"};
-inline constexpr Key kWarehouse{"warehouse", Kind::kString, "required",
-                                "local directory for table files"};
+inline constexpr Key kWarehouse{
+    "warehouse", Kind::kString, "required",
+    "where table files go: a local directory (`/path`, `file:///path`) or "
+    "`s3://bucket/prefix` (see `s3`)"};
 inline constexpr Key kCheckpointInterval{"checkpoint.interval",
                                          Kind::kDuration,
                                          "`10s`",
@@ -262,6 +264,59 @@ inline constexpr Key kMetricsListen{
     "metrics.listen", Kind::kOther, "`127.0.0.1:9464`",
     "`host:port` of /metrics, /healthz and /readyz (`floe run`); port 0 picks a free "
     "port, `\"\"` serves none"};
+
+inline constexpr Key kS3Endpoint{
+    "s3.endpoint", Kind::kString, "AWS",
+    "`http(s)://host:port` of an S3-compatible server (MinIO, Ceph, a gateway)"};
+inline constexpr Key kS3Region{"s3.region", Kind::kString,
+                               "the AWS SDK's (`AWS_REGION`, the profile, us-east-1)",
+                               "the buckets' region"};
+inline constexpr Key kS3PathStyle{"s3.path_style",
+                                  Kind::kChoice,
+                                  "`true` with an `endpoint`",
+                                  "`true`: the bucket in the path (`host/bucket/key`); "
+                                  "`false`: in the host name",
+                                  0,
+                                  0,
+                                  0,
+                                  "true|false"};
+inline constexpr Key kS3AccessKeyId{
+    "s3.access_key_id", Kind::kSecret,
+    "the AWS default credential chain (environment, shared credentials file, web "
+    "identity, instance metadata)",
+    "secret; with `secret_access_key`"};
+inline constexpr Key kS3SecretAccessKey{"s3.secret_access_key", Kind::kSecret,
+                                        "the default chain", "secret"};
+inline constexpr Key kS3SessionToken{"s3.session_token", Kind::kSecret, "none",
+                                     "secret; temporary credentials"};
+inline constexpr Key kS3ConnectTimeout{"s3.connect_timeout",
+                                       Kind::kDuration,
+                                       "`10s`",
+                                       "connecting to the object store",
+                                       10'000,
+                                       100,
+                                       0,
+                                       {},
+                                       "for example: 10s"};
+inline constexpr Key kS3RequestTimeout{"s3.request_timeout",
+                                       Kind::kDuration,
+                                       "`60s`",
+                                       "one request (Windows/macOS clients; on Linux "
+                                       "a stalled transfer is cut by the SDK)",
+                                       60'000,
+                                       100,
+                                       0,
+                                       {},
+                                       "for example: 60s"};
+inline constexpr Key kS3MaxAttempts{
+    "s3.max_attempts",
+    Kind::kInteger,
+    "`10`",
+    "attempts of a request failing with a retryable error "
+    "(throttling, 5xx, a dropped connection), backing off",
+    10,
+    1,
+    100};
 
 /// Every key, in the settings table's order.
 std::span<const Key* const> All();

@@ -35,8 +35,14 @@ TEST(ConfigKeys, TheDocumentedSettingsTableIsTheDeclaredOne) {
 
 TEST(ConfigKeys, EachSectionAllowsItsDeclaredKeys) {
   EXPECT_EQ(keys::KeysOf(""),
-            (std::vector<std::string>{"service", "source", "catalog", "warehouse",
+            (std::vector<std::string>{"service", "source", "catalog", "warehouse", "s3",
                                       "checkpoint", "naming", "silver", "metrics"}));
+  EXPECT_EQ(
+      keys::KeysOf("s3"),
+      (std::vector<std::string>{
+          "endpoint", "region", "path_style", "access_key_id", "access_key_id_file",
+          "secret_access_key", "secret_access_key_file", "session_token",
+          "session_token_file", "connect_timeout", "request_timeout", "max_attempts"}));
   EXPECT_EQ(
       keys::KeysOf("source"),
       (std::vector<std::string>{"conninfo", "conninfo_file", "slot", "publication",
@@ -127,6 +133,8 @@ TEST(ConfigKeys, TheRedactedDumpHoldsEveryKeyAndNoSecret) {
       "  publication: {name: p, create: tables, tables: [public.a]}\n"
       "catalog: {type: postgres, conninfo: \"dbname=cat password=CATALOG-SECRET\"}\n"
       "warehouse: /w\n"
+      "s3: {access_key_id: S3-KEY-ID, secret_access_key: S3-SECRET, session_token: "
+      "S3-TOKEN}\n"
       "naming: {tables: {public.a: {bronze: b.x.a}}}\n"
       "silver: {keys: {public.a: [id]}, write_modes: {public.a: copy-on-write}}\n",
       "/", [](const std::string&) { return std::nullopt; });
@@ -134,6 +142,7 @@ TEST(ConfigKeys, TheRedactedDumpHoldsEveryKeyAndNoSecret) {
   const std::string dump = r.config->ToRedactedYaml();
   EXPECT_EQ(dump.find("SOURCE-SECRET"), std::string::npos) << dump;
   EXPECT_EQ(dump.find("CATALOG-SECRET"), std::string::npos) << dump;
+  EXPECT_EQ(dump.find("S3-"), std::string::npos) << dump;
   const YAML::Node root = YAML::Load(dump);
   for (const keys::Key* key : keys::All()) {
     if (key->path == "catalog.path") continue;  // a postgres catalog has none

@@ -2,6 +2,7 @@
 #include "floe/common/parse.h"
 #include "floe/config/keys.h"
 #include "floe/config/reader.h"
+#include "floe/config/s3_config.h"
 
 #include <libpq-fe.h>
 
@@ -448,20 +449,11 @@ void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
   }
 
   if (const YAML::Node wh = root["warehouse"]) {
-    if (auto s = r.String(wh, "warehouse")) {
-      std::string path = *s;
-      if (path.starts_with("file://")) {
-        path = path.substr(7);
-      } else if (path.find("://") != std::string::npos) {
-        r.Error(wh, "warehouse `" + *s + "` is not on the local filesystem",
-                "only local warehouses are supported so far: file:///abs/path or a path");
-        path.clear();
-      }
-      if (!path.empty()) cfg->warehouse = "file://" + r.Resolve(path);
-    }
+    if (auto w = ParseWarehouse(r, wh)) cfg->warehouse = *w;
   } else {
-    r.Error(root, "missing `warehouse`: where floe writes table files",
-            "add warehouse: /var/lib/floe/warehouse (or file:///...)");
+    r.Error(
+        root, "missing `warehouse`: where floe writes table files",
+        "add warehouse: /var/lib/floe/warehouse (or file:///..., s3://bucket/prefix)");
   }
 
   if (const YAML::Node catalog = root["catalog"]) ParseCatalog(r, catalog, cfg);
@@ -469,6 +461,7 @@ void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
   if (const YAML::Node naming = root["naming"]) ParseNaming(r, naming, cfg);
   if (const YAML::Node silver = root["silver"]) ParseSilver(r, silver, cfg);
   if (const YAML::Node metrics = root["metrics"]) ParseMetrics(r, metrics, cfg);
+  if (const YAML::Node s3 = root["s3"]) ParseS3(r, s3, cfg);
 
   // Defaults that depend on other settings.
   if (!cfg->service.empty()) {
@@ -477,8 +470,15 @@ void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
       cfg->source.publication = SlotNameFor(cfg->service);
   }
   if (cfg->catalog.type == CatalogType::kSqlite && cfg->catalog.uri.empty() &&
-      !cfg->warehouse.empty()) {
+      cfg->warehouse.starts_with("file://")) {
     cfg->catalog.uri = cfg->warehouse.substr(7) + "/catalog.db";
+  } else if (cfg->catalog.type == CatalogType::kSqlite && cfg->catalog.uri.empty() &&
+             !cfg->warehouse.empty()) {
+    r.Error(
+        root["catalog"] ? root["catalog"] : root,
+        "a SQLite catalog cannot live in the object-store warehouse " + cfg->warehouse,
+        "set catalog.path to a local file (catalog: {type: sqlite, path: "
+        "/var/lib/floe/catalog.db}), or use catalog.type: postgres");
   }
 }
 
@@ -646,6 +646,25 @@ std::string PipelineConfig::ToRedactedYaml() const {
   out << YAML::Key << "name" << YAML::Value << catalog.name;
   out << YAML::EndMap;
   out << YAML::Key << "warehouse" << YAML::Value << warehouse;
+  {
+    // A secret set is shown redacted; one unset (the default chain) is left out.
+    auto secret = [&](const char* key, const std::string& v) {
+      if (!v.empty()) out << YAML::Key << key << YAML::Value << kRedacted;
+    };
+    out << YAML::Key << "s3" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "endpoint" << YAML::Value << s3.endpoint;
+    out << YAML::Key << "region" << YAML::Value << s3.region;
+    out << YAML::Key << "path_style" << YAML::Value << (s3.path_style ? "true" : "false");
+    secret("access_key_id", s3.access_key_id);
+    secret("secret_access_key", s3.secret_access_key);
+    secret("session_token", s3.session_token);
+    out << YAML::Key << "connect_timeout" << YAML::Value
+        << (std::to_string(static_cast<int64_t>(s3.connect_timeout_s * 1000)) + "ms");
+    out << YAML::Key << "request_timeout" << YAML::Value
+        << (std::to_string(static_cast<int64_t>(s3.request_timeout_s * 1000)) + "ms");
+    out << YAML::Key << "max_attempts" << YAML::Value << s3.max_attempts;
+    out << YAML::EndMap;
+  }
   out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "interval" << YAML::Value
       << (std::to_string(checkpoint.interval.count()) + "ms");

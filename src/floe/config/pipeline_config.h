@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "floe/config/keys.h"
+#include "floe/iceberg/s3_options.h"
 
 namespace floe::config {
 
@@ -149,8 +150,11 @@ struct PipelineConfig {
   std::string service;
   SourceConfig source;
   CatalogConfig catalog;
-  /// Where table files go: `file:///abs/path` (or an absolute path).
+  /// Where table files go: `file:///abs/path` or `s3://bucket[/prefix]`.
   std::string warehouse;
+  /// `s3:` — how the object store of an s3:// warehouse (or of s3:// locations
+  /// other engines wrote) is reached.
+  iceberg::S3Options s3;
   CheckpointConfig checkpoint;
   NamingConfig naming;
   SilverConfig silver;

@@ -218,14 +218,66 @@ TEST(PipelineConfig, PublicationForms) {
   EXPECT_NE(AllErrors(bad_table).find("schema-qualified"), std::string::npos);
 }
 
-TEST(PipelineConfig, RejectsRemoteWarehousesAndUnknownCatalogTypes) {
+TEST(PipelineConfig, RejectsOtherRemoteWarehousesAndUnknownCatalogTypes) {
   auto r = Parse(
-      "source:\n  conninfo: dbname=d\nwarehouse: s3://bucket/wh\ncatalog: {type: "
+      "source:\n  conninfo: dbname=d\nwarehouse: gs://bucket/wh\ncatalog: {type: "
       "glue}\n");
   ASSERT_FALSE(r.config);
   ASSERT_EQ(r.errors.size(), 2u) << AllErrors(r);
-  EXPECT_NE(r.errors[0].message.find("not on the local filesystem"), std::string::npos);
+  EXPECT_NE(r.errors[0].message.find("neither a local directory nor on S3"),
+            std::string::npos);
   EXPECT_NE(r.errors[1].hint.find("sqlite"), std::string::npos);
+  auto s3a = Parse("source:\n  conninfo: dbname=d\nwarehouse: s3a://b/wh\n");
+  ASSERT_EQ(s3a.errors.size(), 1u) << AllErrors(s3a);
+  EXPECT_NE(s3a.errors[0].hint.find("warehouse: s3://b/wh"), std::string::npos);
+  auto nobucket = Parse("source:\n  conninfo: dbname=d\nwarehouse: s3:///wh\n");
+  ASSERT_EQ(nobucket.errors.size(), 1u) << AllErrors(nobucket);
+  EXPECT_NE(nobucket.errors[0].message.find("names no bucket"), std::string::npos);
+}
+
+TEST(PipelineConfig, AnS3WarehouseWithItsSettingsAndALocalCatalog) {
+  // The SQLite catalog cannot default into the bucket.
+  auto no_catalog = Parse("source:\n  conninfo: dbname=d\nwarehouse: s3://lake/prod/\n");
+  ASSERT_EQ(no_catalog.errors.size(), 1u) << AllErrors(no_catalog);
+  EXPECT_NE(no_catalog.errors[0].hint.find("set catalog.path to a local file"),
+            std::string::npos);
+
+  auto r = Parse(
+      "source:\n  conninfo: dbname=d\nwarehouse: s3://lake/prod/\n"
+      "catalog: {path: cat.db}\n"
+      "s3:\n  endpoint: http://127.0.0.1:9000/\n  region: eu-west-1\n"
+      "  access_key_id: AKIDEXAMPLE\n  secret_access_key: ${S3_SECRET}\n"
+      "  connect_timeout: 2s\n  request_timeout: 90s\n  max_attempts: 4\n",
+      {{"S3_SECRET", "wJalrXUtnFEMI"}});
+  ASSERT_TRUE(r.config) << AllErrors(r);
+  const PipelineConfig& c = *r.config;
+  EXPECT_EQ(c.warehouse, "s3://lake/prod");
+  EXPECT_EQ(c.catalog.uri, "/etc/floe/cat.db");
+  EXPECT_EQ(c.s3.endpoint, "http://127.0.0.1:9000/");
+  EXPECT_TRUE(c.s3.path_style);  // the default with an endpoint
+  EXPECT_EQ(c.s3.region, "eu-west-1");
+  EXPECT_EQ(c.s3.access_key_id, "AKIDEXAMPLE");
+  EXPECT_EQ(c.s3.secret_access_key, "wJalrXUtnFEMI");
+  EXPECT_EQ(c.s3.connect_timeout_s, 2);
+  EXPECT_EQ(c.s3.request_timeout_s, 90);
+  EXPECT_EQ(c.s3.max_attempts, 4);
+  const std::string dump = c.ToRedactedYaml();
+  EXPECT_EQ(dump.find("wJalrXUtnFEMI"), std::string::npos) << dump;
+  EXPECT_EQ(dump.find("AKIDEXAMPLE"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("http://127.0.0.1:9000/"), std::string::npos) << dump;
+
+  auto bad = Parse(
+      "source:\n  conninfo: dbname=d\nwarehouse: /w\n"
+      "s3:\n  endpoint: 127.0.0.1:9000\n  path_style: maybe\n  access_key_id: x\n"
+      "  max_attempts: 0\n  bucket: b\n");
+  ASSERT_FALSE(bad.config);
+  const std::string all = AllErrors(bad);
+  EXPECT_NE(all.find("has no http:// or https://"), std::string::npos) << all;
+  EXPECT_NE(all.find("path_style"), std::string::npos) << all;
+  EXPECT_NE(all.find("both `access_key_id` and `secret_access_key`"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("max_attempts"), std::string::npos) << all;
+  EXPECT_NE(all.find("bucket"), std::string::npos) << all;
 }
 
 TEST(PipelineConfig, SilverSectionDefaultsAndSettings) {

@@ -1,7 +1,8 @@
 // FileIO: how the Iceberg library reads, writes, lists and deletes the files of a
 // table, addressed by the locations stored in metadata (`file:///abs/path`,
-// `file:/abs/path` as Java writes them, or a plain absolute path). Local disk
-// today, behind an interface an object store can implement.
+// `file:/abs/path` as Java writes them, or a plain absolute path) on local disk, and
+// `s3://bucket/key` (or `s3a://`, `s3n://` as Java engines write them) on an
+// S3-compatible object store.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include <arrow/io/interfaces.h>
 #include <arrow/result.h>
 #include <arrow/status.h>
+
+#include "floe/iceberg/s3_options.h"
 
 namespace floe::iceberg {
 
@@ -53,6 +56,28 @@ class FileIO {
 
 /// The local filesystem. Locations it returns from List use the `file://` form.
 std::shared_ptr<FileIO> MakeLocalFileIO();
+
+/// Whether `location` is on an object store (`s3://`, `s3a://`, `s3n://`).
+bool IsObjectStoreLocation(std::string_view location);
+
+/// A FileIO for both local and object-store locations, each call going by its
+/// location's scheme. The object store is reached with `s3` (no settings: AWS with
+/// the default credential chain); its client is made at the first such location.
+/// An object store has no rename: WriteAtomically is one PUT (readers see the whole
+/// object or none), and `exclusive` only checks first that the object is absent,
+/// since floe's exclusive names are unique (a UUID in each) and the catalog's
+/// compare-and-swap is what makes a commit atomic. Sync is a no-op: an object exists
+/// only once its upload completed.
+std::shared_ptr<FileIO> MakeFileIO(const S3Options& s3 = {});
+
+/// For an object-store location: that its bucket exists and the settings reach it
+/// (one request); Invalid naming the bucket and the fix when it does not, IOError
+/// when the store cannot be reached. OK for local locations.
+arrow::Status CheckObjectStore(const std::string& location, const S3Options& s3);
+
+/// Releases the object-store client library; call once before the process exits
+/// (after every FileIO is gone). Nothing to do if no object store was used.
+void FinalizeObjectStores();
 
 /// The absolute local path of a `file:` location or plain absolute path; Invalid
 /// for other schemes or relative paths.

@@ -245,7 +245,7 @@ arrow::Result<Opened> OpenService(const config::PipelineConfig& config,
                                   const std::optional<config::QualifiedName>& only) {
   Opened out;
   ARROW_ASSIGN_OR_RAISE(out.catalog, lake::OpenPipelineCatalog(config));
-  out.io = ice::MakeLocalFileIO();
+  out.io = ice::MakeFileIO(config.s3);
   ARROW_ASSIGN_OR_RAISE(out.tables, ListServiceTables(out.catalog.get(), config, only));
   return out;
 }
@@ -460,7 +460,7 @@ arrow::Result<std::vector<ServiceTable>> ListServiceTables(
     ice::Catalog* catalog, const config::PipelineConfig& config,
     const std::optional<config::QualifiedName>& only) {
   ARROW_ASSIGN_OR_RAISE(auto bronze_tables, lake::ListBronzeTables(catalog, config));
-  auto io = ice::MakeLocalFileIO();
+  auto io = ice::MakeFileIO(config.s3);
   std::vector<ServiceTable> out;
   for (const auto& id : bronze_tables) {
     ServiceTable t;

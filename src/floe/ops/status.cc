@@ -417,7 +417,7 @@ arrow::Result<ServiceStatus> CollectStatus(const config::PipelineConfig& config,
                                   .count());
 
   ARROW_ASSIGN_OR_RAISE(auto catalog, OpenCatalog(config));
-  std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
+  std::shared_ptr<ice::FileIO> io = ice::MakeFileIO(config.s3);
   const ice::Namespace root = {config.naming.bronze_namespace, config.service};
   ARROW_ASSIGN_OR_RAISE(bool root_exists, catalog->NamespaceExists(root));
   if (root_exists) {

@@ -649,7 +649,7 @@ arrow::Result<BackfillStats> BackfillTable(ice::Catalog* catalog,
 arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& config,
                                                 const BackfillOptions& options) {
   ARROW_ASSIGN_OR_RAISE(auto catalog, lake::OpenPipelineCatalog(config));
-  std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
+  std::shared_ptr<ice::FileIO> io = ice::MakeFileIO(config.s3);
   const TableNames names = NamesOf(config, options.table);
   ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(names.bronze));
   if (!exists) {

@@ -397,7 +397,7 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
 arrow::Status RunSilver(const config::PipelineConfig& config,
                         const SilverOptions& options) {
   ARROW_ASSIGN_OR_RAISE(auto catalog, lake::OpenPipelineCatalog(config));
-  std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
+  std::shared_ptr<ice::FileIO> io = ice::MakeFileIO(config.s3);
 
   ARROW_ASSIGN_OR_RAISE(auto metrics, SilverMetrics::Make());
   std::unique_ptr<metrics::MetricsServer> server;

@@ -483,7 +483,7 @@ TableNames NamesOf(const config::PipelineConfig& config,
 arrow::Result<std::vector<TableVerification>> VerifySilver(
     const config::PipelineConfig& config, const VerifyOptions& options) {
   ARROW_ASSIGN_OR_RAISE(auto catalog, lake::OpenPipelineCatalog(config));
-  std::shared_ptr<ice::FileIO> io = ice::MakeLocalFileIO();
+  std::shared_ptr<ice::FileIO> io = ice::MakeFileIO(config.s3);
   // The source tables to verify: the one asked for, or every Bronze changelog of the
   // service (as `floe silver` lists them).
   std::set<config::QualifiedName> tables;

@@ -1,0 +1,247 @@
+// FileIO on an S3-compatible object store, through Arrow's S3 filesystem (the AWS
+// SDK underneath), and the FileIO that picks local disk or the object store by a
+// location's scheme.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <arrow/filesystem/s3fs.h>
+#include <arrow/io/interfaces.h>
+
+#include "floe/iceberg/file_io.h"
+
+namespace floe::iceberg {
+namespace {
+
+namespace afs = arrow::fs;
+
+constexpr std::string_view kSchemes[] = {"s3://", "s3a://", "s3n://"};
+
+// `bucket/key` of an object-store location.
+arrow::Result<std::string> ObjectPath(std::string_view location) {
+  for (std::string_view scheme : kSchemes) {
+    if (!location.starts_with(scheme)) continue;
+    std::string_view path = location.substr(scheme.size());
+    if (path.empty() || path.front() == '/') {
+      return arrow::Status::Invalid("location '", location, "' names no bucket");
+    }
+    return std::string(path);
+  }
+  return arrow::Status::Invalid("location '", location, "' is not an s3:// location");
+}
+
+arrow::Result<afs::S3Options> ArrowOptions(const S3Options& s3) {
+  afs::S3Options out;
+  if (!s3.access_key_id.empty() || !s3.secret_access_key.empty()) {
+    out = afs::S3Options::FromAccessKey(s3.access_key_id, s3.secret_access_key,
+                                        s3.session_token);
+  } else {
+    out = afs::S3Options::Defaults();
+  }
+  if (!s3.endpoint.empty()) {
+    std::string_view endpoint = s3.endpoint;
+    if (endpoint.starts_with("http://")) {
+      out.scheme = "http";
+      endpoint.remove_prefix(7);
+    } else if (endpoint.starts_with("https://")) {
+      out.scheme = "https";
+      endpoint.remove_prefix(8);
+    }
+    while (endpoint.ends_with('/')) endpoint.remove_suffix(1);
+    out.endpoint_override = std::string(endpoint);
+    // Arrow addresses the bucket in the path whenever an endpoint is set.
+    out.force_virtual_addressing = !s3.path_style;
+  }
+  if (!s3.region.empty()) out.region = s3.region;
+  // A small object (metadata, a manifest) goes up as one PUT when it is closed; a
+  // multipart upload starts only once a part's worth has been written.
+  out.allow_delayed_open = true;
+  if (s3.connect_timeout_s > 0) out.connect_timeout = s3.connect_timeout_s;
+  if (s3.request_timeout_s > 0) out.request_timeout = s3.request_timeout_s;
+  out.retry_strategy =
+      afs::S3RetryStrategy::GetAwsStandardRetryStrategy(std::max(1, s3.max_attempts));
+  return out;
+}
+
+class S3FileIO : public FileIO {
+ public:
+  explicit S3FileIO(std::shared_ptr<afs::S3FileSystem> fs) : fs_(std::move(fs)) {}
+
+  arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> OpenInput(
+      const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
+    return fs_->OpenInputFile(path);
+  }
+
+  arrow::Result<std::shared_ptr<arrow::io::OutputStream>> OpenOutput(
+      const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
+    // The object appears only when Close() completes its (multipart) upload.
+    return fs_->OpenOutputStream(path);
+  }
+
+  arrow::Status WriteAtomically(const std::string& location, std::string_view data,
+                                bool exclusive) override {
+    ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
+    if (exclusive) {
+      ARROW_ASSIGN_OR_RAISE(bool exists, Exists(location));
+      if (exists) {
+        return arrow::Status::AlreadyExists("file '", location, "' already exists");
+      }
+    }
+    ARROW_ASSIGN_OR_RAISE(auto out, fs_->OpenOutputStream(path));
+    ARROW_RETURN_NOT_OK(out->Write(data.data(), static_cast<int64_t>(data.size())));
+    return out->Close();
+  }
+
+  arrow::Status Sync(const std::string& location) override {
+    ARROW_RETURN_NOT_OK(ObjectPath(location).status());
+    return arrow::Status::OK();
+  }
+
+  arrow::Result<bool> Exists(const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
+    ARROW_ASSIGN_OR_RAISE(afs::FileInfo info, fs_->GetFileInfo(path));
+    return info.type() == afs::FileType::File;
+  }
+
+  arrow::Status Delete(const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
+    ARROW_ASSIGN_OR_RAISE(afs::FileInfo info, fs_->GetFileInfo(path));
+    if (info.type() != afs::FileType::File) return arrow::Status::OK();
+    return fs_->DeleteFile(path);
+  }
+
+  arrow::Result<std::vector<FileEntry>> List(const std::string& prefix) override {
+    ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(prefix));
+    while (path.ends_with('/')) path.pop_back();
+    afs::FileSelector selector;
+    selector.base_dir = path;
+    selector.recursive = true;
+    selector.allow_not_found = true;
+    ARROW_ASSIGN_OR_RAISE(auto infos, fs_->GetFileInfo(selector));
+    std::vector<FileEntry> out;
+    out.reserve(infos.size());
+    for (const afs::FileInfo& info : infos) {
+      if (info.type() != afs::FileType::File) continue;
+      FileEntry entry;
+      entry.location = "s3://" + info.path();
+      entry.size = info.size();
+      entry.modified_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              info.mtime().time_since_epoch())
+                              .count();
+      out.push_back(std::move(entry));
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<afs::S3FileSystem> fs_;
+};
+
+// Local disk for local locations, the object store (made at its first use) for the
+// others.
+class ResolvingFileIO : public FileIO {
+ public:
+  explicit ResolvingFileIO(S3Options s3) : s3_(std::move(s3)) {}
+
+  arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> OpenInput(
+      const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
+    return io->OpenInput(location);
+  }
+  arrow::Result<std::string> ReadAll(const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
+    return io->ReadAll(location);
+  }
+  arrow::Result<std::shared_ptr<arrow::io::OutputStream>> OpenOutput(
+      const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
+    return io->OpenOutput(location);
+  }
+  arrow::Status WriteAtomically(const std::string& location, std::string_view data,
+                                bool exclusive) override {
+    ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
+    return io->WriteAtomically(location, data, exclusive);
+  }
+  arrow::Status Sync(const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
+    return io->Sync(location);
+  }
+  arrow::Result<bool> Exists(const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
+    return io->Exists(location);
+  }
+  arrow::Status Delete(const std::string& location) override {
+    ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
+    return io->Delete(location);
+  }
+  arrow::Result<std::vector<FileEntry>> List(const std::string& prefix) override {
+    ARROW_ASSIGN_OR_RAISE(FileIO * io, For(prefix));
+    return io->List(prefix);
+  }
+
+ private:
+  arrow::Result<FileIO*> For(std::string_view location) {
+    if (!IsObjectStoreLocation(location)) return local_.get();
+    std::lock_guard lock(mu_);
+    if (s3_io_ == nullptr) {
+      ARROW_RETURN_NOT_OK(afs::EnsureS3Initialized());
+      ARROW_ASSIGN_OR_RAISE(afs::S3Options options, ArrowOptions(s3_));
+      ARROW_ASSIGN_OR_RAISE(auto fs, afs::S3FileSystem::Make(options));
+      s3_io_ = std::make_shared<S3FileIO>(std::move(fs));
+    }
+    return s3_io_.get();
+  }
+
+  const S3Options s3_;
+  const std::shared_ptr<FileIO> local_ = MakeLocalFileIO();
+  std::mutex mu_;
+  std::shared_ptr<FileIO> s3_io_;
+};
+
+}  // namespace
+
+bool IsObjectStoreLocation(std::string_view location) {
+  for (std::string_view scheme : kSchemes) {
+    if (location.starts_with(scheme)) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<FileIO> MakeFileIO(const S3Options& s3) {
+  return std::make_shared<ResolvingFileIO>(s3);
+}
+
+arrow::Status CheckObjectStore(const std::string& location, const S3Options& s3) {
+  if (!IsObjectStoreLocation(location)) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
+  const std::string bucket = path.substr(0, path.find('/'));
+  ARROW_RETURN_NOT_OK(afs::EnsureS3Initialized());
+  ARROW_ASSIGN_OR_RAISE(afs::S3Options options, ArrowOptions(s3));
+  ARROW_ASSIGN_OR_RAISE(auto fs, afs::S3FileSystem::Make(options));
+  const std::string where =
+      s3.endpoint.empty() ? std::string("AWS S3") : "the S3 server at " + s3.endpoint;
+  auto info = fs->GetFileInfo(bucket);
+  if (!info.ok()) {
+    return arrow::Status::IOError("cannot reach bucket '", bucket, "' on ", where, ": ",
+                                  info.status().message());
+  }
+  if (info->type() != afs::FileType::Directory) {
+    return arrow::Status::Invalid(
+        "bucket '", bucket, "' of ", location, " does not exist on ", where,
+        " (or these credentials cannot see it): create it, or fix `warehouse` and the "
+        "`s3` settings");
+  }
+  return arrow::Status::OK();
+}
+
+void FinalizeObjectStores() {
+  if (afs::IsS3Initialized()) (void)afs::FinalizeS3();
+}
+
+}  // namespace floe::iceberg
