@@ -265,9 +265,16 @@ def check_against_audit(run, pg, duckdb_con) -> None:
 
 def test_sigkill_at_random_moments_loses_nothing_and_duplicates_nothing(
         floe, pg, duckdb_con):
+    crash_test(floe, pg, duckdb_con, kills_wanted=22)
+
+
+def crash_test(floe, pg, duckdb_con, kills_wanted: int, **pipeline) -> None:
+    """The crash test on a pipeline made by floe(**pipeline) (test_s3_warehouse.py
+    runs it on an object-store warehouse)."""
     started = time.monotonic()
     pg.execute(SETUP)
-    run = floe(tables=["public.accounts", "public.lines", "public.docs"], interval="500ms")
+    run = floe(tables=["public.accounts", "public.lines", "public.docs"], interval="500ms",
+               **pipeline)
     rng = random.Random(20240601)
     kills = 0
 
@@ -283,14 +290,14 @@ def test_sigkill_at_random_moments_loses_nothing_and_duplicates_nothing(
                        what=f"the initial snapshot of {tbl} ({n} rows)")
 
     # `make soak-crash` runs the same for an hour with a kill every 30-60 s
-    # (docs/testing.md, case 7); CI runs 22 kills 0.2-3 s apart.
+    # (docs/testing.md, case 7); CI runs `kills_wanted` kills 0.2-3 s apart.
     seconds = float(os.environ.get("FLOE_CRASH_SECONDS", "0"))
     low, high = (float(x) for x in
                  os.environ.get("FLOE_CRASH_KILL_INTERVAL", "0.2-3.0").split("-"))
     workload = Workload(pg.dsn, seed=7)
     workload.start()
     try:
-        while (time.monotonic() - started < seconds) if seconds else kills < 22:
+        while (time.monotonic() - started < seconds) if seconds else kills < kills_wanted:
             time.sleep(rng.uniform(low, high))
             run.check_alive()  # floe must not die on its own
             assert workload.error is None, workload.error

@@ -2,13 +2,18 @@
 // SDK underneath), and the FileIO that picks local disk or the object store by a
 // location's scheme.
 
+#include <algorithm>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include <arrow/buffer.h>
 #include <arrow/filesystem/s3fs.h>
 #include <arrow/io/interfaces.h>
 
@@ -67,14 +72,77 @@ arrow::Result<afs::S3Options> ArrowOptions(const S3Options& s3) {
   return out;
 }
 
+// Calls `read` until it succeeds, an error other than an I/O error, or `attempts`
+// tries, backing off between them. A ranged GET answered `503 SlowDown` can reach
+// Arrow as a failure the SDK does not retry (the error body overflows the buffer
+// of the range); reads are idempotent, so they are retried here.
+template <typename T>
+arrow::Result<T> RetryRead(int attempts, const std::function<arrow::Result<T>()>& read) {
+  std::chrono::milliseconds pause{50};
+  for (int attempt = 1;; ++attempt) {
+    arrow::Result<T> result = read();
+    if (result.ok() || !result.status().IsIOError() || attempt >= attempts) return result;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+  }
+}
+
+// An object opened for reading, its reads retried (RetryRead). Positioned reads go
+// to ReadAt; Read() keeps its own position.
+class RetryingInput : public arrow::io::RandomAccessFile {
+ public:
+  RetryingInput(std::shared_ptr<arrow::io::RandomAccessFile> inner, int attempts)
+      : inner_(std::move(inner)), attempts_(attempts) {}
+
+  arrow::Status Close() override { return inner_->Close(); }
+  bool closed() const override { return inner_->closed(); }
+  arrow::Result<int64_t> Tell() const override { return position_; }
+  arrow::Status Seek(int64_t position) override {
+    position_ = position;
+    return arrow::Status::OK();
+  }
+  arrow::Result<int64_t> GetSize() override { return inner_->GetSize(); }
+
+  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override {
+    return RetryRead<int64_t>(attempts_,
+                              [&] { return inner_->ReadAt(position, nbytes, out); });
+  }
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position,
+                                                       int64_t nbytes) override {
+    return RetryRead<std::shared_ptr<arrow::Buffer>>(
+        attempts_, [&] { return inner_->ReadAt(position, nbytes); });
+  }
+  arrow::Result<int64_t> Read(int64_t nbytes, void* out) override {
+    ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(position_, nbytes, out));
+    position_ += n;
+    return n;
+  }
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(int64_t nbytes) override {
+    ARROW_ASSIGN_OR_RAISE(auto buffer, ReadAt(position_, nbytes));
+    position_ += buffer->size();
+    return buffer;
+  }
+
+ private:
+  std::shared_ptr<arrow::io::RandomAccessFile> inner_;
+  const int attempts_;
+  int64_t position_ = 0;
+};
+
 class S3FileIO : public FileIO {
  public:
-  explicit S3FileIO(std::shared_ptr<afs::S3FileSystem> fs) : fs_(std::move(fs)) {}
+  S3FileIO(std::shared_ptr<afs::S3FileSystem> fs, int attempts)
+      : fs_(std::move(fs)), attempts_(std::max(1, attempts)) {}
 
   arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> OpenInput(
       const std::string& location) override {
     ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
-    return fs_->OpenInputFile(path);
+    using File = std::shared_ptr<arrow::io::RandomAccessFile>;
+    ARROW_ASSIGN_OR_RAISE(File file,
+                          RetryRead<File>(attempts_, [&]() -> arrow::Result<File> {
+                            return fs_->OpenInputFile(path);
+                          }));
+    return std::make_shared<RetryingInput>(std::move(file), attempts_);
   }
 
   arrow::Result<std::shared_ptr<arrow::io::OutputStream>> OpenOutput(
@@ -141,6 +209,7 @@ class S3FileIO : public FileIO {
 
  private:
   std::shared_ptr<afs::S3FileSystem> fs_;
+  const int attempts_;
 };
 
 // Local disk for local locations, the object store (made at its first use) for the
@@ -193,7 +262,7 @@ class ResolvingFileIO : public FileIO {
       ARROW_RETURN_NOT_OK(afs::EnsureS3Initialized());
       ARROW_ASSIGN_OR_RAISE(afs::S3Options options, ArrowOptions(s3_));
       ARROW_ASSIGN_OR_RAISE(auto fs, afs::S3FileSystem::Make(options));
-      s3_io_ = std::make_shared<S3FileIO>(std::move(fs));
+      s3_io_ = std::make_shared<S3FileIO>(std::move(fs), s3_.max_attempts);
     }
     return s3_io_.get();
   }
