@@ -1,7 +1,11 @@
 """floe demo: a throwaway PostgreSQL, a small shop schema, a live workload, and
 `floe run --duration 30s` landing it in Iceberg under build/demo/; then what landed,
-read through DuckDB. Run by scripts/demo (make demo). The Postgres is removed on exit,
-Ctrl-C included; the warehouse stays for you to explore."""
+read through DuckDB; then `floe silver` (the Silver replicas, shown beside the source
+tables) and `floe verify`'s verdict. Run by scripts/demo (make demo). The Postgres is
+removed on exit, Ctrl-C included; the warehouse stays for you to explore.
+
+FLOE_DEMO_S3=1 puts the warehouse on a local S3 server (moto, from the virtualenv)
+instead of build/demo/warehouse; the S3 server is stopped on exit too."""
 
 from __future__ import annotations
 
@@ -25,6 +29,9 @@ DEMO = REPO / "build" / "demo"
 WAREHOUSE = DEMO / "warehouse"
 SERVICE = "shop"
 DURATION = int(os.environ.get("FLOE_DEMO_SECONDS", "30"))
+ON_S3 = os.environ.get("FLOE_DEMO_S3", "0") == "1"
+CATALOG_DB = DEMO / "catalog.db" if ON_S3 else WAREHOUSE / "catalog.db"
+S3 = None  # the local S3 server (s3server.S3Server) when ON_S3
 
 SCHEMA = """
 CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text,
@@ -124,6 +131,17 @@ def workload(dsn: str, seconds: float) -> dict[str, int]:
     return counts
 
 
+def warehouse_uri() -> str:
+    return "s3://demo/warehouse" if ON_S3 else f"file://{WAREHOUSE}"
+
+
+def open_catalog():
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog("floe", uri=f"sqlite:///{CATALOG_DB}", warehouse=warehouse_uri(),
+                      **(S3.pyiceberg_props() if ON_S3 else {}))
+
+
 def duckdb_connection():
     import duckdb
     import duckdb_ext
@@ -134,6 +152,8 @@ def duckdb_connection():
                                  "autoload_known_extensions": True})
     con.execute("LOAD iceberg")
     con.execute("SET TimeZone = 'UTC'")
+    if ON_S3:
+        S3.duckdb_secret(con)
     return con
 
 
@@ -159,14 +179,12 @@ def quote(path: str) -> str:
     return "'" + path.replace("'", "''") + "'"
 
 
-def show_results(floe_log: Path) -> None:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    if not (WAREHOUSE / "catalog.db").exists():
-        say(f"  floe wrote no catalog ({WAREHOUSE}/catalog.db): see {floe_log}")
-        return
-    catalog = SqlCatalog("floe", uri=f"sqlite:///{WAREHOUSE}/catalog.db",
-                         warehouse=f"file://{WAREHOUSE}")
+def show_results(floe_log: Path):
+    """What landed in Bronze; (tables, orders' metadata) or None."""
+    if not CATALOG_DB.exists():
+        say(f"  floe wrote no catalog ({CATALOG_DB}): see {floe_log}")
+        return None
+    catalog = open_catalog()
     tables = bronze_tables(catalog)
     con = duckdb_connection()
 
@@ -190,7 +208,7 @@ def show_results(floe_log: Path) -> None:
                          f"FROM iceberg_scan({quote(meta)})")
     if not parts:
         say("  (no Bronze tables: see the floe log)")
-        return
+        return None
     con.sql(" UNION ALL ".join(parts) + " ORDER BY 1").show(max_width=200)
 
     orders = tables.get(f"bronze.{SERVICE}.public.orders")
@@ -230,19 +248,65 @@ def show_results(floe_log: Path) -> None:
               AND o.cdc_ts >= now() - INTERVAL 30 DAY
               AND a.cdc_ts >= now() - INTERVAL 30 DAY
             ORDER BY o.cdc_commit_lsn, o.cdc_seq""").show(max_rows=15, max_width=200)
+    return tables, orders
 
+
+def show_silver(floe_bin: Path, config: Path, dsn: str) -> bool:
+    """`floe silver` once, each Silver table beside its source table, and `floe
+    verify`'s verdict; False if either command failed."""
+    step(f"floe silver {config.relative_to(REPO)}: MERGE Bronze into the Silver replicas")
+    proc = subprocess.run([str(floe_bin), "silver", str(config)], capture_output=True,
+                          text=True, timeout=600)
+    for line in (proc.stdout + proc.stderr).splitlines()[-4:]:
+        say("    " + line[:160])
+    if proc.returncode != 0:
+        say(f"  floe silver exited with code {proc.returncode}")
+        return False
+    catalog = open_catalog()
+    con = duckdb_connection()
+    step("Silver beside the source (rows, key sum, amount sum, newest order; psql vs DuckDB)")
+    with psycopg.connect(dsn) as conn:
+        for table, cols in (("customers", "count(*), sum(id), NULL::numeric, NULL::bigint"),
+                            ("orders", "count(*), sum(id), sum(amount), max(id)")):
+            src = conn.execute(f"SELECT {cols} FROM {table}").fetchone()
+            meta = catalog.load_table(("silver", SERVICE, "public", table)).metadata_location
+            sil = con.execute(f"SELECT {cols} FROM iceberg_scan({quote(meta)})").fetchone()
+            same = "same" if tuple(map(str, src)) == tuple(map(str, sil)) else "DIFFERENT"
+            say(f"  {table:10} source {tuple(map(str, src))}  silver {tuple(map(str, sil))}"
+                f"  -> {same}")
+    meta = catalog.load_table(("silver", SERVICE, "public", "orders")).metadata_location
+    con.sql(f"SELECT * FROM iceberg_scan({quote(meta)}) ORDER BY id DESC LIMIT 5"
+            ).show(max_width=200)
+    step(f"floe verify {config.relative_to(REPO)}: Silver against fold(Bronze) and the source")
+    proc = subprocess.run([str(floe_bin), "verify", str(config)], capture_output=True,
+                          text=True, timeout=600)
+    for line in proc.stdout.splitlines():
+        say("  " + line[:160])
+    say(f"  verdict: {'consistent' if proc.returncode == 0 else 'NOT consistent'} "
+        f"(exit code {proc.returncode})")
+    return proc.returncode == 0
+
+
+def explore(tables: dict[str, str], orders: str | None, floe_log: Path) -> None:
     step("Explore it yourself")
     some = orders or next(iter(tables.values()))
-    say(f"""  warehouse:  {WAREHOUSE}
-  catalog:    {WAREHOUSE}/catalog.db (Iceberg SQL catalog, name "floe")
+    if ON_S3:
+        say(f"""  The warehouse was {warehouse_uri()} on a local S3 server that keeps objects in
+  memory: it is stopped on exit, and its tables with it. Run `make demo` without
+  FLOE_DEMO_S3=1 to keep a warehouse to explore (build/demo/warehouse).
+  floe log:   {floe_log}""")
+        return
+    say(f"""  warehouse:  {warehouse_uri()}
+  catalog:    {CATALOG_DB} (Iceberg SQL catalog, name "floe")
   floe log:   {floe_log}
 
   # PyIceberg (.venv/bin/python)
   from pyiceberg.catalog.sql import SqlCatalog
-  cat = SqlCatalog("floe", uri="sqlite:///{WAREHOUSE}/catalog.db",
-                   warehouse="file://{WAREHOUSE}")
+  cat = SqlCatalog("floe", uri="sqlite:///{CATALOG_DB}",
+                   warehouse="{warehouse_uri()}")
   print(cat.list_tables("bronze.{SERVICE}.public"))
   cat.load_table("bronze.{SERVICE}.public.orders").scan().to_arrow()
+  cat.load_table("silver.{SERVICE}.public.orders").scan().to_arrow()
 
   -- DuckDB (INSTALL iceberg; LOAD iceberg;) on a table's current metadata file:
   SELECT * FROM iceberg_scan('{some}')
@@ -258,14 +322,23 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
+    global S3
     DEMO.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(WAREHOUSE, ignore_errors=True)
+    CATALOG_DB.unlink(missing_ok=True)
     WAREHOUSE.mkdir()
     config = DEMO / "pipeline.yaml"
     floe_log = DEMO / "floe.log"
     cluster = PgCluster()
     floe = None
     try:
+        if ON_S3:
+            from s3server import S3Server
+
+            step("Starting a local S3 server (moto)")
+            S3 = S3Server(DEMO)
+            S3.make_bucket("demo")
+            say(f"  {S3.endpoint}, bucket demo; the warehouse is {warehouse_uri()}")
         step("Starting a throwaway PostgreSQL 15")
         cluster.start()
         say(f"  port {cluster.port}, data in {cluster.data_dir} (removed on exit)")
@@ -286,10 +359,10 @@ source:
     name: floe_demo
     create: all_tables
   snapshot: initial
-warehouse: {WAREHOUSE}
 checkpoint:
   interval: 1s
-""")
+""" + (f"warehouse: {warehouse_uri()}\ncatalog:\n  path: {CATALOG_DB}\n" + S3.floe_yaml()
+       if ON_S3 else f"warehouse: {WAREHOUSE}\n"))
         step(f"floe run {config.relative_to(REPO)} --duration {DURATION}s")
         say(f"  (floe's log: {floe_log})")
         with open(floe_log, "wb") as log:
@@ -319,8 +392,12 @@ checkpoint:
             say("    " + line[:160])
         if rc != 0:
             return 1
-        show_results(floe_log)
-        return 0
+        landed = show_results(floe_log)
+        if landed is None:
+            return 1
+        ok = show_silver(floe_bin, config, dsn)
+        explore(*landed, floe_log)
+        return 0 if ok else 1
     except Interrupted as e:
         say(f"\ninterrupted ({e}); cleaning up")
         return 130
@@ -336,6 +413,9 @@ checkpoint:
                 floe.wait()
         cluster.destroy()
         say("(the demo's PostgreSQL is stopped and removed)")
+        if S3 is not None:
+            S3.stop()
+            say("(the demo's S3 server is stopped)")
 
 
 if __name__ == "__main__":
