@@ -148,7 +148,13 @@ def test_the_whole_product_on_an_s3_warehouse(floe, pg, duckdb_con, s3):
                             timeout=120)
     assert status.returncode == 0, status.stderr.decode(errors="replace")
     doc = json.loads(status.stdout)
-    assert "s3://" + BUCKET in json.dumps(doc) or doc, doc
+    assert [t["source_table"] for t in doc["tables"]] == ["public.items", "public.pairs"]
+    for t in doc["tables"]:
+        name = t["source_table"]
+        assert t["error"] is None, t
+        bronze = cat.load_table(("bronze", "svc", *name.split(".")))
+        assert t["bronze"]["rows"] == bronze.scan().to_arrow().num_rows > 0
+        assert t["silver"]["exists"] is True, t
 
     # Everything floe wrote is under the prefix, every location it stored is s3://,
     # and only the catalog is on local disk.
