@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "floe/config/keys.h"
-#include "floe/iceberg/s3_options.h"
+#include "floe/common/s3_options.h"
 
 namespace floe::config {
 
@@ -154,7 +154,7 @@ struct PipelineConfig {
   std::string warehouse;
   /// `s3:` — how the object store of an s3:// warehouse (or of s3:// locations
   /// other engines wrote) is reached.
-  iceberg::S3Options s3;
+  S3Options s3;
   CheckpointConfig checkpoint;
   NamingConfig naming;
   SilverConfig silver;

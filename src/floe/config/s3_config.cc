@@ -8,7 +8,7 @@ namespace floe::config {
 
 void ParseS3(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
   if (!r.CheckDeclaredKeys(node, "s3")) return;
-  iceberg::S3Options& s3 = cfg->s3;
+  S3Options& s3 = cfg->s3;
   if (node["endpoint"]) {
     if (auto e = r.String(node["endpoint"], "endpoint")) {
       if (e->empty()) {

@@ -15,7 +15,7 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-#include "floe/iceberg/s3_options.h"
+#include "floe/common/s3_options.h"
 
 namespace floe::iceberg {
 

@@ -1,10 +1,11 @@
 // How floe reaches an S3-compatible object store: the `s3:` section of the
-// pipeline file (docs/configuration.md), with no dependency on the client library.
+// pipeline file (docs/configuration.md), parsed by config/ and used by iceberg/'s
+// FileIO, with no dependency on the client library.
 #pragma once
 
 #include <string>
 
-namespace floe::iceberg {
+namespace floe {
 
 struct S3Options {
   /// `http(s)://host:port` of an S3-compatible server; empty: AWS's own endpoints.
@@ -26,4 +27,4 @@ struct S3Options {
   int max_attempts = 10;
 };
 
-}  // namespace floe::iceberg
+}  // namespace floe
