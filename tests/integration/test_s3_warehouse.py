@@ -176,6 +176,19 @@ def test_the_whole_product_on_an_s3_warehouse(floe, pg, duckdb_con, s3):
             texts.append(client.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode())
     assert not [t for t in texts if SECRET_KEY in t]
 
+    # With the S3 server gone, a merge pass fails: its progress line says so (not
+    # "(100%) ... done"), and it names the tables.
+    pg.execute("UPDATE items SET qty = -qty WHERE id < 50")
+    s3.stop()
+    cfg = run.base / "s3-gone.yaml"
+    cfg.write_text(run.config_path.read_text() + "  max_attempts: 1\n")
+    out = subprocess.run([str(run.floe_bin), "silver", str(cfg)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, cwd=run.base, timeout=300)
+    text = out.stdout.decode(errors="replace")
+    assert out.returncode == 1, text
+    assert "failed after" in text and "(100%)" not in text, text
+    assert "public.items" in text and SECRET_KEY not in text, text
+
 
 def test_an_s3_warehouse_needs_a_local_catalog_and_an_existing_bucket(floe_bin, floe, pg,
                                                                      s3, tmp_path):

@@ -194,8 +194,12 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
                    ": " + ec.message());
     }
   }
-  if (auto st = ice::CheckObjectStore(config.warehouse, config.s3); !st.ok()) {
+  // A missing bucket stops floe; a store it cannot reach now is retried as any I/O
+  // error is (below, with backoff).
+  if (auto st = ice::CheckObjectStore(config.warehouse, config.s3); st.IsInvalid()) {
     return Fatal(st.message());
+  } else if (!st.ok()) {
+    spdlog::warn("{}; retrying with backoff", st.message());
   }
   ARROW_ASSIGN_OR_RAISE(auto catalog,
                         lake::OpenPipelineCatalog(config, lake::CatalogAccess::kCreate));

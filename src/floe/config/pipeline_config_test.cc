@@ -230,6 +230,17 @@ TEST(PipelineConfig, RejectsOtherRemoteWarehousesAndUnknownCatalogTypes) {
   auto s3a = Parse("source:\n  conninfo: dbname=d\nwarehouse: s3a://b/wh\n");
   ASSERT_EQ(s3a.errors.size(), 1u) << AllErrors(s3a);
   EXPECT_NE(s3a.errors[0].hint.find("warehouse: s3://b/wh"), std::string::npos);
+  for (const char* prefix : {"a/../x", "a//b", "./a", "q?x=1", "a#frag", "a/.."}) {
+    auto odd = Parse(std::string("source:\n  conninfo: dbname=d\nwarehouse: \"s3://b/") +
+                     prefix + "\"\ncatalog: {path: c.db}\n");
+    ASSERT_EQ(odd.errors.size(), 1u) << prefix << "\n" << AllErrors(odd);
+    EXPECT_NE(odd.errors[0].message.find("in its prefix"), std::string::npos) << prefix;
+  }
+  for (const char* prefix : {"a b/ünï", "lake/prod/", "", "a.b/c..d"}) {
+    auto fine = Parse(std::string("source:\n  conninfo: dbname=d\nwarehouse: \"s3://b/") +
+                      prefix + "\"\ncatalog: {path: c.db}\n");
+    EXPECT_TRUE(fine.config) << prefix << "\n" << AllErrors(fine);
+  }
   auto nobucket = Parse("source:\n  conninfo: dbname=d\nwarehouse: s3:///wh\n");
   ASSERT_EQ(nobucket.errors.size(), 1u) << AllErrors(nobucket);
   EXPECT_NE(nobucket.errors[0].message.find("names no bucket"), std::string::npos);

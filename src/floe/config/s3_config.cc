@@ -79,6 +79,32 @@ std::optional<std::string> ParseWarehouse(Reader& r, const YAML::Node& node) {
               "for example: warehouse: s3://my-bucket/lake");
       return std::nullopt;
     }
+    // Table locations are the prefix plus escaped names, stored as they are: a
+    // segment that clients resolve (`.`, `..`), drop (an empty one) or read as part
+    // of a URL (`?`, `#`) would name other objects than the ones written.
+    const std::string prefix =
+        path.size() > 5 + bucket.size() ? path.substr(6 + bucket.size()) : std::string();
+    std::string bad;
+    size_t at = 0;
+    while (bad.empty() && !prefix.empty() && at <= prefix.size()) {
+      const size_t end = std::min(prefix.find('/', at), prefix.size());
+      const std::string segment = prefix.substr(at, end - at);
+      if (segment.empty()) bad = "an empty segment (`//`)";
+      if (segment == "." || segment == "..") bad = "a `" + segment + "` segment";
+      at = end + 1;
+    }
+    if (bad.empty() && prefix.find_first_of("?#") != std::string::npos) {
+      bad = "`?` or `#`";
+    }
+    for (char c : prefix) {
+      if (bad.empty() && static_cast<unsigned char>(c) < 0x20)
+        bad = "a control character";
+    }
+    if (!bad.empty()) {
+      r.Error(node, "warehouse `" + *s + "` has " + bad + " in its prefix",
+              "use plain path segments, e.g. warehouse: s3://" + bucket + "/lake/prod");
+      return std::nullopt;
+    }
     return path;
   }
   if (path.starts_with("s3a://") || path.starts_with("s3n://")) {

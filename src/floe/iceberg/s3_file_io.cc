@@ -129,6 +129,36 @@ class RetryingInput : public arrow::io::RandomAccessFile {
   int64_t position_ = 0;
 };
 
+// An object being written. Dropped before Close() (a writer's error path), its
+// upload is aborted: no parts left behind, and no half-written object completed by
+// Arrow's destructor (which would also print its error past floe's log).
+class AbortingOutput : public arrow::io::OutputStream {
+ public:
+  explicit AbortingOutput(std::shared_ptr<arrow::io::OutputStream> inner)
+      : inner_(std::move(inner)) {}
+  ~AbortingOutput() override {
+    if (inner_->closed()) return;
+    // Parts still uploading finish first: aborting the upload under them stalls.
+    (void)inner_->Flush();
+    (void)inner_->Abort();
+  }
+
+  arrow::Status Close() override { return inner_->Close(); }
+  arrow::Status Abort() override { return inner_->Abort(); }
+  bool closed() const override { return inner_->closed(); }
+  arrow::Result<int64_t> Tell() const override { return inner_->Tell(); }
+  arrow::Status Write(const void* data, int64_t nbytes) override {
+    return inner_->Write(data, nbytes);
+  }
+  arrow::Status Write(const std::shared_ptr<arrow::Buffer>& data) override {
+    return inner_->Write(data);
+  }
+  arrow::Status Flush() override { return inner_->Flush(); }
+
+ private:
+  std::shared_ptr<arrow::io::OutputStream> inner_;
+};
+
 class S3FileIO : public FileIO {
  public:
   S3FileIO(std::shared_ptr<afs::S3FileSystem> fs, int attempts)
@@ -149,19 +179,19 @@ class S3FileIO : public FileIO {
       const std::string& location) override {
     ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
     // The object appears only when Close() completes its (multipart) upload.
-    return fs_->OpenOutputStream(path);
+    ARROW_ASSIGN_OR_RAISE(auto out, fs_->OpenOutputStream(path));
+    return std::make_shared<AbortingOutput>(std::move(out));
   }
 
   arrow::Status WriteAtomically(const std::string& location, std::string_view data,
                                 bool exclusive) override {
-    ARROW_ASSIGN_OR_RAISE(std::string path, ObjectPath(location));
     if (exclusive) {
       ARROW_ASSIGN_OR_RAISE(bool exists, Exists(location));
       if (exists) {
         return arrow::Status::AlreadyExists("file '", location, "' already exists");
       }
     }
-    ARROW_ASSIGN_OR_RAISE(auto out, fs_->OpenOutputStream(path));
+    ARROW_ASSIGN_OR_RAISE(auto out, OpenOutput(location));
     ARROW_RETURN_NOT_OK(out->Write(data.data(), static_cast<int64_t>(data.size())));
     return out->Close();
   }

@@ -182,6 +182,20 @@ TEST_F(S3FileIOTest, ListingGoesPastOnePageOfResults) {
   EXPECT_FALSE(names.contains("s3://lake/many-not/x"));
 }
 
+TEST_F(S3FileIOTest, AWriterDroppedBeforeCloseLeavesNoObject) {
+  for (const int64_t size : {int64_t{100}, int64_t{12} << 20}) {
+    const std::string location = "s3://lake/drop/" + std::to_string(size);
+    {
+      auto out = io_->OpenOutput(location);
+      ASSERT_TRUE(out.ok());
+      const std::string bytes(static_cast<size_t>(size), 'x');
+      ASSERT_TRUE((*out)->Write(bytes.data(), size).ok());
+    }  // an error path: the stream is dropped unclosed
+    EXPECT_FALSE(*io_->Exists(location)) << size;
+  }
+  EXPECT_TRUE(io_->List("s3://lake/drop")->empty());
+}
+
 TEST_F(S3FileIOTest, AnExclusiveWriteRefusesAnExistingObject) {
   ASSERT_TRUE(io_->WriteAtomically("s3://lake/m/00001.json", "first", true).ok());
   auto again = io_->WriteAtomically("s3://lake/m/00001.json", "second", true);

@@ -316,7 +316,7 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       const auto elapsed = Clock::now() - started;
       const auto ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
-      if (job.ok()) {
+      if (job.ok() && result.ok()) {
         progress.Add(std::max<int64_t>(0, job->pending_rows - job->reported->load()));
       }
       {
@@ -386,6 +386,8 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       1, std::min<int>(config.silver.concurrency, static_cast<int>(tables.size())));
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
+  // The last progress line says the pass failed rather than "(100%) ... done".
+  if (!failed.empty()) progress.Fail();
   std::sort(failed.begin(), failed.end());
   return failed;
 }
