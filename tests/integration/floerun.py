@@ -73,7 +73,9 @@ class FloeRun:
                  snapshot: str = "initial", interval: str = "500ms",
                  slot: str | None = None, extra_yaml: str = "",
                  make_warehouse: bool = True, snapshot_workers: int | None = None,
-                 warehouse_uri: str | None = None, catalog_props: dict | None = None):
+                 warehouse_uri: str | None = None, catalog_props: dict | None = None,
+                 catalog_yaml: str | None = None,
+                 catalog_factory: Callable[[], Any] | None = None):
         self.floe_bin = Path(floe_bin).resolve()
         self.pg = pg
         self.base = Path(base)
@@ -88,6 +90,9 @@ class FloeRun:
         # SQLite catalog; `catalog_props` are PyIceberg's FileIO settings for it.
         self.warehouse_uri = warehouse_uri
         self.catalog_props = dict(catalog_props or {})
+        # Another catalog than the local SQLite one (a REST catalog): its `catalog:`
+        # section, and what opens it for the test's readers (PyIceberg).
+        self.catalog_factory = catalog_factory
         self.slot = slot or f"floe_{service}"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -118,7 +123,8 @@ class FloeRun:
             f"{pub_yaml}"
             f"  snapshot: {snapshot}\n"
             + (f"  snapshot_workers: {snapshot_workers}\n" if snapshot_workers else "")
-            + (f"warehouse: {warehouse_uri}\ncatalog:\n  path: {self.warehouse}/catalog.db\n"
+            + (f"warehouse: {warehouse_uri}\n{catalog_yaml}" if catalog_yaml else
+               f"warehouse: {warehouse_uri}\ncatalog:\n  path: {self.warehouse}/catalog.db\n"
                if warehouse_uri else f"warehouse: {self.warehouse}\n")
             + f"checkpoint:\n"
             f"  interval: {interval}\n"
@@ -256,6 +262,8 @@ class FloeRun:
     def catalog(self):
         from pyiceberg.catalog.sql import SqlCatalog
 
+        if self._catalog is None and self.catalog_factory is not None:
+            self._catalog = self.catalog_factory()
         if self._catalog is None:
             db = self.warehouse / "catalog.db"
             if not db.exists():
@@ -325,7 +333,7 @@ class FloeRun:
     def count(self, table: str) -> int:
         """Rows visible now (0 when the table does not exist yet), from the snapshot
         summary when it carries total-records, else by a PyIceberg scan."""
-        if not (self.warehouse / "catalog.db").exists():
+        if self.catalog_factory is None and not (self.warehouse / "catalog.db").exists():
             return 0
         try:
             t = self.load(table)

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -81,10 +83,23 @@ std::atomic<bool>* InstallStopSignals() {
 }
 
 std::string RedactSecrets(const config::PipelineConfig& config, const std::string& text) {
-  return ops::RedactConninfoSecrets(
+  std::string out = ops::RedactConninfoSecrets(
       ops::RedactConninfoSecrets(text, config.source.conninfo),
       config.catalog.type == config::CatalogType::kPostgres ? config.catalog.uri
                                                             : std::string());
+  // Secrets that are not in a conninfo, wherever a message quotes them.
+  std::vector<std::string> secrets = {
+      config.catalog.rest.token, config.catalog.rest.client_secret,
+      config.s3.secret_access_key, config.s3.session_token};
+  for (const auto& [name, value] : config.catalog.rest.headers) secrets.push_back(value);
+  for (const std::string& secret : secrets) {
+    if (secret.size() < 4) continue;  // too short to tell from ordinary text
+    for (size_t at = out.find(secret); at != std::string::npos;
+         at = out.find(secret, at + 10)) {
+      out.replace(at, secret.size(), "<redacted>");
+    }
+  }
+  return out;
 }
 
 CLI::Validator SchemaTable() {

@@ -7,7 +7,7 @@ namespace floe::config::keys {
 
 namespace {
 
-constexpr std::array<const Key*, 38> kAll = {
+constexpr std::array<const Key*, 48> kAll = {
     &kService,
     &kSourceConninfo,
     &kSourceSlot,
@@ -22,6 +22,16 @@ constexpr std::array<const Key*, 38> kAll = {
     &kCatalogPath,
     &kCatalogConninfo,
     &kCatalogName,
+    &kCatalogUri,
+    &kCatalogWarehouse,
+    &kCatalogToken,
+    &kCatalogClientId,
+    &kCatalogClientSecret,
+    &kCatalogOauth2ServerUri,
+    &kCatalogScope,
+    &kCatalogHeaders,
+    &kCatalogRequestTimeout,
+    &kCatalogMaxAttempts,
     &kWarehouse,
     &kS3Endpoint,
     &kS3Region,

@@ -112,22 +112,68 @@ inline constexpr Key kSnapshotWorkers{
     {},
     "source connections the initial copy reads with, e.g. snapshot_workers: 2 (the "
     "default)"};
-inline constexpr Key kCatalogType{"catalog.type",
-                                  Kind::kChoice,
-                                  "`sqlite`",
-                                  "`sqlite` or `postgres`",
-                                  0,
-                                  0,
-                                  0,
-                                  "sqlite|postgres",
-                                  "use sqlite (a file, the default) or postgres"};
+inline constexpr Key kCatalogType{
+    "catalog.type",
+    Kind::kChoice,
+    "`sqlite`",
+    "`sqlite`, `postgres` or `rest`",
+    0,
+    0,
+    0,
+    "sqlite|postgres|rest",
+    "use sqlite (a file, the default), postgres or rest (an "
+    "Iceberg REST catalog)"};
 inline constexpr Key kCatalogPath{"catalog.path", Kind::kString,
                                   "`<warehouse>/catalog.db`",
                                   "SQLite file (sqlite only)"};
 inline constexpr Key kCatalogConninfo{"catalog.conninfo", Kind::kSecret,
                                       "required for postgres", "secret"};
 inline constexpr Key kCatalogName{"catalog.name", Kind::kString, "`floe`",
-                                  "catalog name in the SQL catalog tables"};
+                                  "catalog name in the SQL catalog tables (in messages "
+                                  "for rest)"};
+inline constexpr Key kCatalogUri{
+    "catalog.uri", Kind::kString, "required for rest",
+    "`http(s)://host[:port][/path]` of an Iceberg REST catalog (rest only; floe adds "
+    "`/v1/...`)"};
+inline constexpr Key kCatalogWarehouse{
+    "catalog.warehouse", Kind::kString, "the server's default",
+    "the `warehouse` parameter of `GET /v1/config`: which of the server's warehouses "
+    "floe's tables go to (rest)"};
+inline constexpr Key kCatalogToken{"catalog.token", Kind::kSecret, "none",
+                                   "secret; a static bearer token (rest)"};
+inline constexpr Key kCatalogClientId{
+    "catalog.client_id", Kind::kString, "none",
+    "OAuth2 client credentials (rest), with `client_secret`: a token is fetched and "
+    "refreshed before it expires"};
+inline constexpr Key kCatalogClientSecret{"catalog.client_secret", Kind::kSecret, "none",
+                                          "secret; with `client_id`"};
+inline constexpr Key kCatalogOauth2ServerUri{"catalog.oauth2_server_uri", Kind::kString,
+                                             "`<uri>/v1/oauth/tokens`",
+                                             "the OAuth2 token endpoint (rest)"};
+inline constexpr Key kCatalogScope{"catalog.scope", Kind::kString, "`catalog`",
+                                   "the OAuth2 scope asked for (rest)"};
+inline constexpr Key kCatalogHeaders{
+    "catalog.headers", Kind::kOther, "none",
+    "a mapping of extra HTTP headers sent with every request (rest; values are never "
+    "printed)"};
+inline constexpr Key kCatalogRequestTimeout{"catalog.request_timeout",
+                                            Kind::kDuration,
+                                            "`60s`",
+                                            "one request to a REST catalog",
+                                            60'000,
+                                            100,
+                                            0,
+                                            {},
+                                            "for example: 60s"};
+inline constexpr Key kCatalogMaxAttempts{
+    "catalog.max_attempts",
+    Kind::kInteger,
+    "`4`",
+    "attempts of a REST request that is safe to repeat (reads, property updates) on "
+    "429, 5xx or a dropped connection; a commit is reloaded and checked instead",
+    4,
+    1,
+    100};
 inline constexpr Key kWarehouse{
     "warehouse", Kind::kString, "required",
     "where table files go: a local directory (`/path`, `file:///path`) or "

@@ -49,8 +49,12 @@ TEST(ConfigKeys, EachSectionAllowsItsDeclaredKeys) {
                                 "snapshot", "backfill_chunk_rows", "snapshot_workers"}));
   EXPECT_EQ(keys::KeysOf("source.publication"),
             (std::vector<std::string>{"name", "create", "tables"}));
-  EXPECT_EQ(keys::KeysOf("catalog"), (std::vector<std::string>{"type", "path", "conninfo",
-                                                               "conninfo_file", "name"}));
+  EXPECT_EQ(
+      keys::KeysOf("catalog"),
+      (std::vector<std::string>{
+          "type", "path", "conninfo", "conninfo_file", "name", "uri", "warehouse",
+          "token", "token_file", "client_id", "client_secret", "client_secret_file",
+          "oauth2_server_uri", "scope", "headers", "request_timeout", "max_attempts"}));
 }
 
 TEST(ConfigKeys, DeclaredDefaultsAreTheDefaultsTheParserGives) {
@@ -117,48 +121,68 @@ TEST(ConfigKeys, RangesComeFromTheDeclarations) {
   EXPECT_NE(errors("checkpoint: {interval: soon}")
                 .find("`checkpoint.interval`: `soon` is not a duration"),
             std::string::npos);
-  EXPECT_NE(errors("catalog: {type: rest}")
-                .find("`catalog.type` must be sqlite or postgres, not `rest`"),
+  EXPECT_NE(errors("catalog: {type: glue}")
+                .find("`catalog.type` must be sqlite, postgres or rest, not `glue`"),
             std::string::npos);
   EXPECT_NE(errors("", "{conninfo: \"dbname=shop\", publication: {create: some}}")
                 .find("`source.publication.create` must be all_tables, tables or no"),
             std::string::npos);
 }
 
-// Every declared key is in the redacted dump at its path, and no secret's value is.
+// Every declared key is in the redacted dump at its path (of a pipeline with a
+// PostgreSQL catalog, or of one with a REST catalog for the REST settings), and no
+// secret's value is.
 TEST(ConfigKeys, TheRedactedDumpHoldsEveryKeyAndNoSecret) {
-  ParseResult r = ParsePipelineConfig(
+  const std::string common =
       "service: shop\n"
       "source:\n  conninfo: \"dbname=shop password=SOURCE-SECRET\"\n"
       "  publication: {name: p, create: tables, tables: [public.a]}\n"
-      "catalog: {type: postgres, conninfo: \"dbname=cat password=CATALOG-SECRET\"}\n"
       "warehouse: /w\n"
       "s3: {access_key_id: S3-KEY-ID, secret_access_key: S3-SECRET, session_token: "
       "S3-TOKEN}\n"
       "naming: {tables: {public.a: {bronze: b.x.a}}}\n"
-      "silver: {keys: {public.a: [id]}, write_modes: {public.a: copy-on-write}}\n",
-      "/", [](const std::string&) { return std::nullopt; });
-  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].message);
-  const std::string dump = r.config->ToRedactedYaml();
-  EXPECT_EQ(dump.find("SOURCE-SECRET"), std::string::npos) << dump;
-  EXPECT_EQ(dump.find("CATALOG-SECRET"), std::string::npos) << dump;
-  EXPECT_EQ(dump.find("S3-"), std::string::npos) << dump;
-  const YAML::Node root = YAML::Load(dump);
+      "silver: {keys: {public.a: [id]}, write_modes: {public.a: copy-on-write}}\n";
+  std::vector<YAML::Node> dumps;
+  for (const std::string catalog :
+       {"catalog: {type: postgres, conninfo: \"dbname=cat password=CATALOG-SECRET\"}\n",
+        "catalog: {type: rest, uri: \"http://127.0.0.1:8181\", token: CATALOG-SECRET, "
+        "headers: {X-Api-Key: CATALOG-SECRET-HEADER}}\n",
+        "catalog: {type: rest, uri: \"http://127.0.0.1:8181\", client_id: floe, "
+        "client_secret: CATALOG-SECRET-OAUTH}\n"}) {
+    ParseResult r = ParsePipelineConfig(common + catalog, "/",
+                                        [](const std::string&) { return std::nullopt; });
+    ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].message);
+    const std::string dump = r.config->ToRedactedYaml();
+    EXPECT_EQ(dump.find("SOURCE-SECRET"), std::string::npos) << dump;
+    EXPECT_EQ(dump.find("CATALOG-SECRET"), std::string::npos) << dump;
+    EXPECT_EQ(dump.find("S3-"), std::string::npos) << dump;
+    dumps.push_back(YAML::Load(dump));
+  }
   for (const keys::Key* key : keys::All()) {
-    if (key->path == "catalog.path") continue;  // a postgres catalog has none
-    YAML::Node node = YAML::Clone(root);
-    std::string_view rest = key->path;
-    while (true) {
-      const size_t dot = rest.find('.');
-      const std::string part(rest.substr(0, dot));
-      ASSERT_TRUE(node.IsMap() && node[part]) << key->path << " is not in\n" << dump;
-      node = node[part];
-      if (dot == std::string_view::npos) break;
-      rest.remove_prefix(dot + 1);
+    if (key->path == "catalog.path") continue;  // neither catalog has one
+    bool found = false;
+    for (const YAML::Node& root : dumps) {
+      YAML::Node node = YAML::Clone(root);
+      std::string_view rest = key->path;
+      bool here = true;
+      while (true) {
+        const size_t dot = rest.find('.');
+        const std::string part(rest.substr(0, dot));
+        if (!node.IsMap() || !node[part]) {
+          here = false;
+          break;
+        }
+        node = node[part];
+        if (dot == std::string_view::npos) break;
+        rest.remove_prefix(dot + 1);
+      }
+      if (!here) continue;
+      found = true;
+      if (key->kind == keys::Kind::kSecret) {
+        EXPECT_EQ(node.as<std::string>(), "<redacted>") << key->path;
+      }
     }
-    if (key->kind == keys::Kind::kSecret) {
-      EXPECT_EQ(node.as<std::string>(), "<redacted>") << key->path;
-    }
+    EXPECT_TRUE(found) << key->path << " is in no dump";
   }
 }
 

@@ -2,6 +2,7 @@
 #include "floe/common/parse.h"
 #include "floe/config/keys.h"
 #include "floe/config/reader.h"
+#include "floe/config/rest_config.h"
 #include "floe/config/s3_config.h"
 
 #include <libpq-fe.h>
@@ -205,6 +206,19 @@ void ParseCatalog(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
       const YAML::Node at = node["conninfo"] ? node["conninfo"] : node["conninfo_file"];
       if (CheckConninfo(r, at, *conninfo, "catalog.conninfo"))
         cfg->catalog.uri = *conninfo;
+    }
+  } else if (type == "rest") {
+    cfg->catalog.type = CatalogType::kRest;
+    ParseRestCatalog(r, node, &cfg->catalog.rest);
+  }
+  if (type != "rest") {
+    for (const char* key : {"uri", "warehouse", "token", "token_file", "client_id",
+                            "client_secret", "client_secret_file", "oauth2_server_uri",
+                            "scope", "headers", "request_timeout", "max_attempts"}) {
+      if (node[key]) {
+        r.Error(node[key], std::string("`") + key + "` is a setting of a REST catalog",
+                "set type: rest to use an Iceberg REST catalog");
+      }
     }
   }
   if (node["name"]) {
@@ -639,9 +653,11 @@ std::string PipelineConfig::ToRedactedYaml() const {
   if (catalog.type == CatalogType::kSqlite) {
     out << YAML::Key << "type" << YAML::Value << "sqlite";
     out << YAML::Key << "path" << YAML::Value << catalog.uri;
-  } else {
+  } else if (catalog.type == CatalogType::kPostgres) {
     out << YAML::Key << "type" << YAML::Value << "postgres";
     out << YAML::Key << "conninfo" << YAML::Value << kRedacted;
+  } else {
+    EmitRestCatalog(out, catalog.rest);
   }
   out << YAML::Key << "name" << YAML::Value << catalog.name;
   out << YAML::EndMap;

@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "floe/config/keys.h"
+#include "floe/common/rest_options.h"
 #include "floe/common/s3_options.h"
+#include "floe/config/keys.h"
 
 namespace floe::config {
 
@@ -56,7 +57,7 @@ enum class SnapshotPolicy {
   kNever,
 };
 
-enum class CatalogType { kSqlite, kPostgres };
+enum class CatalogType { kSqlite, kPostgres, kRest };
 
 struct SourceConfig {
   /// libpq connection string or URI, after `${ENV}` substitution. Secret.
@@ -80,6 +81,8 @@ struct CatalogConfig {
   std::string uri;
   /// The catalog name in the SQL catalog tables (PyIceberg's and Java's name).
   std::string name = "floe";
+  /// type: rest (uri is then rest.uri).
+  RestCatalogOptions rest;
 };
 
 struct CheckpointConfig {

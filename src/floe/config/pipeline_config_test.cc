@@ -291,6 +291,69 @@ TEST(PipelineConfig, AnS3WarehouseWithItsSettingsAndALocalCatalog) {
   EXPECT_NE(all.find("bucket"), std::string::npos) << all;
 }
 
+TEST(PipelineConfig, ARestCatalogWithItsSettings) {
+  auto r = Parse(
+      "source:\n  conninfo: dbname=d\nwarehouse: s3://lake/prod\n"
+      "catalog:\n  type: rest\n  uri: https://cat.example.com/api/catalog/\n"
+      "  warehouse: prod\n  client_id: floe\n  client_secret: ${CAT_SECRET}\n"
+      "  scope: PRINCIPAL_ROLE:ALL\n  headers: {X-Iceberg-Access-Delegation: "
+      "vended-credentials}\n  request_timeout: 5s\n  max_attempts: 2\n",
+      {{"CAT_SECRET", "oauth-s3cret"}});
+  ASSERT_TRUE(r.config) << AllErrors(r);
+  const PipelineConfig& c = *r.config;
+  EXPECT_EQ(c.catalog.type, CatalogType::kRest);
+  EXPECT_EQ(c.catalog.rest.uri, "https://cat.example.com/api/catalog");
+  EXPECT_EQ(c.catalog.rest.warehouse, "prod");
+  EXPECT_EQ(c.catalog.rest.client_id, "floe");
+  EXPECT_EQ(c.catalog.rest.client_secret, "oauth-s3cret");
+  EXPECT_EQ(c.catalog.rest.scope, "PRINCIPAL_ROLE:ALL");
+  EXPECT_EQ(c.catalog.rest.headers.at("X-Iceberg-Access-Delegation"),
+            "vended-credentials");
+  EXPECT_EQ(c.catalog.rest.request_timeout_s, 5);
+  EXPECT_EQ(c.catalog.rest.max_attempts, 2);
+  const std::string dump = c.ToRedactedYaml();
+  EXPECT_EQ(dump.find("oauth-s3cret"), std::string::npos) << dump;
+  EXPECT_EQ(dump.find("vended-credentials"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("https://cat.example.com/api/catalog/v1/oauth/tokens"),
+            std::string::npos)
+      << dump;
+
+  auto token = Parse(
+      "source:\n  conninfo: dbname=d\nwarehouse: /w\n"
+      "catalog: {type: rest, uri: \"http://127.0.0.1:8181\", token: abc}\n");
+  ASSERT_TRUE(token.config) << AllErrors(token);
+  EXPECT_EQ(token.config->catalog.rest.token, "abc");
+  EXPECT_EQ(token.config->catalog.rest.max_attempts, 4);
+
+  auto bad = Parse(
+      "source:\n  conninfo: dbname=d\nwarehouse: /w\n"
+      "catalog: {type: rest, uri: \"127.0.0.1:8181\", token: a, client_id: b, "
+      "path: c.db, headers: [x]}\n");
+  ASSERT_FALSE(bad.config);
+  std::string all = AllErrors(bad);
+  EXPECT_NE(all.find("has no http:// or https://"), std::string::npos) << all;
+  EXPECT_NE(all.find("`token` or `client_id` and `client_secret`, not both"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("takes `uri`, not `path`"), std::string::npos) << all;
+  EXPECT_NE(all.find("`headers` must be a mapping"), std::string::npos) << all;
+
+  auto missing = Parse(
+      "source:\n  conninfo: dbname=d\nwarehouse: /w\n"
+      "catalog: {type: rest, client_id: b, headers: {\"Bad Name\": x}}\n");
+  all = AllErrors(missing);
+  EXPECT_NE(all.find("needs `uri`"), std::string::npos) << all;
+  EXPECT_NE(all.find("both `client_id` and `client_secret`"), std::string::npos) << all;
+  EXPECT_NE(all.find("header `Bad Name`"), std::string::npos) << all;
+
+  // REST settings on another catalog are refused with the fix.
+  auto sqlite = Parse(
+      "source:\n  conninfo: dbname=d\nwarehouse: /w\n"
+      "catalog: {uri: \"http://127.0.0.1:8181\"}\n");
+  ASSERT_EQ(sqlite.errors.size(), 1u) << AllErrors(sqlite);
+  EXPECT_NE(sqlite.errors[0].hint.find("type: rest"), std::string::npos);
+}
+
 TEST(PipelineConfig, SilverSectionDefaultsAndSettings) {
   auto defaults = Parse("source:\n  conninfo: dbname=shop\nwarehouse: /w\n");
   ASSERT_TRUE(defaults.config) << AllErrors(defaults);

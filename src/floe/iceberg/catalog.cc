@@ -124,6 +124,13 @@ arrow::Status Catalog::EnsureNamespace(const Namespace& ns) {
   return st;
 }
 
+arrow::Result<Catalog::Committed> Catalog::CommitChanges(const TableIdentifier& id,
+                                                         const TableMetadata&,
+                                                         const TableMetadata&) {
+  return arrow::Status::NotImplemented("catalog ", name(), " takes metadata files, not ",
+                                       "changes (commit of ", id.ToString(), ")");
+}
+
 namespace {
 
 class SynchronizedCatalog : public Catalog {
@@ -193,6 +200,13 @@ class SynchronizedCatalog : public Catalog {
                             const std::string& next) override {
     std::lock_guard lock(mutex_);
     return inner_->CommitTable(id, expected, next);
+  }
+  bool WritesMetadata() const override { return inner_->WritesMetadata(); }
+  arrow::Result<Committed> CommitChanges(const TableIdentifier& id,
+                                         const TableMetadata& base,
+                                         const TableMetadata& next) override {
+    std::lock_guard lock(mutex_);
+    return inner_->CommitChanges(id, base, next);
   }
 
  private:

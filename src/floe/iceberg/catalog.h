@@ -16,6 +16,8 @@
 
 namespace floe::iceberg {
 
+struct TableMetadata;
+
 /// A multi-level namespace, e.g. {"bronze", "shop", "public"}.
 using Namespace = std::vector<std::string>;
 
@@ -113,6 +115,25 @@ class Catalog {
   virtual arrow::Status CommitTable(const TableIdentifier& id,
                                     const std::string& expected,
                                     const std::string& next) = 0;
+
+  /// Whether this catalog writes a table's metadata files itself (the Iceberg REST
+  /// catalog): a commit is then CommitChanges, not a metadata file the caller wrote
+  /// and CommitTable.
+  virtual bool WritesMetadata() const { return false; }
+
+  /// The table's metadata after a commit made by the catalog.
+  struct Committed {
+    std::string metadata_location;
+    /// The new metadata file's JSON, as the catalog returned it.
+    std::string metadata_json;
+  };
+  /// For a catalog that WritesMetadata(): commits the changes that turn `base`
+  /// (the table as the caller read it) into `next`, atomically, on the condition
+  /// that the table is still at `base` wherever the changes touch it. Errors as
+  /// CommitTable's. Other catalogs: NotImplemented.
+  virtual arrow::Result<Committed> CommitChanges(const TableIdentifier& id,
+                                                 const TableMetadata& base,
+                                                 const TableMetadata& next);
 };
 
 /// A catalog that hands every call to `inner`: the base of a decorator that
@@ -172,6 +193,12 @@ class ForwardingCatalog : public Catalog {
   arrow::Status CommitTable(const TableIdentifier& id, const std::string& expected,
                             const std::string& next) override {
     return inner_->CommitTable(id, expected, next);
+  }
+  bool WritesMetadata() const override { return inner_->WritesMetadata(); }
+  arrow::Result<Committed> CommitChanges(const TableIdentifier& id,
+                                         const TableMetadata& base,
+                                         const TableMetadata& next) override {
+    return inner_->CommitChanges(id, base, next);
   }
 
  protected:

@@ -1,5 +1,7 @@
 #include "floe/iceberg/table.h"
 
+#include "floe/iceberg/rest_updates.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -14,6 +16,7 @@
 #include "floe/common/error.h"
 #include "floe/common/parse.h"
 #include "floe/iceberg/data_file_metrics.h"
+#include "floe/iceberg/rest_updates.h"
 #include "floe/iceberg/table_internal.h"
 
 namespace floe::iceberg {
@@ -537,6 +540,8 @@ arrow::Result<Snapshot> Table::Overwrite(const OverwriteRequest& request,
 arrow::Result<CommitOutcome> Table::SwapMetadata(TableMetadata next,
                                                  std::string* next_location,
                                                  arrow::Status* catalog_error) {
+  if (catalog_->WritesMetadata())
+    return CommitChanges(std::move(next), next_location, catalog_error);
   *next_location = NewMetadataFileLocation(next, metadata_location_);
   ARROW_ASSIGN_OR_RAISE(std::string json, TableMetadataToJson(next));
   ARROW_RETURN_NOT_OK(io_->WriteAtomically(*next_location, json, /*exclusive=*/true));
@@ -555,13 +560,46 @@ arrow::Result<CommitOutcome> Table::SwapMetadata(TableMetadata next,
   return *catalog_error;  // anything else is not a race
 }
 
+arrow::Result<CommitOutcome> Table::CommitChanges(TableMetadata next,
+                                                  std::string* next_location,
+                                                  arrow::Status* catalog_error) {
+  next_location->clear();
+  auto committed = catalog_->CommitChanges(id_, metadata_, next);
+  if (committed.ok()) {
+    auto metadata = TableMetadataFromJson(committed->metadata_json);
+    if (!metadata.ok()) {
+      // Committed, but the catalog's metadata cannot be read back here: what the
+      // table holds now is for a refresh to find.
+      *catalog_error = CatalogError(CatalogErrorKind::kCommitStateUnknown,
+                                    "commit to " + id_.ToString() +
+                                        " answered with metadata floe cannot read (" +
+                                        metadata.status().message() + ")");
+      return CommitOutcome::kUnknown;
+    }
+    metadata_ = std::move(*metadata);
+    metadata_location_ = committed->metadata_location;
+    *next_location = metadata_location_;
+    return CommitOutcome::kCommitted;
+  }
+  *catalog_error = committed.status();
+  const auto kind = GetCatalogErrorKind(*catalog_error);
+  if (kind == CatalogErrorKind::kCommitFailed) return CommitOutcome::kConflict;
+  if (kind == CatalogErrorKind::kCommitStateUnknown) return CommitOutcome::kUnknown;
+  return *catalog_error;
+}
+
 arrow::Status Table::UpdateMetadata(const MetadataChange& change,
                                     const CommitOptions& options) {
   std::string next_location;
   table_internal::CommitAttempts hooks;
   hooks.what = "metadata update of " + id_.ToString();
   hooks.refresh = [this] { return Refresh(); };
+  std::optional<TableMetadata> attempted;
   hooks.landed = [&]() -> arrow::Result<bool> {
+    // A catalog that writes the metadata names the file only in its lost answer:
+    // the change landed if the table holds it.
+    if (catalog_->WritesMetadata() && attempted)
+      return HoldsChanges(metadata_, *attempted);
     if (metadata_location_ == next_location) return true;
     for (const auto& entry : metadata_.metadata_log) {
       if (entry.metadata_file == next_location) return true;
@@ -572,6 +610,7 @@ arrow::Status Table::UpdateMetadata(const MetadataChange& change,
     TableMetadataBuilder builder = TableMetadataBuilder::From(metadata_);
     ARROW_RETURN_NOT_OK(change(metadata_, &builder));
     ARROW_ASSIGN_OR_RAISE(TableMetadata next, builder.Build(metadata_location_));
+    if (catalog_->WritesMetadata()) attempted = next;
     return SwapMetadata(std::move(next), &next_location, catalog_error);
   };
   bool outcome_unknown = false;

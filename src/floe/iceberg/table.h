@@ -405,6 +405,11 @@ class Table {
   arrow::Result<table_internal::CommitOutcome> SwapMetadata(TableMetadata next,
                                                             std::string* next_location,
                                                             arrow::Status* catalog_error);
+  // SwapMetadata for a catalog that writes the metadata itself (REST): sends the
+  // changes from the current metadata to `next`; committed, the table holds what
+  // the catalog answered (its file in `*next_location`).
+  arrow::Result<table_internal::CommitOutcome> CommitChanges(
+      TableMetadata next, std::string* next_location, arrow::Status* catalog_error);
 
   std::string MetadataDirectory() const;
 

@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "floe/iceberg/rest_catalog.h"
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/lake/failpoint_catalog.h"
 #include "floe/lake/keys.h"
@@ -14,6 +15,11 @@ namespace ice = floe::iceberg;
 
 arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
     const config::PipelineConfig& config, CatalogAccess access) {
+  if (config.catalog.type == config::CatalogType::kRest) {
+    ARROW_ASSIGN_OR_RAISE(auto rest,
+                          ice::OpenRestCatalog(config.catalog.name, config.catalog.rest));
+    return ice::MakeSynchronizedCatalog(WithCatalogFailpoints(std::move(rest)));
+  }
   std::unique_ptr<ice::SqlConnection> connection;
   if (config.catalog.type == config::CatalogType::kSqlite) {
     if (access == CatalogAccess::kCreate) {

@@ -44,6 +44,16 @@ class FailpointCatalog : public ice::ForwardingCatalog {
     return ActOut("catalog.commit",
                   [&] { return inner().CommitTable(id, expected, next); });
   }
+  arrow::Result<Committed> CommitChanges(const ice::TableIdentifier& id,
+                                         const ice::TableMetadata& base,
+                                         const ice::TableMetadata& next) override {
+    Committed committed;
+    ARROW_RETURN_NOT_OK(ActOut("catalog.commit", [&]() -> arrow::Status {
+      ARROW_ASSIGN_OR_RAISE(committed, inner().CommitChanges(id, base, next));
+      return arrow::Status::OK();
+    }));
+    return committed;
+  }
 };
 
 }  // namespace
