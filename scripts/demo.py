@@ -5,7 +5,9 @@ tables) and `floe verify`'s verdict. Run by scripts/demo (make demo). The Postgr
 removed on exit, Ctrl-C included; the warehouse stays for you to explore.
 
 FLOE_DEMO_S3=1 puts the warehouse on a local S3 server (moto, from the virtualenv)
-instead of build/demo/warehouse; the S3 server is stopped on exit too."""
+instead of build/demo/warehouse; the S3 server is stopped on exit too.
+FLOE_DEMO_REST=1 does that and keeps the tables in Apache Iceberg's own REST catalog
+server (assembled by scripts/bootstrap) instead of the SQLite catalog."""
 
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ DEMO = REPO / "build" / "demo"
 WAREHOUSE = DEMO / "warehouse"
 SERVICE = "shop"
 DURATION = int(os.environ.get("FLOE_DEMO_SECONDS", "30"))
-ON_S3 = os.environ.get("FLOE_DEMO_S3", "0") == "1"
+ON_REST = os.environ.get("FLOE_DEMO_REST", "0") == "1"
+ON_S3 = ON_REST or os.environ.get("FLOE_DEMO_S3", "0") == "1"
 CATALOG_DB = DEMO / "catalog.db" if ON_S3 else WAREHOUSE / "catalog.db"
 S3 = None  # the local S3 server (s3server.S3Server) when ON_S3
+REST = None  # the REST catalog server (restserver.RestCatalogServer) when ON_REST
 
 SCHEMA = """
 CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text,
@@ -138,6 +142,8 @@ def warehouse_uri() -> str:
 def open_catalog():
     from pyiceberg.catalog.sql import SqlCatalog
 
+    if REST is not None:
+        return REST.pyiceberg_catalog()
     return SqlCatalog("floe", uri=f"sqlite:///{CATALOG_DB}", warehouse=warehouse_uri(),
                       **(S3.pyiceberg_props() if ON_S3 else {}))
 
@@ -181,7 +187,7 @@ def quote(path: str) -> str:
 
 def show_results(floe_log: Path):
     """What landed in Bronze; (tables, orders' metadata) or None."""
-    if not CATALOG_DB.exists():
+    if REST is None and not CATALOG_DB.exists():
         say(f"  floe wrote no catalog ({CATALOG_DB}): see {floe_log}")
         return None
     catalog = open_catalog()
@@ -322,7 +328,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
-    global S3
+    global S3, REST
     DEMO.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(WAREHOUSE, ignore_errors=True)
     CATALOG_DB.unlink(missing_ok=True)
@@ -339,6 +345,12 @@ def main() -> int:
             S3 = S3Server(DEMO)
             S3.make_bucket("demo")
             say(f"  {S3.endpoint}, bucket demo; the warehouse is {warehouse_uri()}")
+        if ON_REST:
+            from restserver import RestCatalogServer
+
+            step("Starting Apache Iceberg's REST catalog server")
+            REST = RestCatalogServer(DEMO / "rest", S3, warehouse_uri())
+            say(f"  {REST.uri} (its tables in {REST.db_path}, its files on S3)")
         step("Starting a throwaway PostgreSQL 15")
         cluster.start()
         say(f"  port {cluster.port}, data in {cluster.data_dir} (removed on exit)")
@@ -361,7 +373,9 @@ source:
   snapshot: initial
 checkpoint:
   interval: 1s
-""" + (f"warehouse: {warehouse_uri()}\ncatalog:\n  path: {CATALOG_DB}\n" + S3.floe_yaml()
+""" + (f"warehouse: {warehouse_uri()}\ncatalog:\n  type: rest\n  uri: {REST.uri}\n"
+       + S3.floe_yaml() if ON_REST else
+       f"warehouse: {warehouse_uri()}\ncatalog:\n  path: {CATALOG_DB}\n" + S3.floe_yaml()
        if ON_S3 else f"warehouse: {WAREHOUSE}\n"))
         step(f"floe run {config.relative_to(REPO)} --duration {DURATION}s")
         say(f"  (floe's log: {floe_log})")
@@ -413,6 +427,9 @@ checkpoint:
                 floe.wait()
         cluster.destroy()
         say("(the demo's PostgreSQL is stopped and removed)")
+        if REST is not None:
+            REST.stop()
+            say("(the demo's REST catalog server is stopped)")
         if S3 is not None:
             S3.stop()
             say("(the demo's S3 server is stopped)")

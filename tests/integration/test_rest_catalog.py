@@ -6,8 +6,9 @@ with the server writing the metadata file.
 
 * the whole product (`floe run` with a restart, `floe silver` twice, `compact`,
   `expire`, `remove-orphans`, `silver verify`, `status`) works on s3 + REST, with a
-  bearer token the server requires; PyIceberg's RestCatalog and DuckDB read the same
-  tables and equal the source;
+  bearer token the server requires; PyIceberg's RestCatalog and DuckDB (by metadata
+  file, and attached to the REST catalog itself) read the same tables and equal the
+  source;
 * through a fault proxy, commits whose answer is lost after the server applied them
   are recognised as committed (not written twice), 409s are retried after a reload,
   503s are resolved: Bronze equals the source change for change;
@@ -153,6 +154,18 @@ def test_the_whole_product_on_s3_and_a_rest_catalog(floe, pg, duckdb_con, s3, re
     assert "0 failed" in out, out
     assert stray in s3.keys(BUCKET)
     assert wanted <= set(s3.keys(BUCKET))
+
+    # DuckDB attached to the REST catalog itself (its iceberg extension speaking the
+    # protocol, httpfs reading the files) sees what psql sees.
+    con.execute("LOAD iceberg")
+    con.execute(f"CREATE OR REPLACE SECRET floe_rest (TYPE iceberg, TOKEN '{TOKEN}')")
+    con.execute(f"ATTACH 'rest' AS restlake (TYPE iceberg, ENDPOINT '{rest.uri}', "
+                "SECRET floe_rest)")
+    for table, cols in (("items", "id, name, qty, price, note"), ("pairs", "a, b, v")):
+        via_rest = con.execute(f'SELECT {cols} FROM restlake."silver.svc.public".{table} '
+                               f"ORDER BY {cols}").fetchall()
+        assert via_rest == pg.execute(f"SELECT {cols} FROM {table} ORDER BY {cols}"), table
+    con.execute("DETACH restlake")
 
     out = subprocess.run([str(run.floe_bin), "silver", "verify", str(run.config_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=run.base,
