@@ -115,7 +115,6 @@ class RestCatalog : public Catalog {
       : name_(std::move(name)), options_(std::move(options)), base_(std::move(base)) {}
 
   arrow::Status Initialize() {
-    client_ = MakeClient(base_.scheme_host_port);
     if (!options_.client_id.empty()) {
       std::string token_uri = options_.oauth2_server_uri;
       if (token_uri.empty()) {
@@ -124,7 +123,7 @@ class RestCatalog : public Catalog {
       ARROW_ASSIGN_OR_RAISE(token_base_,
                             SplitUri(token_uri, "catalog.oauth2_server_uri"));
       token_client_ = MakeClient(token_base_.scheme_host_port);
-      ARROW_RETURN_NOT_OK(FetchToken());
+      ARROW_RETURN_NOT_OK(Bearer(true).status());
     }
     std::string path = base_.path + "/v1/config";
     if (!options_.warehouse.empty()) path += "?warehouse=" + Escape(options_.warehouse);
@@ -254,10 +253,17 @@ class RestCatalog : public Catalog {
                               const std::string& metadata_location) override {
     json body = {{"name", id.name}, {"metadata-location", metadata_location}};
     const std::string what = "register table " + id.ToString();
+    // Once a request may have reached the server, a failure leaves the table maybe
+    // registered: the caller must not delete its metadata file then.
+    bool maybe_applied = false;
     for (int attempt = 1;; ++attempt) {
       auto sent = Send("POST", NamespacePath(id.ns) + "/register", &body, false);
       if (!sent.ok()) {
-        if (attempt >= options_.max_attempts) return sent.status();
+        maybe_applied = true;
+        if (attempt >= options_.max_attempts) {
+          return CatalogError(CatalogErrorKind::kCommitStateUnknown,
+                              sent.status().message());
+        }
         Backoff(attempt);
         continue;
       }
@@ -266,16 +272,22 @@ class RestCatalog : public Catalog {
       if (r.status == 404) return NotFound(CatalogErrorKind::kNoSuchNamespace, id.ns, r);
       if (r.status == 409) {
         // After a lost answer the table may be this very registration.
-        if (attempt > 1) {
+        if (maybe_applied) {
           auto current = LoadTable(id);
           if (current.ok() && *current == metadata_location) return arrow::Status::OK();
         }
         return CatalogError(CatalogErrorKind::kAlreadyExists,
                             "table " + id.ToString() + " already exists");
       }
-      if (Retryable(r.status) && attempt < options_.max_attempts) {
-        Backoff(attempt);
-        continue;
+      if (Retryable(r.status)) {
+        maybe_applied = true;
+        if (attempt < options_.max_attempts) {
+          Backoff(attempt);
+          continue;
+        }
+      }
+      if (maybe_applied) {
+        return CatalogError(CatalogErrorKind::kCommitStateUnknown, Describe(what, r));
       }
       return Failure(what, r);
     }
@@ -497,14 +509,41 @@ class RestCatalog : public Catalog {
     return ParseError(r).type;
   }
 
-  httplib::Headers Headers() const {
+  httplib::Headers Headers(const std::string& bearer) const {
     httplib::Headers headers;
     for (const auto& [k, v] : options_.headers) headers.emplace(k, v);
-    const std::string& token = bearer_.empty() ? options_.token : bearer_;
+    const std::string& token = bearer.empty() ? options_.token : bearer;
     if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
     headers.emplace("Accept", "application/json");
     headers.emplace("X-Client-Version", "floe");
     return headers;
+  }
+
+  // The OAuth2 token to send (empty without client credentials), fetched anew when
+  // due or when `force`d.
+  arrow::Result<std::string> Bearer(bool force) {
+    if (!token_client_) return std::string();
+    std::lock_guard lock(token_mutex_);
+    if (force || Clock::now() >= refresh_at_) ARROW_RETURN_NOT_OK(FetchToken());
+    return bearer_;
+  }
+
+  // A connection of the pool (one request at a time each): requests on several
+  // threads (tables committing at once) run in parallel.
+  std::unique_ptr<httplib::Client> Acquire() {
+    {
+      std::lock_guard lock(pool_mutex_);
+      if (!idle_.empty()) {
+        auto client = std::move(idle_.back());
+        idle_.pop_back();
+        return client;
+      }
+    }
+    return MakeClient(base_.scheme_host_port);
+  }
+  void Release(std::unique_ptr<httplib::Client> client) {
+    std::lock_guard lock(pool_mutex_);
+    if (idle_.size() < 16) idle_.push_back(std::move(client));
   }
 
   // One request. `idempotent` ones are repeated on a connection failure, 429 or
@@ -512,19 +551,21 @@ class RestCatalog : public Catalog {
   // returned for the caller to read.
   arrow::Result<HttpResponse> Send(const std::string& method, const std::string& path,
                                    const json* body, bool idempotent) {
-    std::lock_guard lock(mutex_);
     bool reauthorized = false;
     for (int attempt = 1;; ++attempt) {
-      if (token_client_ && Clock::now() >= refresh_at_) ARROW_RETURN_NOT_OK(FetchToken());
+      ARROW_ASSIGN_OR_RAISE(const std::string bearer, Bearer(false));
       httplib::Request request;
       request.method = method;
       request.path = path;
-      request.headers = Headers();
+      request.headers = Headers(bearer);
       if (body != nullptr) {
         request.body = body->dump();
         request.headers.emplace("Content-Type", "application/json");
       }
-      auto result = client_->send(request);
+      std::unique_ptr<httplib::Client> client = Acquire();
+      auto result = client->send(request);
+      // A connection that failed is not reused.
+      if (result) Release(std::move(client));
       if (!result) {
         if (idempotent && attempt < options_.max_attempts) {
           Backoff(attempt);
@@ -537,7 +578,7 @@ class RestCatalog : public Catalog {
       if (response.status == 401 && token_client_ && !reauthorized) {
         // The token may have been revoked or expired early: one new one.
         reauthorized = true;
-        ARROW_RETURN_NOT_OK(FetchToken());
+        ARROW_RETURN_NOT_OK(Bearer(true).status());
         --attempt;
         continue;
       }
@@ -626,8 +667,10 @@ class RestCatalog : public Catalog {
   const BaseUri base_;
   std::string prefix_;
   std::string v1_;
-  std::mutex mutex_;
-  std::unique_ptr<httplib::Client> client_;
+  std::mutex pool_mutex_;
+  std::vector<std::unique_ptr<httplib::Client>> idle_;
+  // Guards the token and its client.
+  std::mutex token_mutex_;
   BaseUri token_base_;
   std::unique_ptr<httplib::Client> token_client_;
   std::string bearer_;

@@ -214,8 +214,11 @@ arrow::Result<std::unique_ptr<Table>> Table::Create(
   ARROW_RETURN_NOT_OK(io->WriteAtomically(metadata_location, json, /*exclusive=*/true));
   arrow::Status st = catalog->RegisterTable(id, metadata_location);
   if (!st.ok()) {
-    // Not registered, so nobody can reference the file.
-    ARROW_UNUSED(io->Delete(metadata_location));
+    // Not registered, so nobody can reference the file; unless the outcome is
+    // unknown (the catalog may hold it: an orphan at worst).
+    if (GetCatalogErrorKind(st) != CatalogErrorKind::kCommitStateUnknown) {
+      ARROW_UNUSED(io->Delete(metadata_location));
+    }
     return st;
   }
   return std::unique_ptr<Table>(

@@ -18,7 +18,9 @@ arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
   if (config.catalog.type == config::CatalogType::kRest) {
     ARROW_ASSIGN_OR_RAISE(auto rest,
                           ice::OpenRestCatalog(config.catalog.name, config.catalog.rest));
-    return ice::MakeSynchronizedCatalog(WithCatalogFailpoints(std::move(rest)));
+    // Thread-safe itself, with a connection per request in flight: tables commit in
+    // parallel.
+    return WithCatalogFailpoints(std::move(rest));
   }
   std::unique_ptr<ice::SqlConnection> connection;
   if (config.catalog.type == config::CatalogType::kSqlite) {

@@ -21,8 +21,9 @@ enum class CatalogAccess {
   kCreate,
 };
 
-/// The pipeline's Iceberg catalog (`catalog:` in the pipeline file), serialised for
-/// use from several threads, with the catalog failpoints of failpoint_catalog.h.
+/// The pipeline's Iceberg catalog (`catalog:` in the pipeline file), safe to use from
+/// several threads (a SQL catalog's calls take turns on its one connection; a REST
+/// catalog's run in parallel), with the catalog failpoints of failpoint_catalog.h.
 arrow::Result<std::unique_ptr<iceberg::Catalog>> OpenPipelineCatalog(
     const config::PipelineConfig& config,
     CatalogAccess access = CatalogAccess::kMustExist);
