@@ -352,6 +352,37 @@ def test_a_wrong_token_or_a_missing_server_fails_with_the_fix(floe, pg, s3, rest
     err = out.stderr.decode(errors="replace")
     assert out.returncode != 0, err
     assert "401" in err and "catalog.token" in err and "not-the-token-42" not in err, err
+    # Nothing listening: the error names the address and what to check.
+    from s3server import _free_port
+
+    port = _free_port()
+    gone = tmp_path / "gone.yaml"
+    gone.write_text(run.config_path.read_text().replace(rest.uri, f"http://127.0.0.1:{port}"))
+    out = subprocess.run([str(run.floe_bin), "status", str(gone)], capture_output=True,
+                         timeout=120)
+    err = out.stderr.decode(errors="replace")
+    assert out.returncode != 0, err
+    assert f"cannot connect to http://127.0.0.1:{port}" in err and "catalog.uri" in err, err
+
+
+def test_a_schema_with_a_dot_is_refused_with_the_override_to_add(floe, pg, s3, rest):
+    """A namespace level holding '.' would be split by catalogs behind the protocol (the
+    JDBC catalog under Iceberg's server listed "a.b" as levels a, b): refused as on the
+    SQL catalog, with the naming.tables override in the log; the other tables go on."""
+    pg.execute('CREATE SCHEMA "a.b"')
+    pg.execute('CREATE TABLE "a.b".t (id int PRIMARY KEY, v text)')
+    pg.execute("CREATE TABLE plain (id int PRIMARY KEY)")
+    pg.execute('INSERT INTO "a.b".t VALUES (1, \'x\')')
+    pg.execute("INSERT INTO plain VALUES (1)")
+    run = rest_run(floe, s3, rest).start().wait_streaming()
+    wait_bronze(run, pg, "public.plain", ["id"])
+    run.wait_until(lambda: "cannot be replicated under its name" in run.log_text(), 60,
+                   what="the refusal of \"a.b\".t")
+    run.stop()
+    text = run.log_text()
+    assert "contains '.'" in text and "naming:" in text, text[-2000:]
+    cat = rest.pyiceberg_catalog()
+    assert ("bronze", "svc", "a") not in cat.list_namespaces(("bronze", "svc"))
 
 
 def test_crash_test_on_s3_and_a_rest_catalog(floe, pg, duckdb_con, s3, rest):

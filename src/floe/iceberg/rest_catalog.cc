@@ -434,6 +434,15 @@ class RestCatalog : public Catalog {
             "namespace level contains the unit separator (0x1F), which the REST "
             "protocol uses between levels");
       }
+      // The protocol itself carries it, but catalogs behind it (a JDBC catalog, Hive)
+      // and readers given dotted names split a level at its dots: the table would
+      // show under other namespaces than floe's. Refused as the SQL catalog does.
+      if (level.find('.') != std::string::npos) {
+        return arrow::Status::Invalid(
+            "namespace level '", level,
+            "' contains '.', which catalogs and readers take as a level separator; "
+            "rename it (for example replace '.' with '_')");
+      }
     }
     return arrow::Status::OK();
   }
@@ -468,9 +477,10 @@ class RestCatalog : public Catalog {
           Backoff(attempt);
           continue;
         }
-        return arrow::Status::IOError("REST catalog ", name_,
-                                      ": the OAuth2 token endpoint cannot be reached (",
-                                      httplib::to_string(result.error()), ")");
+        return arrow::Status::IOError(
+            "REST catalog ", name_, ": the OAuth2 token endpoint ",
+            token_base_.scheme_host_port, token_base_.path, " cannot be reached (",
+            httplib::to_string(result.error()), "); check catalog.oauth2_server_uri");
       }
       HttpResponse r{result->status, result->body};
       if (Retryable(r.status) && attempt < options_.max_attempts) {
@@ -498,6 +508,31 @@ class RestCatalog : public Catalog {
       const int64_t spare = std::min<int64_t>(60, expires_in / 10);
       refresh_at_ = Clock::now() + std::chrono::seconds(expires_in - spare);
       return arrow::Status::OK();
+    }
+  }
+
+  // What a failed exchange means, with what to check.
+  std::string TransportError(httplib::Error error) const {
+    const std::string where = base_.scheme_host_port;
+    switch (error) {
+      case httplib::Error::Connection:
+      case httplib::Error::ConnectionTimeout:
+        return "cannot connect to " + where +
+               " (refused, unreachable, or the host name does not resolve); check "
+               "catalog.uri and that the catalog is up";
+      case httplib::Error::Read:
+        return "no answer from " + where + " (the connection broke, or no answer came " +
+               "within catalog.request_timeout, " +
+               std::to_string(std::llround(options_.request_timeout_s)) + "s)";
+      case httplib::Error::Write:
+        return "the connection to " + where + " broke while sending";
+      case httplib::Error::SSLConnection:
+      case httplib::Error::SSLLoadingCerts:
+      case httplib::Error::SSLServerVerification:
+        return "TLS with " + where + " failed (" + httplib::to_string(error) +
+               "); check the server's certificate and the system's CA certificates";
+      default:
+        return httplib::to_string(error) + " (" + where + ")";
     }
   }
 
@@ -572,7 +607,7 @@ class RestCatalog : public Catalog {
           continue;
         }
         return arrow::Status::IOError("REST catalog ", name_, ": ", method, " ", path,
-                                      ": ", httplib::to_string(result.error()));
+                                      ": ", TransportError(result.error()));
       }
       HttpResponse response{result->status, std::move(result->body)};
       if (response.status == 401 && token_client_ && !reauthorized) {

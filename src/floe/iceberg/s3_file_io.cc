@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -89,8 +90,17 @@ arrow::Result<T> RetryRead(int attempts, const std::function<arrow::Result<T>()>
 
 // An object opened for reading, its reads retried (RetryRead). Positioned reads go
 // to ReadAt; Read() keeps its own position.
+//
+// Small reads are served from whole blocks of the object (kBlockBytes, aligned, the
+// last few kept): a Parquet reader reads a footer's length, then the footer, then per
+// row group a bloom filter's header and bitset and a column chunk, each a read of its
+// own. On disk that is a pread each; on an object store each would be a GET costing a
+// round trip and a request's fee. Reads of a block or more go straight to the store.
 class RetryingInput : public arrow::io::RandomAccessFile {
  public:
+  static constexpr int64_t kBlockBytes = int64_t{1} << 20;
+  static constexpr size_t kBlocksKept = 4;
+
   RetryingInput(std::shared_ptr<arrow::io::RandomAccessFile> inner, int attempts)
       : inner_(std::move(inner)), attempts_(attempts) {}
 
@@ -104,13 +114,38 @@ class RetryingInput : public arrow::io::RandomAccessFile {
   arrow::Result<int64_t> GetSize() override { return inner_->GetSize(); }
 
   arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override {
-    return RetryRead<int64_t>(attempts_,
-                              [&] { return inner_->ReadAt(position, nbytes, out); });
+    if (nbytes >= kBlockBytes) {
+      return RetryRead<int64_t>(attempts_,
+                                [&] { return inner_->ReadAt(position, nbytes, out); });
+    }
+    ARROW_ASSIGN_OR_RAISE(const int64_t size, inner_->GetSize());
+    nbytes = std::max<int64_t>(0, std::min(nbytes, size - position));
+    std::lock_guard lock(mutex_);
+    int64_t done = 0;
+    while (done < nbytes) {
+      const int64_t at = position + done;
+      ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block,
+                            Block(at / kBlockBytes));
+      const int64_t offset = at % kBlockBytes;
+      const int64_t n = std::min(nbytes - done, block->size() - offset);
+      if (n <= 0) break;
+      std::memcpy(static_cast<uint8_t*>(out) + done, block->data() + offset,
+                  static_cast<size_t>(n));
+      done += n;
+    }
+    return done;
   }
   arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position,
                                                        int64_t nbytes) override {
-    return RetryRead<std::shared_ptr<arrow::Buffer>>(
-        attempts_, [&] { return inner_->ReadAt(position, nbytes); });
+    if (nbytes >= kBlockBytes) {
+      return RetryRead<std::shared_ptr<arrow::Buffer>>(
+          attempts_, [&] { return inner_->ReadAt(position, nbytes); });
+    }
+    ARROW_ASSIGN_OR_RAISE(auto buffer, arrow::AllocateResizableBuffer(nbytes));
+    ARROW_ASSIGN_OR_RAISE(const int64_t n,
+                          ReadAt(position, nbytes, buffer->mutable_data()));
+    ARROW_RETURN_NOT_OK(buffer->Resize(n, /*shrink_to_fit=*/false));
+    return std::shared_ptr<arrow::Buffer>(std::move(buffer));
   }
   arrow::Result<int64_t> Read(int64_t nbytes, void* out) override {
     ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(position_, nbytes, out));
@@ -124,9 +159,33 @@ class RetryingInput : public arrow::io::RandomAccessFile {
   }
 
  private:
+  // Block `index` of the object, fetched when not kept. REQUIRES: mutex_ held.
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Block(int64_t index) {
+    for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
+      if (it->first == index) {
+        auto hit = *it;
+        blocks_.erase(it);
+        blocks_.insert(blocks_.begin(), hit);  // most recently used first
+        return hit.second;
+      }
+    }
+    ARROW_ASSIGN_OR_RAISE(const int64_t size, inner_->GetSize());
+    const int64_t start = index * kBlockBytes;
+    const int64_t n = std::min(kBlockBytes, size - start);
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block,
+                          RetryRead<std::shared_ptr<arrow::Buffer>>(attempts_, [&] {
+                            return inner_->ReadAt(start, std::max<int64_t>(0, n));
+                          }));
+    blocks_.insert(blocks_.begin(), {index, block});
+    if (blocks_.size() > kBlocksKept) blocks_.pop_back();
+    return block;
+  }
+
   std::shared_ptr<arrow::io::RandomAccessFile> inner_;
   const int attempts_;
   int64_t position_ = 0;
+  std::mutex mutex_;
+  std::vector<std::pair<int64_t, std::shared_ptr<arrow::Buffer>>> blocks_;
 };
 
 // An object being written. Dropped before Close() (a writer's error path), its

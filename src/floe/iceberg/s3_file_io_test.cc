@@ -133,6 +133,31 @@ TEST_F(S3FileIOTest, WritesReadsListsAndDeletesObjects) {
   auto tail = (*input)->ReadAt(static_cast<int64_t>(big.size()) - 5, 5);
   ASSERT_TRUE(tail.ok());
   EXPECT_EQ((*tail)->ToString(), big.substr(big.size() - 5));
+  // Small reads come from 1 MiB blocks of the object: reads within a block, across
+  // block boundaries, through Read()'s own position and past the end all give the
+  // object's bytes.
+  const int64_t mib = int64_t{1} << 20;
+  const int64_t size = static_cast<int64_t>(big.size());
+  for (auto [at, n] : std::vector<std::pair<int64_t, int64_t>>{{0, 4},
+                                                               {mib - 3, 7},
+                                                               {5 * mib - 100, 200},
+                                                               {17, mib - 1},
+                                                               {2 * mib - 1, mib - 1},
+                                                               {size - 10, 10},
+                                                               {size - 4, 100},
+                                                               {mib + 5, 1000},
+                                                               {3, 3}}) {
+    auto part = (*input)->ReadAt(at, n);
+    ASSERT_TRUE(part.ok()) << at << " " << part.status().ToString();
+    EXPECT_EQ((*part)->ToString(), big.substr(at, n)) << at << " " << n;
+  }
+  ASSERT_TRUE((*input)->Seek(mib - 2).ok());
+  std::string sequential(6, '\0');
+  auto got = (*input)->Read(6, sequential.data());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, 6);
+  EXPECT_EQ(sequential, big.substr(mib - 2, 6));
+  EXPECT_EQ(*(*input)->Tell(), mib + 4);
 
   ASSERT_TRUE(io_->WriteAtomically("s3://lake/t/metadata/v1.json", "{}", true).ok());
   ASSERT_TRUE(io_->WriteAtomically("s3://lake/t2/x.json", "other table", false).ok());
