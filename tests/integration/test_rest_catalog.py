@@ -36,6 +36,7 @@ from oracle import check_silver
 from restserver import CatalogFaultProxy, RestCatalogServer, is_commit
 from s3server import SECRET_KEY, S3Server
 from test_maintenance import maint
+from test_s3_warehouse import first_changes
 from test_silver import silver, wait_bronze
 
 BUCKET = "lake"
@@ -87,20 +88,7 @@ def test_the_whole_product_on_s3_and_a_rest_catalog(floe, pg, duckdb_con, s3, re
     pg.execute("INSERT INTO pairs SELECT g % 10, 'b' || (g / 10), g FROM "
                "generate_series(1, 60) g")
     run = rest_run(floe, s3, rest, uri=proxy.uri).start().wait_streaming()
-    pg.execute("UPDATE items SET note = repeat(md5(id::text), 400) WHERE id <= 5")
-    pg.execute("UPDATE items SET qty = qty + 100 WHERE id % 3 = 0")
-    pg.execute("DELETE FROM items WHERE id % 11 = 0")
-    pg.execute("INSERT INTO items (id, name) SELECT g, 'new ' || g FROM "
-               "generate_series(301, 340) g")
-    pg.execute("UPDATE pairs SET v = -v WHERE a = 3")
-    pg.execute("DELETE FROM pairs WHERE a = 4")
-    pg.execute("SELECT pg_logical_emit_message(true, 'audit', 'who did what')")
-    wait_bronze(run, pg, "public.items", ["id"])
-    wait_bronze(run, pg, "public.pairs", ["a", "b"])
-    run.wait_until(lambda: run.count("pg_logical_messages") >= 1, 60,
-                   what="the audit message in Bronze")
-    assert len(run.rows(con, "public.items")) > 340
-    run.stop()
+    first_changes(run, pg, con)
     # Commits went to the server as changes (it wrote the metadata files), tables
     # were registered, never created by the server.
     counts = proxy.counts()

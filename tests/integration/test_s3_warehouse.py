@@ -62,6 +62,27 @@ def referenced(run, tables) -> set[str]:
     return out
 
 
+def first_changes(run, pg, con) -> None:
+    """A TOAST value, then updates that leave it unchanged (pgoutput sends it as
+    unchanged-toast), deletes, inserts and an audit message, on the `items` and
+    `pairs` tables of the whole-product tests, until Bronze holds them; then `run`
+    stops. PyIceberg and DuckDB read Bronze and agree."""
+    pg.execute("UPDATE items SET note = repeat(md5(id::text), 400) WHERE id <= 5")
+    pg.execute("UPDATE items SET qty = qty + 100 WHERE id % 3 = 0")
+    pg.execute("DELETE FROM items WHERE id % 11 = 0")
+    pg.execute("INSERT INTO items (id, name) SELECT g, 'new ' || g FROM "
+               "generate_series(301, 340) g")
+    pg.execute("UPDATE pairs SET v = -v WHERE a = 3")
+    pg.execute("DELETE FROM pairs WHERE a = 4")
+    pg.execute("SELECT pg_logical_emit_message(true, 'audit', 'who did what')")
+    wait_bronze(run, pg, "public.items", ["id"])
+    wait_bronze(run, pg, "public.pairs", ["a", "b"])
+    run.wait_until(lambda: run.count("pg_logical_messages") >= 1, 60,
+                   what="the audit message in Bronze")
+    assert len(run.rows(con, "public.items")) > 340
+    run.stop()
+
+
 def test_the_whole_product_on_an_s3_warehouse(floe, pg, duckdb_con, s3):
     con = duckdb_con
     s3.duckdb_secret(con)
@@ -75,23 +96,7 @@ def test_the_whole_product_on_an_s3_warehouse(floe, pg, duckdb_con, s3):
     pg.execute("INSERT INTO pairs SELECT g % 10, 'b' || (g / 10), g FROM "
                "generate_series(1, 60) g")
     run = s3_run(floe, s3).start().wait_streaming()
-    # A TOAST value, then updates that leave it unchanged (pgoutput sends it as
-    # unchanged-toast), deletes, inserts and an audit message.
-    pg.execute("UPDATE items SET note = repeat(md5(id::text), 400) WHERE id <= 5")
-    pg.execute("UPDATE items SET qty = qty + 100 WHERE id % 3 = 0")
-    pg.execute("DELETE FROM items WHERE id % 11 = 0")
-    pg.execute("INSERT INTO items (id, name) SELECT g, 'new ' || g FROM "
-               "generate_series(301, 340) g")
-    pg.execute("UPDATE pairs SET v = -v WHERE a = 3")
-    pg.execute("DELETE FROM pairs WHERE a = 4")
-    pg.execute("SELECT pg_logical_emit_message(true, 'audit', 'who did what')")
-    wait_bronze(run, pg, "public.items", ["id"])
-    wait_bronze(run, pg, "public.pairs", ["a", "b"])
-    run.wait_until(lambda: run.count("pg_logical_messages") >= 1, 60,
-                   what="the audit message in Bronze")
-    # PyIceberg and DuckDB read Bronze from S3 and agree.
-    assert len(run.rows(con, "public.items")) > 340
-    run.stop()
+    first_changes(run, pg, con)
     silver(run)
     check_silver(run, pg, con, "public.items", ["id"])
     check_silver(run, pg, con, "public.pairs", ["a", "b"])

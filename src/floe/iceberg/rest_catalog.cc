@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floe/iceberg/rest_updates.h"
+#include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
 
 namespace floe::iceberg {
@@ -25,23 +26,6 @@ using Clock = std::chrono::steady_clock;
 // What a server may say in an error is shown, up to this much of it.
 constexpr size_t kMaxServerMessage = 400;
 
-// RFC 3986 percent-encoding of everything but the unreserved characters: a path
-// segment or a query value.
-std::string Escape(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 // A namespace as one path segment: levels joined by the unit separator (0x1F),
 // as the specification says.
 std::string EscapeNamespace(const Namespace& ns) {
@@ -50,7 +34,7 @@ std::string EscapeNamespace(const Namespace& ns) {
     if (i > 0) joined += '\x1f';
     joined += ns[i];
   }
-  return Escape(joined);
+  return UrlEscape(joined);
 }
 
 // `http(s)://host[:port]` and the path after it (no trailing `/`).
@@ -126,7 +110,8 @@ class RestCatalog : public Catalog {
       ARROW_RETURN_NOT_OK(Bearer(true).status());
     }
     std::string path = base_.path + "/v1/config";
-    if (!options_.warehouse.empty()) path += "?warehouse=" + Escape(options_.warehouse);
+    if (!options_.warehouse.empty())
+      path += "?warehouse=" + UrlEscape(options_.warehouse);
     ARROW_ASSIGN_OR_RAISE(HttpResponse response, Send("GET", path, nullptr, true));
     if (response.status != 200) return Failure("GET /v1/config", response);
     ARROW_ASSIGN_OR_RAISE(json config, ParseBody(response, "GET /v1/config"));
@@ -451,7 +436,7 @@ class RestCatalog : public Catalog {
     return v1_ + "/namespaces/" + EscapeNamespace(ns);
   }
   std::string TablePath(const TableIdentifier& id) const {
-    return NamespacePath(id.ns) + "/tables/" + Escape(id.name);
+    return NamespacePath(id.ns) + "/tables/" + UrlEscape(id.name);
   }
 
   void Backoff(int attempt) {
@@ -634,7 +619,7 @@ class RestCatalog : public Catalog {
     for (int pages = 0; pages < 1'000'000; ++pages) {
       std::string url = path;
       std::string q = query;
-      if (!token.empty()) q += (q.empty() ? "" : "&") + ("pageToken=" + Escape(token));
+      if (!token.empty()) q += (q.empty() ? "" : "&") + ("pageToken=" + UrlEscape(token));
       if (!q.empty()) url += "?" + q;
       ARROW_ASSIGN_OR_RAISE(HttpResponse r, Send("GET", url, nullptr, true));
       if (r.status == 404) {

@@ -80,7 +80,18 @@ std::string HumanValue(const Transform& transform, const std::optional<Literal>&
   return LiteralToString(*value);
 }
 
-std::string UrlEscape(const std::string& text) {
+constexpr char kValidationFailureTypeId[] = "floe::iceberg::ValidationFailure";
+
+class ValidationFailureDetail : public floe::ErrorDetail {
+ public:
+  ValidationFailureDetail() : floe::ErrorDetail(floe::ErrorKind::kCommitConflict) {}
+  const char* type_id() const override { return kValidationFailureTypeId; }
+  std::string ToString() const override { return "validation failed"; }
+};
+
+}  // namespace
+
+std::string UrlEscape(std::string_view text) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : text) {
@@ -94,17 +105,6 @@ std::string UrlEscape(const std::string& text) {
   }
   return out;
 }
-
-constexpr char kValidationFailureTypeId[] = "floe::iceberg::ValidationFailure";
-
-class ValidationFailureDetail : public floe::ErrorDetail {
- public:
-  ValidationFailureDetail() : floe::ErrorDetail(floe::ErrorKind::kCommitConflict) {}
-  const char* type_id() const override { return kValidationFailureTypeId; }
-  std::string ToString() const override { return "validation failed"; }
-};
-
-}  // namespace
 
 arrow::Status ValidationFailure(std::string message) {
   return arrow::Status(arrow::StatusCode::Invalid, std::move(message),
