@@ -1,7 +1,5 @@
 #include "floe/iceberg/table.h"
 
-#include "floe/iceberg/rest_updates.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
