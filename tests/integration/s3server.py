@@ -100,7 +100,8 @@ class FaultProxy:
     of at least `big` bytes: part of the body reaches the server, then both sides are
     cut). Every request gets a connection of
     its own (`Connection: close` is added), so each one is a candidate. Seeded;
-    `counts` says what was injected."""
+    `counts` says what was injected, `requests` lists every request's method and
+    target (with no faults asked for, the proxy only counts)."""
 
     def __init__(self, upstream_port: int, seed: int, slowdown: float = 0.0,
                  drop_upload: float = 0.0, big: int = 1 << 20):
@@ -112,6 +113,7 @@ class FaultProxy:
         self.drop_upload = drop_upload
         self.big = big
         self.counts = {"requests": 0, "slowdown": 0, "dropped": 0}
+        self.requests: list[tuple[str, str]] = []
         self._dropped: set[bytes] = set()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -182,6 +184,8 @@ class FaultProxy:
             kept.append(b"Connection: close")
             with self._lock:
                 self.counts["requests"] += 1
+                method, _, rest = lines[0].decode("latin-1").partition(" ")
+                self.requests.append((method, rest.rpartition(" ")[0]))
                 slow = self._rng.random() < self.slowdown
                 # An upload: a part of a multipart upload, or a data file's body.
                 target = lines[0].split(b" ")[1] if b" " in lines[0] else b""

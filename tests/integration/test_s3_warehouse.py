@@ -273,6 +273,71 @@ def test_slowdowns_and_uploads_cut_short_lose_nothing(floe, pg, duckdb_con, s3, 
                 assert size == f.file_size_in_bytes, (f.file_path, size, f.file_size_in_bytes)
 
 
+def test_a_merge_cut_into_slices_reads_each_silver_object_from_s3_once(
+        floe, pg, duckdb_con, s3):
+    """A merge whose increment is many times its memory (`silver.memory_limit:
+    64MiB`: slices of under a MiB of changes) into a one-bucket Silver table: every
+    slice reads the bucket's key columns, manifests and delete files, which are kept
+    on local disk after the first read, so each Silver object is fetched from S3
+    about once, not once a slice (a break-it run: 119 slices made ~70,000 GETs of one
+    Silver file and the merge did not finish). Counted through a proxy that injects
+    nothing. Silver equals the source."""
+    import math
+    import re
+    import urllib.parse
+
+    from s3server import FaultProxy
+
+    con = duckdb_con
+    s3.duckdb_secret(con)
+    s3.make_bucket(BUCKET)
+    proxy = FaultProxy(s3.port, seed=0)
+    pg.execute("CREATE TABLE wide (id bigint PRIMARY KEY, v int, pad text)")
+    pg.execute("INSERT INTO wide SELECT g, 0, md5(g::text) || md5((g + 1)::text) || "
+               "md5((g + 2)::text) FROM generate_series(1, 120000) g")
+    yaml = (s3.floe_yaml().replace(s3.endpoint, proxy.endpoint) +
+            "silver:\n  memory_limit: 64MiB\n")
+    run = floe(warehouse_uri=f"s3://{BUCKET}/{PREFIX}", catalog_props=s3.pyiceberg_props(),
+               extra_yaml=yaml)
+    try:
+        run.start().wait_streaming(timeout=300)
+        wait_bronze(run, pg, "public.wide", ["id"])
+        run.stop()
+        silver(run)  # the backfill: one bucket
+        run.start().wait_streaming(timeout=120)
+        pg.execute("UPDATE wide SET v = v + 1, pad = reverse(pad) WHERE id % 5 <> 0")
+        pg.execute("DELETE FROM wide WHERE id % 7 = 0")
+        pg.execute("INSERT INTO wide SELECT g, 2, md5(g::text) FROM "
+                   "generate_series(120001, 124000) g")
+        wait_bronze(run, pg, "public.wide", ["id"])
+        run.stop()
+        del proxy.requests[:]
+        out = silver(run)
+        requests = list(proxy.requests)
+    finally:
+        proxy.close()
+    check_silver(run, pg, con, "public.wide", ["id"])
+    slices = [int(n) for n in re.findall(r"merged in (\d+) slices", out)]
+    assert slices and slices[-1] >= 8, out
+    table = run.catalog().load_table(("silver", "svc", "public", "wide"))
+    assert len(table.spec().fields) == 1 and "bucket[1]" in str(table.spec()), table.spec()
+    client = s3.client()
+    silver_reads: dict[str, int] = {}
+    for method, target in requests:
+        path = urllib.parse.unquote(target.split("?")[0])
+        if method in ("GET", "HEAD") and "/silver/" in path and path.endswith(".parquet"):
+            silver_reads[path] = silver_reads.get(path, 0) + 1
+    assert silver_reads, requests
+    for path, n in silver_reads.items():
+        key = path.removeprefix(f"/{BUCKET}/")
+        size = client.head_object(Bucket=BUCKET, Key=key)["ContentLength"]
+        # Its blocks of a MiB, each fetched once, and a few opens outside the slices
+        # (the row size estimate, the fold of small files).
+        allowed = math.ceil(size / (1 << 20)) + 6
+        print(f"{path}: {size} bytes, {n} requests over {slices[-1]} slices")
+        assert n <= allowed, (path, size, n, slices)
+
+
 def test_sigkill_at_random_moments_on_s3_loses_nothing_and_duplicates_nothing(
         floe, pg, duckdb_con, s3):
     """test_run_crash.py's crash test (22 SIGKILLs under a mixed workload over three

@@ -19,6 +19,7 @@
 #include <arrow/io/interfaces.h>
 
 #include "floe/iceberg/file_io.h"
+#include "floe/iceberg/positioned_input.h"
 
 namespace floe::iceberg {
 namespace {
@@ -89,15 +90,17 @@ arrow::Result<T> RetryRead(int attempts, const std::function<arrow::Result<T>()>
 }
 
 // An object opened for reading, its reads retried (RetryRead). Positioned reads go
-// to ReadAt; Read() keeps its own position.
+// to ReadAt; Read() keeps its own position (PositionedInput).
 //
 // Small reads are served from whole blocks of the object (kBlockBytes, aligned, the
 // last few kept): a Parquet reader reads a footer's length, then the footer, then per
 // row group a bloom filter's header and bitset and a column chunk, each a read of its
 // own. On disk that is a pread each; on an object store each would be a GET costing a
 // round trip and a request's fee. Reads of a block or more go straight to the store.
-class RetryingInput : public arrow::io::RandomAccessFile {
+class RetryingInput : public PositionedInput {
  public:
+  using PositionedInput::ReadAt;
+
   static constexpr int64_t kBlockBytes = int64_t{1} << 20;
   static constexpr size_t kBlocksKept = 4;
 
@@ -106,11 +109,6 @@ class RetryingInput : public arrow::io::RandomAccessFile {
 
   arrow::Status Close() override { return inner_->Close(); }
   bool closed() const override { return inner_->closed(); }
-  arrow::Result<int64_t> Tell() const override { return position_; }
-  arrow::Status Seek(int64_t position) override {
-    position_ = position;
-    return arrow::Status::OK();
-  }
   arrow::Result<int64_t> GetSize() override { return inner_->GetSize(); }
 
   arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override {
@@ -141,21 +139,7 @@ class RetryingInput : public arrow::io::RandomAccessFile {
       return RetryRead<std::shared_ptr<arrow::Buffer>>(
           attempts_, [&] { return inner_->ReadAt(position, nbytes); });
     }
-    ARROW_ASSIGN_OR_RAISE(auto buffer, arrow::AllocateResizableBuffer(nbytes));
-    ARROW_ASSIGN_OR_RAISE(const int64_t n,
-                          ReadAt(position, nbytes, buffer->mutable_data()));
-    ARROW_RETURN_NOT_OK(buffer->Resize(n, /*shrink_to_fit=*/false));
-    return std::shared_ptr<arrow::Buffer>(std::move(buffer));
-  }
-  arrow::Result<int64_t> Read(int64_t nbytes, void* out) override {
-    ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(position_, nbytes, out));
-    position_ += n;
-    return n;
-  }
-  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(int64_t nbytes) override {
-    ARROW_ASSIGN_OR_RAISE(auto buffer, ReadAt(position_, nbytes));
-    position_ += buffer->size();
-    return buffer;
+    return PositionedInput::ReadAt(position, nbytes);
   }
 
  private:
@@ -183,7 +167,6 @@ class RetryingInput : public arrow::io::RandomAccessFile {
 
   std::shared_ptr<arrow::io::RandomAccessFile> inner_;
   const int attempts_;
-  int64_t position_ = 0;
   std::mutex mutex_;
   std::vector<std::pair<int64_t, std::shared_ptr<arrow::Buffer>>> blocks_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "floe/common/parse.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/partition_split.h"
+#include "floe/iceberg/read_cache.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/table.h"
 #include "floe/lake/column_map.h"
@@ -629,7 +631,16 @@ arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& plann
                              MergeStats* stats) {
   const bool copy_on_write = options.copy_on_write;
   if (increment.spilled()) {
-    ARROW_RETURN_NOT_OK(WriteSlices(silver, planned, io, increment, columns, key,
+    // Every slice reads the key columns (and manifests) of the Silver files of its
+    // buckets: on an object store, kept on local disk beside the spill after the
+    // first, not fetched again by each slice.
+    std::shared_ptr<ice::FileIO> slices_io(std::shared_ptr<ice::FileIO>{}, &io);
+    if (ice::IsObjectStoreLocation(planned.location)) {
+      ice::ReadCacheOptions cache;
+      cache.dir = increment.spill_dir();
+      ARROW_ASSIGN_OR_RAISE(slices_io, ice::MakeReadCachingFileIO(slices_io, cache));
+    }
+    ARROW_RETURN_NOT_OK(WriteSlices(silver, planned, *slices_io, increment, columns, key,
                                     silver_has_rows, copy_on_write, options.memory_limit,
                                     workers, files, referenced, truncated, stats,
                                     options.on_slices));

@@ -1,0 +1,39 @@
+// A local-disk cache of what is read from an object store's immutable table files, for
+// work that reads the same files again and again: a Silver merge cut into slices,
+// each of which reads the key columns (and manifests) of the same Silver files. On a
+// local disk a re-read is a pread the page cache answers; on an object store it is a
+// GET per range, a round trip and a request's fee each.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+
+#include "floe/iceberg/file_io.h"
+
+namespace floe::iceberg {
+
+struct ReadCacheOptions {
+  /// Where the cached bytes are kept: a directory made for them below it, removed
+  /// with the FileIO.
+  std::filesystem::path dir;
+  /// The bytes kept at most; reads past that go to the store.
+  int64_t max_bytes = int64_t{4} << 30;
+  /// The free space the cache leaves on its disk (for the spill beside it): a block
+  /// that would leave less is read from the store instead.
+  int64_t min_free_bytes = int64_t{2} << 30;
+  /// Cache local locations too (tests); by default only object-store ones are.
+  bool local_too = false;
+};
+
+/// A FileIO forwarding to `inner` whose reads of `.parquet` (data and delete files)
+/// and `.avro` (manifests, manifest lists) locations are kept on local disk in blocks
+/// of a MiB: a range read once is served from there for as long as the FileIO
+/// lives, and an object is opened on the store (a HEAD) once. Iceberg never rewrites
+/// such a file under its name, so a cached byte never goes stale. A missing span of a
+/// read is fetched in one request. When the cache is full, its disk is short of room or
+/// fails, reads go to the store: slower, never wrong. Thread-safe.
+arrow::Result<std::shared_ptr<FileIO>> MakeReadCachingFileIO(
+    std::shared_ptr<FileIO> inner, const ReadCacheOptions& options);
+
+}  // namespace floe::iceberg
