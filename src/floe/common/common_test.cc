@@ -1,3 +1,4 @@
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -121,19 +122,33 @@ TEST(SpillDirectory, MadeRemovedAndLeftoversOfDeadProcessesCleared) {
     std::ofstream(made / "run.arrow") << "x";
   }
   EXPECT_FALSE(fs::exists(made));
-  // Left by a killed process (no such pid), by this one, and not floe's.
+  // Left by a killed process (no such pid), by a killed one its parent (this test)
+  // has not reaped yet (a zombie), by this one, and not floe's.
   const fs::path dead = base / "floe-spill-999999998-abcdef";
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  for (int i = 0; i < 500; ++i) {  // until it has exited (it is not reaped: a zombie)
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    if (line.find(") Z") != std::string::npos) break;
+    ::usleep(10000);
+  }
+  const fs::path zombie = base / ("floe-spill-" + std::to_string(child) + "-zzzzzz");
   const fs::path alive = base / ("floe-spill-" + std::to_string(::getpid()) + "-abcdef");
   const fs::path other = base / "floe-spill-x-abcdef";
-  for (const auto& d : {dead, alive, other}) {
+  for (const auto& d : {dead, zombie, alive, other}) {
     fs::create_directories(d);
     std::ofstream(d / "p0.arrows") << "x";
   }
   auto next = SpillDirectory::Make(base, "a test");
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(zombie));
   EXPECT_TRUE(fs::exists(alive));
   EXPECT_TRUE(fs::exists(other));
+  ::waitpid(child, nullptr, 0);
   next->reset();
   // Under a regular file: no directory can be made.
   std::ofstream(base / "file") << "x";

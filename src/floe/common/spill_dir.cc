@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <system_error>
 
 #include <arrow/status.h>
@@ -17,6 +19,19 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr const char* kPrefix = "floe-spill-";
+
+// Whether process `pid` is gone: no such process, or a zombie (killed, and its parent
+// has not reaped it yet: a shell that started it in the background, a supervisor
+// between two checks). A process of another user counts as alive.
+bool Gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  // "<pid> (<command, which may hold spaces and parentheses>) <state> ..."
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
 }  // namespace
 
 SpillDirectory::~SpillDirectory() {
@@ -58,7 +73,7 @@ void SpillDirectory::RemoveStale(const fs::path& base) {
       continue;
     }
     const auto pid = static_cast<pid_t>(std::stol(pid_text));
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
+    if (pid <= 0 || !Gone(pid)) continue;
     std::error_code removed;
     fs::remove_all(it->path(), removed);
     if (!removed) spdlog::info("removed {}, left by a process that was killed", name);

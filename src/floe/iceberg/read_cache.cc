@@ -38,6 +38,13 @@ struct Store {
   std::atomic<int64_t> used{0};
   // Set when the local disk failed: nothing more is cached.
   std::atomic<bool> failed{false};
+  std::function<void(int64_t)> on_full;
+  std::once_flag full_told;
+
+  // Tells on_full, once, that a block was not kept.
+  void Full() {
+    if (on_full) std::call_once(full_told, [&] { on_full(used.load()); });
+  }
 
   ~Store() {
     std::error_code ec;
@@ -97,6 +104,7 @@ class CachedObject {
       if (!WriteLocal(start, *fetched)) {
         // The local disk failed: from now on every read goes to the store.
         store_->used -= length;
+        store_->Full();
         return remote_->ReadAt(position, nbytes, out);
       }
       held_bytes_ += length;
@@ -132,15 +140,16 @@ class CachedObject {
   // Reserves `bytes` of the store's budget (false: full, its disk failed, or the disk
   // would keep less than min_free_bytes free for what else is written there).
   bool Keep(int64_t bytes) {
-    if (store_->failed) return false;
     struct statvfs fs{};
-    if (::statvfs(store_->dir.c_str(), &fs) != 0 ||
+    if (store_->failed || ::statvfs(store_->dir.c_str(), &fs) != 0 ||
         static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) <
             bytes + store_->min_free_bytes) {
+      store_->Full();
       return false;
     }
     if (store_->used.fetch_add(bytes) + bytes > store_->max_bytes) {
       store_->used -= bytes;
+      store_->Full();
       return false;
     }
     return true;
@@ -289,6 +298,7 @@ arrow::Result<std::shared_ptr<FileIO>> MakeReadCachingFileIO(
   store->dir = templ;
   store->max_bytes = options.max_bytes;
   store->min_free_bytes = options.min_free_bytes;
+  store->on_full = options.on_full;
   return std::make_shared<ReadCachingFileIO>(std::move(inner), std::move(store),
                                              options.local_too);
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "floe/iceberg/file_io.h"
@@ -24,6 +25,9 @@ struct ReadCacheOptions {
   int64_t min_free_bytes = int64_t{2} << 30;
   /// Cache local locations too (tests); by default only object-store ones are.
   bool local_too = false;
+  /// Called once, the first time a block is read through instead of kept (the
+  /// budget spent, the disk short of room or failing), with the bytes kept so far.
+  std::function<void(int64_t kept)> on_full;
 };
 
 /// A FileIO forwarding to `inner` whose reads of `.parquet` (data and delete files)

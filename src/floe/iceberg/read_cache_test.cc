@@ -211,7 +211,16 @@ TEST_F(ReadCacheTest, OtherFilesAndObjectStoreOnlyPassThrough) {
 
 TEST_F(ReadCacheTest, PastItsBudgetItReadsThrough) {
   const std::string path = MakeFile("c.avro", 4 * kMiB);
-  auto io = Cache(/*max_bytes=*/2 * kMiB);
+  std::vector<int64_t> told;
+  ReadCacheOptions options;
+  options.dir = dir_ / "cache";
+  options.max_bytes = 2 * kMiB;
+  options.min_free_bytes = 0;
+  options.local_too = true;
+  options.on_full = [&](int64_t kept) { told.push_back(kept); };
+  auto made = MakeReadCachingFileIO(counting_, options);
+  ASSERT_TRUE(made.ok());
+  auto io = *made;
   EXPECT_EQ(Read(*io, path, 0, 2 * kMiB), contents_[path].substr(0, 2 * kMiB));
   EXPECT_EQ(counting_->reads, 1);
   // The budget is spent: the next blocks are read through, every time.
@@ -224,6 +233,8 @@ TEST_F(ReadCacheTest, PastItsBudgetItReadsThrough) {
   EXPECT_EQ(Read(*io, path, 10, 2 * kMiB - 10),
             contents_[path].substr(10, 2 * kMiB - 10));
   EXPECT_EQ(counting_->reads, 3);
+  // It told once that it was full, holding the 2 MiB it kept.
+  EXPECT_EQ(told, std::vector<int64_t>{2 * kMiB});
 }
 
 TEST_F(ReadCacheTest, ADiskShortOfRoomIsLeftAlone) {

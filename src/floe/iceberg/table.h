@@ -273,6 +273,9 @@ class Table {
   /// many in-memory bytes (DataFileWriter::set_row_group_bytes; 0: a quarter of the
   /// target size). Not a table property: a writer's memory budget.
   void set_row_group_bytes(int64_t bytes) { row_group_bytes_ = bytes; }
+  /// Reads and writes of this Table object go through `io` from now on: a wrapper of
+  /// the same storage (a read cache, read_cache.h).
+  void set_io(std::shared_ptr<FileIO> io) { io_ = std::move(io); }
 
   /// A fresh location for a data file of partition `partition` (in the default
   /// spec): `<location>/data/<field>=<value>/.../<uuid>.parquet`.

@@ -617,6 +617,35 @@ struct MergeIo {
   std::shared_ptr<ice::FileIO> silver;
 };
 
+// A merge cut into slices reads the same Silver files again and again: each slice
+// the key columns, manifests and delete files of its buckets, and then the small-file
+// fold and a copy-on-write rewrite what the slices found. On an object store `silver`
+// reads them through a cache on local disk beside the spill, each byte fetched once;
+// it leaves the spill the room its sorted runs may need (about the increment's size).
+arrow::Status CacheSilverReads(ice::Table& silver, const Increment& increment,
+                               const ice::TableIdentifier& silver_id) {
+  if (!increment.spilled() || !ice::IsObjectStoreLocation(silver.metadata().location)) {
+    return arrow::Status::OK();
+  }
+  ice::ReadCacheOptions cache;
+  cache.dir = increment.spill_dir();
+  cache.min_free_bytes = increment.bytes() + (int64_t{64} << 20);
+  cache.on_full = [name = silver_id.ToString(), dir = cache.dir.parent_path().string(),
+                   max = cache.max_bytes, room = cache.min_free_bytes](int64_t kept) {
+    spdlog::warn(
+        "merging {}: the local copy of what its slices read from Silver stopped at {} "
+        "MiB (at most {} MiB, leaving {} MiB free for the spill): from here each "
+        "slice fetches Silver's files from the object store again; give "
+        "silver.spill_dir ({}) more free space to fetch them once",
+        name, kept >> 20, max >> 20, room >> 20,
+        dir.empty() ? "the system's temporary directory" : dir);
+  };
+  std::shared_ptr<ice::FileIO> io(std::shared_ptr<ice::FileIO>{}, &silver.io());
+  ARROW_ASSIGN_OR_RAISE(auto cached, ice::MakeReadCachingFileIO(io, cache));
+  silver.set_io(std::move(cached));
+  return arrow::Status::OK();
+}
+
 // Writes a plan's files: from the changes folded in memory (its upserts and
 // merge-on-read's deletes held for TierSmallFiles), or a slice at a time (`workers`
 // at once); then folds the small files of the buckets it writes in and writes what
@@ -631,16 +660,7 @@ arrow::Status WriteIncrement(ice::Table& silver, const ice::TableMetadata& plann
                              MergeStats* stats) {
   const bool copy_on_write = options.copy_on_write;
   if (increment.spilled()) {
-    // Every slice reads the key columns (and manifests) of the Silver files of its
-    // buckets: on an object store, kept on local disk beside the spill after the
-    // first, not fetched again by each slice.
-    std::shared_ptr<ice::FileIO> slices_io(std::shared_ptr<ice::FileIO>{}, &io);
-    if (ice::IsObjectStoreLocation(planned.location)) {
-      ice::ReadCacheOptions cache;
-      cache.dir = increment.spill_dir();
-      ARROW_ASSIGN_OR_RAISE(slices_io, ice::MakeReadCachingFileIO(slices_io, cache));
-    }
-    ARROW_RETURN_NOT_OK(WriteSlices(silver, planned, *slices_io, increment, columns, key,
+    ARROW_RETURN_NOT_OK(WriteSlices(silver, planned, io, increment, columns, key,
                                     silver_has_rows, copy_on_write, options.memory_limit,
                                     workers, files, referenced, truncated, stats,
                                     options.on_slices));
@@ -764,9 +784,10 @@ arrow::Result<MergeStats> MergeTable(ice::Catalog* catalog,
     MergeFiles files;
     std::set<std::string> referenced;
     bool truncated = fold.truncated;
+    ARROW_RETURN_NOT_OK(CacheSilverReads(*silver, *increment, silver_id));
     ARROW_RETURN_NOT_OK(WriteIncrement(
-        *silver, planned, *io, *increment, changes, fold, columns, key, silver_has_rows,
-        options, held.workers, &files, &referenced, &truncated, &stats));
+        *silver, planned, silver->io(), *increment, changes, fold, columns, key,
+        silver_has_rows, options, held.workers, &files, &referenced, &truncated, &stats));
     stats.bronze_bytes_read = held.bronze_bytes + counted.bronze_read.bytes;
     stats.silver_bytes_read = counted.silver_read.bytes;
     stats.bytes_written = counted.silver_written.bytes;

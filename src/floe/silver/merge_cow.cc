@@ -190,9 +190,10 @@ arrow::Result<CowRewrite> RewriteForCopyOnWrite(ice::Table& silver,
     for (auto& f : *written) out.add.push_back(std::move(f));
     out.remove.push_back(file.entry.data_file);
   }
-  stats->rewritten_data_files = static_cast<int32_t>(out.remove.size());
-  stats->rewrite_files_added = static_cast<int32_t>(out.add.size());
-  stats->delete_files_removed = static_cast<int32_t>(obsolete_deletes.size());
+  // Added up: a merge cut into slices rewrites each bucket's files in a call of its own.
+  stats->rewritten_data_files += static_cast<int32_t>(out.remove.size());
+  stats->rewrite_files_added += static_cast<int32_t>(out.add.size());
+  stats->delete_files_removed += static_cast<int32_t>(obsolete_deletes.size());
   for (auto& [path, d] : obsolete_deletes) out.remove.push_back(std::move(d));
   return out;
 }

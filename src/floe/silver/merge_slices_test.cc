@@ -167,7 +167,29 @@ class MergeSlicesTest : public testing::BronzeFixture,
         }
       }
       if (!pending.empty()) Append(pending, lsn);
+      std::set<std::string> live_before;
+      if (round > 0) {
+        for (auto& [where, paths] :
+             LiveFilesByPartition(sliced, ice::DataFileContent::kData)) {
+          live_before.insert(paths.begin(), paths.end());
+        }
+      }
       const MergeStats s = MergeInto(sliced, 2048);
+      if (GetParam() && round > 0 && !s.truncated) {
+        // Copy-on-write: every live data file the merge removed (not all of them, as
+        // after a truncate) was rewritten by a slice or folded with a bucket's small
+        // files, and the counts say so (the rewrites of every bucket, not only of the
+        // last slice's).
+        size_t removed = live_before.size();
+        for (auto& [where, paths] :
+             LiveFilesByPartition(sliced, ice::DataFileContent::kData)) {
+          for (const auto& p : paths) removed -= live_before.count(p);
+        }
+        EXPECT_LE(s.rewritten_data_files, static_cast<int32_t>(removed))
+            << "round " << round;
+        EXPECT_GE(s.rewritten_data_files + s.tiered_files, static_cast<int32_t>(removed))
+            << "round " << round;
+      }
       max_slices = std::max(max_slices, s.slices);
       MergeInto(whole, 0);
       // Three slices at a time, on threads of their own.

@@ -20,6 +20,7 @@
 
 #include "floe/common/failpoint.h"
 #include "floe/common/parse.h"
+#include "floe/common/spill_dir.h"
 #include "floe/source/postgres/replication_connection.h"
 
 namespace floe::postgres {
@@ -137,25 +138,6 @@ arrow::Status ReplicationMessageSource::KeepAlive() {
 // ---------------------------------------------------------------------------
 // Construction
 
-// A killed floe leaves its spill directory behind (tens of MB per big streamed
-// transaction): those named for a process that is gone are removed at the next start.
-static void RemoveSpillDirectoriesOfDeadProcesses(const std::filesystem::path& tmp) {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
-    const std::string name = entry.path().filename().string();
-    constexpr std::string_view kPrefix = "floe-spill-";
-    if (!name.starts_with(kPrefix)) continue;
-    const size_t dash = name.find('-', kPrefix.size());
-    if (dash == std::string::npos || dash == kPrefix.size()) continue;
-    const std::optional<int32_t> pid =
-        ParseInt32(std::string_view(name).substr(kPrefix.size(), dash - kPrefix.size()));
-    // Alive, or not ours:
-    if (!pid || *pid <= 0 || ::kill(*pid, 0) == 0 || errno != ESRCH) continue;
-    std::error_code rm;
-    std::filesystem::remove_all(entry.path(), rm);
-  }
-}
-
 arrow::Result<std::unique_ptr<ChangeStream>> ChangeStream::Make(
     MessageSource* source, PgOutputOptions decoder_options, AttributeLookup* attributes,
     TypeResolver* types, ChangeSink* sink, Options options) {
@@ -176,7 +158,9 @@ arrow::Result<std::unique_ptr<ChangeStream>> ChangeStream::Make(
   if (dir.empty()) {
     const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
     if (ec) return arrow::Status::IOError("no temp directory: ", ec.message());
-    RemoveSpillDirectoriesOfDeadProcesses(tmp);
+    // A killed floe leaves its spill directory behind (tens of MB per big streamed
+    // transaction): those named for a process that is gone are removed at the start.
+    SpillDirectory::RemoveStale(tmp);
     std::string templ =
         (tmp / ("floe-spill-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     if (::mkdtemp(templ.data()) == nullptr) {
