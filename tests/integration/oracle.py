@@ -259,3 +259,30 @@ def check_silver(run, pg, con, table, key: list[str], leave_out: tuple[str, ...]
                                   _rows=rows)
     assert not problems, "\n".join(problems)
     return rows
+
+
+def reader_differences(label: str, names: list[str], rows: list[dict], pg, table,
+                       key: list[str]) -> list[str]:
+    """How a Silver table read by another engine (its column `names` and `rows`, values
+    turned into psycopg's Python types) differs from the source `table`: the source's
+    columns plus cdc_commit_lsn, no key twice, missing or extra, equal values of the
+    same type (same_value)."""
+    schema, name = table_name(table)
+    src_names, src = source_columns_and_rows(pg, table)
+    want, _ = _keyed(src, key)
+    problems = []
+    if sorted(names) != sorted([*src_names, LSN]):
+        problems.append(f"{label}: columns {names}, the source's {src_names} + {LSN}")
+    got, dupes = _keyed([{c: r[c] for c in src_names if c in r} for r in rows], key)
+    if dupes:
+        problems.append(f"{label}: keys more than once, e.g. {dupes[:5]}")
+    missing = sorted(want.keys() - got.keys(), key=str)
+    extra = sorted(got.keys() - want.keys(), key=str)
+    if missing or extra:
+        problems.append(f"{label}: {len(missing)} source keys missing (e.g. {missing[:5]}), "
+                        f"{len(extra)} not in the source (e.g. {extra[:5]})")
+    differing = _differing(want, got, [c for c in src_names if c in names])
+    if differing:
+        problems.append(f"{label} against {schema}.{name}: "
+                        + _describe(differing, want, got, "source", "the reader"))
+    return problems

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from oracle import LSN, _describe, _differing, _keyed, source_columns_and_rows, table_name
+from oracle import reader_differences
 
 SPARK_JARS = Path(sys.prefix) / "spark-jars"
 
@@ -83,24 +83,5 @@ def spark_rows(spark, ref: str) -> tuple[list[str], list[dict]]:
 
 def spark_differences(spark, pg, ref: str, table, key: list[str]) -> list[str]:
     """How the Silver table Spark reads at `ref` differs from the source `table`."""
-    schema, name = table_name(table)
-    label = f"Spark {ref}"
-    src_names, src = source_columns_and_rows(pg, table)
-    want, _ = _keyed(src, key)
     names, rows = spark_rows(spark, ref)
-    problems = []
-    if sorted(names) != sorted([*src_names, LSN]):
-        problems.append(f"{label}: columns {names}, the source's {src_names} + {LSN}")
-    got, dupes = _keyed([{c: r[c] for c in src_names if c in r} for r in rows], key)
-    if dupes:
-        problems.append(f"{label}: keys more than once, e.g. {dupes[:5]}")
-    missing = sorted(want.keys() - got.keys(), key=str)
-    extra = sorted(got.keys() - want.keys(), key=str)
-    if missing or extra:
-        problems.append(f"{label}: {len(missing)} source keys missing (e.g. {missing[:5]}), "
-                        f"{len(extra)} not in the source (e.g. {extra[:5]})")
-    differing = _differing(want, got, [c for c in src_names if c in names])
-    if differing:
-        problems.append(f"{label} against {schema}.{name}: "
-                        + _describe(differing, want, got, "source", "Spark"))
-    return problems
+    return reader_differences(f"Spark {ref}", names, rows, pg, table, key)

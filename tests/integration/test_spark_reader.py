@@ -14,6 +14,8 @@ source's keys, with as many changes as PyIceberg reads."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from floerun import floe  # noqa: F401
@@ -22,8 +24,7 @@ from s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from sparkreader import add_catalog, quoted, spark_differences, start_spark
 from test_silver import silver, wait_bronze
 
-BUCKET = "lake"
-WAREHOUSE = f"s3://{BUCKET}/warehouse/spark"
+WAREHOUSE = "s3://lake/warehouse/spark"
 TOKEN = "floe-spark-reader-token"
 
 
@@ -102,19 +103,31 @@ def test_spark_reads_floes_tables_through_the_jdbc_catalog(floe, pg, spark):
     check_with_spark(spark, run, pg, "floe")
 
 
-def test_spark_reads_floes_tables_through_a_rest_catalog_on_s3(floe, pg, spark, tmp_path):
+@contextlib.contextmanager
+def merged_on_s3_and_rest(floe, pg, tmp_path, warehouse: str, token: str):
+    """make_tables, then a pipeline on s3 + a REST catalog (`token` required) streams
+    and merges them (stream_and_merge); yields (s3, rest, run), servers stopped after."""
     s3 = S3Server(tmp_path)
     rest = None
     try:
-        s3.make_bucket(BUCKET)
-        rest = RestCatalogServer(tmp_path / "rest", s3, WAREHOUSE, token=TOKEN)
+        s3.make_bucket(warehouse.removeprefix("s3://").split("/")[0])
+        rest = RestCatalogServer(tmp_path / "rest", s3, warehouse, token=token)
         make_tables(pg)
-        run = floe(warehouse_uri=WAREHOUSE,
+        run = floe(warehouse_uri=warehouse,
                    catalog_yaml=f"catalog:\n  type: rest\n  uri: {rest.uri}\n"
-                                f"  token: {TOKEN}\n",
+                                f"  token: {token}\n",
                    catalog_factory=lambda: rest.pyiceberg_catalog(),
                    extra_yaml=s3.floe_yaml())
         stream_and_merge(run, pg)
+        yield s3, rest, run
+    finally:
+        if rest is not None:
+            rest.stop()
+        s3.stop()
+
+
+def test_spark_reads_floes_tables_through_a_rest_catalog_on_s3(floe, pg, spark, tmp_path):
+    with merged_on_s3_and_rest(floe, pg, tmp_path, WAREHOUSE, TOKEN) as (s3, rest, run):
         add_catalog(spark, "lake", {
             "type": "rest",
             "uri": rest.uri,
@@ -127,7 +140,3 @@ def test_spark_reads_floes_tables_through_a_rest_catalog_on_s3(floe, pg, spark, 
             "client.region": REGION,
         })
         check_with_spark(spark, run, pg, "lake")
-    finally:
-        if rest is not None:
-            rest.stop()
-        s3.stop()
