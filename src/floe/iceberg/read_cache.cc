@@ -76,6 +76,19 @@ class CachedObject {
     return SizeLocked();
   }
 
+  // Readers of the object (CachedInput). The object stays open on the store only
+  // while it has one: the store's input keeps up to a few MiB of the object in memory
+  // (small reads, when the cache no longer keeps them), which a merge holding many
+  // objects must not keep for all of them.
+  void AddReader() {
+    std::lock_guard lock(mu_);
+    ++readers_;
+  }
+  void DropReader() {
+    std::lock_guard lock(mu_);
+    if (--readers_ == 0) remote_.reset();
+  }
+
   // Reads [position, position + nbytes) (cut at the object's end) into `out`.
   arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, uint8_t* out) {
     std::unique_lock lock(mu_);
@@ -92,8 +105,16 @@ class CachedObject {
       }
       int64_t end = b;
       while (end + 1 <= last && !held_[static_cast<size_t>(end + 1)]) ++end;
-      const int64_t start = b * kBlockBytes;
-      const int64_t length = std::min((end + 1) * kBlockBytes, size) - start;
+      int64_t start = b * kBlockBytes;
+      int64_t length = std::min((end + 1) * kBlockBytes, size) - start;
+      // A fetch of a MiB or more, which the store's input does not keep in memory: the
+      // short last block of a large object is fetched with the end of the block before
+      // it (written, not marked held: fetched again when that block is).
+      if (length < kBlockBytes && size >= kBlockBytes) {
+        start = size - kBlockBytes;
+        length = kBlockBytes;
+      }
+      ARROW_RETURN_NOT_OK(OpenRemote());
       if (!Keep(length)) return remote_->ReadAt(position, nbytes, out);
       ARROW_ASSIGN_OR_RAISE(auto fetched, remote_->ReadAt(start, length));
       if (fetched->size() != length) {
@@ -131,10 +152,18 @@ class CachedObject {
   // REQUIRES: mu_ held.
   arrow::Result<int64_t> SizeLocked() {
     if (size_ >= 0) return size_;
-    ARROW_ASSIGN_OR_RAISE(remote_, inner_->OpenInput(location_));
+    ARROW_RETURN_NOT_OK(OpenRemote());
     ARROW_ASSIGN_OR_RAISE(size_, remote_->GetSize());
     held_.assign(static_cast<size_t>((size_ + kBlockBytes - 1) / kBlockBytes), false);
     return size_;
+  }
+
+  // The object opened on the store (a HEAD), kept while it has readers. REQUIRES: mu_
+  // held.
+  arrow::Status OpenRemote() {
+    if (remote_ != nullptr) return arrow::Status::OK();
+    ARROW_ASSIGN_OR_RAISE(remote_, inner_->OpenInput(location_));
+    return arrow::Status::OK();
   }
 
   // Reserves `bytes` of the store's budget (false: full, its disk failed, or the disk
@@ -187,6 +216,7 @@ class CachedObject {
   int64_t size_ = -1;
   std::vector<bool> held_;
   int64_t held_bytes_ = 0;
+  int readers_ = 0;
   std::shared_ptr<arrow::io::RandomAccessFile> remote_;
   int fd_ = -1;
 };
@@ -197,7 +227,12 @@ class CachedInput : public PositionedInput {
   using PositionedInput::ReadAt;
 
   explicit CachedInput(std::shared_ptr<CachedObject> object)
-      : object_(std::move(object)) {}
+      : object_(std::move(object)) {
+    object_->AddReader();
+  }
+  ~CachedInput() override { object_->DropReader(); }
+  CachedInput(const CachedInput&) = delete;
+  CachedInput& operator=(const CachedInput&) = delete;
 
   arrow::Status Close() override {
     closed_ = true;

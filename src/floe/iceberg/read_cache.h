@@ -33,10 +33,11 @@ struct ReadCacheOptions {
 /// A FileIO forwarding to `inner` whose reads of `.parquet` (data and delete files)
 /// and `.avro` (manifests, manifest lists) locations are kept on local disk in blocks
 /// of a MiB: a range read once is served from there for as long as the FileIO
-/// lives, and an object is opened on the store (a HEAD) once. Iceberg never rewrites
-/// such a file under its name, so a cached byte never goes stale. A missing span of a
-/// read is fetched in one request. When the cache is full, its disk is short of room or
-/// fails, reads go to the store: slower, never wrong. Thread-safe.
+/// lives; an object is open on the store (a HEAD) only while a reader of it misses,
+/// so no more than the readers at hand hold the store's buffers in memory. Iceberg never
+/// rewrites such a file under its name, so a cached byte never goes stale. A missing span
+/// of a read is fetched in one request. When the cache is full, its disk is short of room
+/// or fails, reads go to the store: slower, never wrong. Thread-safe.
 arrow::Result<std::shared_ptr<FileIO>> MakeReadCachingFileIO(
     std::shared_ptr<FileIO> inner, const ReadCacheOptions& options);
 
