@@ -374,6 +374,15 @@ struct HeldIncrement {
                      int64_t bronze_read);
 };
 
+/// On an object store, makes `silver` read through a read cache (iceberg/read_cache.h)
+/// in the spill directory of the spilled `increment`, for the rest of its plan: its
+/// slices, the small-file fold and a copy-on-write rewrite read the same files again
+/// and again. Leaves the increment's size + 64 MiB free for the spill's runs; logs
+/// once when it stops keeping what it reads. Nothing to do for an increment in memory
+/// or a local warehouse.
+arrow::Status CacheSilverReads(iceberg::Table& silver, const Increment& increment,
+                               const iceberg::TableIdentifier& silver_id);
+
 /// Writes the plan made on snapshot `planned` of `silver` a slice of the spilled
 /// `increment` at a time: each slice folded, its Silver rows found, its upserts
 /// written (a bucket several slices write in gets one sorted write of them all at the

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -22,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "floe/common/lsn.h"
+#include "floe/iceberg/read_cache.h"
 #include "floe/iceberg/schema.h"
 #include "floe/silver/merge_internal.h"
 
@@ -675,6 +677,35 @@ arrow::Status WriteSlices(ice::Table& silver, const ice::TableMetadata& planned,
     DeleteFiles(io, files->written);
     return status;
   }
+  return arrow::Status::OK();
+}
+
+// A merge cut into slices reads the same Silver files again and again: each slice
+// the key columns, manifests and delete files of its buckets, and then the small-file
+// fold and a copy-on-write rewrite what the slices found. On an object store `silver`
+// reads them through a cache on local disk beside the spill, each byte fetched once;
+// it leaves the spill the room its sorted runs may need (about the increment's size).
+arrow::Status CacheSilverReads(ice::Table& silver, const Increment& increment,
+                               const ice::TableIdentifier& silver_id) {
+  if (!increment.spilled() || !ice::IsObjectStoreLocation(silver.metadata().location)) {
+    return arrow::Status::OK();
+  }
+  ice::ReadCacheOptions cache;
+  cache.dir = increment.spill_dir();
+  cache.min_free_bytes = increment.bytes() + (int64_t{64} << 20);
+  cache.on_full = [name = silver_id.ToString(), dir = cache.dir.parent_path().string(),
+                   max = cache.max_bytes, room = cache.min_free_bytes](int64_t kept) {
+    spdlog::warn(
+        "merging {}: the local copy of what its slices read from Silver stopped at {} "
+        "MiB (at most {} MiB, leaving {} MiB free for the spill): from here each "
+        "slice fetches Silver's files from the object store again; give "
+        "silver.spill_dir ({}) more free space to fetch them once",
+        name, kept >> 20, max >> 20, room >> 20,
+        dir.empty() ? "the system's temporary directory" : dir);
+  };
+  std::shared_ptr<ice::FileIO> io(std::shared_ptr<ice::FileIO>{}, &silver.io());
+  ARROW_ASSIGN_OR_RAISE(auto cached, ice::MakeReadCachingFileIO(io, cache));
+  silver.set_io(std::move(cached));
   return arrow::Status::OK();
 }
 
