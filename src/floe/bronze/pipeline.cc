@@ -185,21 +185,25 @@ bool IsFatal(const arrow::Status& status) {
 
 arrow::Status RunPipeline(const config::PipelineConfig& config,
                           const RunOptions& options) {
-  // A local warehouse (and a SQLite catalog in it) may not exist yet.
-  std::error_code ec;
-  if (config.warehouse.starts_with("file://")) {
-    std::filesystem::create_directories(config.warehouse.substr(7), ec);
-    if (ec) {
-      return Fatal("cannot create the warehouse directory " + config.warehouse.substr(7) +
-                   ": " + ec.message());
+  // A local warehouse (and a SQLite catalog in it) may not exist yet; a missing
+  // bucket stops floe, a store it cannot reach now is retried as any I/O error is
+  // (below, with backoff). Every catalog's warehouse.
+  std::vector<std::string> warehouses = {config.warehouse};
+  for (const auto& named : config.catalogs) warehouses.push_back(named.warehouse);
+  for (const std::string& warehouse : warehouses) {
+    std::error_code ec;
+    if (warehouse.starts_with("file://")) {
+      std::filesystem::create_directories(warehouse.substr(7), ec);
+      if (ec) {
+        return Fatal("cannot create the warehouse directory " + warehouse.substr(7) +
+                     ": " + ec.message());
+      }
     }
-  }
-  // A missing bucket stops floe; a store it cannot reach now is retried as any I/O
-  // error is (below, with backoff).
-  if (auto st = ice::CheckObjectStore(config.warehouse, config.s3); st.IsInvalid()) {
-    return Fatal(st.message());
-  } else if (!st.ok()) {
-    spdlog::warn("{}; retrying with backoff", st.message());
+    if (auto st = ice::CheckObjectStore(warehouse, config.s3); st.IsInvalid()) {
+      return Fatal(st.message());
+    } else if (!st.ok()) {
+      spdlog::warn("{}; retrying with backoff", st.message());
+    }
   }
   ARROW_ASSIGN_OR_RAISE(auto catalog,
                         lake::OpenPipelineCatalog(config, lake::CatalogAccess::kCreate));

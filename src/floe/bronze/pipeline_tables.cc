@@ -178,7 +178,7 @@ arrow::Result<TableAppender*> Pipeline::SystemTable(std::unique_ptr<TableAppende
     table = std::move(*loaded);
   } else if (ice::GetCatalogErrorKind(loaded.status()) ==
              ice::CatalogErrorKind::kNoSuchTable) {
-    ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(id.ns));
+    ARROW_RETURN_NOT_OK(catalog_->CatalogOf(id)->EnsureNamespace(id.ns));
     auto created =
         ice::Table::Create(catalog_, io_, id, schema, spec, ice::SortOrder::Unsorted(),
                            ice::Table::DefaultLocation(config_.warehouse, id));
@@ -330,7 +330,7 @@ arrow::Status Pipeline::CreateBronzeTable(BronzeTable* table,
   ARROW_ASSIGN_OR_RAISE(BronzeLayout layout, NewBronzeLayout(columns));
   ARROW_ASSIGN_OR_RAISE(ice::PartitionSpec spec,
                         ice::PartitionSpecBuilder(layout.schema, 0).Day(kCdcTs).Build());
-  ARROW_RETURN_NOT_OK(catalog_->EnsureNamespace(table->id.ns));
+  ARROW_RETURN_NOT_OK(catalog_->CatalogOf(table->id)->EnsureNamespace(table->id.ns));
   std::map<std::string, std::string> props{
       {lake::kSourceTableProperty, SourceName(table->source)},
       {lake::kSourceColumnsProperty, layout.columns.ToJson()},
@@ -342,7 +342,9 @@ arrow::Status Pipeline::CreateBronzeTable(BronzeTable* table,
   }
   auto created = ice::Table::Create(
       catalog_, io_, table->id, layout.schema, spec, ice::SortOrder::Unsorted(),
-      ice::Table::DefaultLocation(config_.warehouse, table->id), props);
+      ice::Table::DefaultLocation(
+          config_.WarehouseOf({table->source.schema, table->source.table}), table->id),
+      props);
   std::unique_ptr<ice::Table> t;
   if (!created.ok() && ice::GetCatalogErrorKind(created.status()) ==
                            ice::CatalogErrorKind::kAlreadyExists) {

@@ -83,15 +83,20 @@ std::atomic<bool>* InstallStopSignals() {
 }
 
 std::string RedactSecrets(const config::PipelineConfig& config, const std::string& text) {
-  std::string out = ops::RedactConninfoSecrets(
-      ops::RedactConninfoSecrets(text, config.source.conninfo),
-      config.catalog.type == config::CatalogType::kPostgres ? config.catalog.uri
-                                                            : std::string());
+  std::string out = ops::RedactConninfoSecrets(text, config.source.conninfo);
   // Secrets that are not in a conninfo, wherever a message quotes them.
-  std::vector<std::string> secrets = {
-      config.catalog.rest.token, config.catalog.rest.client_secret,
-      config.s3.secret_access_key, config.s3.session_token};
-  for (const auto& [name, value] : config.catalog.rest.headers) secrets.push_back(value);
+  std::vector<std::string> secrets = {config.s3.secret_access_key,
+                                      config.s3.session_token};
+  std::vector<const config::CatalogConfig*> catalogs = {&config.catalog};
+  for (const auto& named : config.catalogs) catalogs.push_back(&named.catalog);
+  for (const config::CatalogConfig* catalog : catalogs) {
+    if (catalog->type == config::CatalogType::kPostgres) {
+      out = ops::RedactConninfoSecrets(out, catalog->uri);
+    }
+    secrets.push_back(catalog->rest.token);
+    secrets.push_back(catalog->rest.client_secret);
+    for (const auto& [name, value] : catalog->rest.headers) secrets.push_back(value);
+  }
   for (const std::string& secret : secrets) {
     if (secret.size() < 4) continue;  // too short to tell from ordinary text
     for (size_t at = out.find(secret); at != std::string::npos;

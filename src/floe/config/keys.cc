@@ -7,7 +7,7 @@ namespace floe::config::keys {
 
 namespace {
 
-constexpr std::array<const Key*, 48> kAll = {
+constexpr std::array<const Key*, 53> kAll = {
     &kService,
     &kSourceConninfo,
     &kSourceSlot,
@@ -33,6 +33,11 @@ constexpr std::array<const Key*, 48> kAll = {
     &kCatalogRequestTimeout,
     &kCatalogMaxAttempts,
     &kWarehouse,
+    &kCatalogs,
+    &kRoutesTables,
+    &kRoutesCatalog,
+    &kRoutesBronzeNamespace,
+    &kRoutesSilverNamespace,
     &kS3Endpoint,
     &kS3Region,
     &kS3PathStyle,

@@ -311,6 +311,66 @@ inline constexpr Key kMetricsListen{
     "`host:port` of /metrics, /healthz and /readyz (`floe run`); port 0 picks a free "
     "port, `\"\"` serves none"};
 
+inline constexpr Key kCatalogs{
+    "catalogs",
+    Kind::kOther,
+    "none",
+    "further catalogs by name (not `main`), each `{catalog: {...}, warehouse: ...}` "
+    "with the keys of `catalog` and `warehouse`; `routes` sends tables to them "
+    "([several catalogs](#several-catalogs))",
+    0,
+    0,
+    0,
+    {},
+    {},
+    "`catalogs.<name>`"};
+inline constexpr Key kRoutesTables{
+    "routes.tables",
+    Kind::kOther,
+    "required",
+    "`schema.table` patterns (`*`, `?`, `[...]`; `*` alone is every table), one or a "
+    "list; the first route with a matching pattern takes a table",
+    0,
+    0,
+    0,
+    {},
+    {},
+    "`routes[].tables`"};
+inline constexpr Key kRoutesCatalog{
+    "routes.catalog",
+    Kind::kString,
+    "required",
+    "`main` (the `catalog:` section) or a name in `catalogs`; tables no route takes "
+    "go to `main`",
+    0,
+    0,
+    0,
+    {},
+    {},
+    "`routes[].catalog`"};
+inline constexpr Key kRoutesBronzeNamespace{
+    "routes.bronze_namespace",
+    Kind::kString,
+    "`naming.bronze_namespace`",
+    "first namespace level of the route's Bronze tables",
+    0,
+    0,
+    0,
+    {},
+    {},
+    "`routes[].bronze_namespace`"};
+inline constexpr Key kRoutesSilverNamespace{
+    "routes.silver_namespace",
+    Kind::kString,
+    "`naming.silver_namespace`",
+    "first namespace level of the route's Silver tables",
+    0,
+    0,
+    0,
+    {},
+    {},
+    "`routes[].silver_namespace`"};
+
 inline constexpr Key kS3Endpoint{
     "s3.endpoint", Kind::kString, "AWS",
     "`http(s)://host:port` of an S3-compatible server (MinIO, Ceph, a gateway)"};

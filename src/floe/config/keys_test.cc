@@ -35,8 +35,12 @@ TEST(ConfigKeys, TheDocumentedSettingsTableIsTheDeclaredOne) {
 
 TEST(ConfigKeys, EachSectionAllowsItsDeclaredKeys) {
   EXPECT_EQ(keys::KeysOf(""),
-            (std::vector<std::string>{"service", "source", "catalog", "warehouse", "s3",
-                                      "checkpoint", "naming", "silver", "metrics"}));
+            (std::vector<std::string>{"service", "source", "catalog", "warehouse",
+                                      "catalogs", "routes", "s3", "checkpoint", "naming",
+                                      "silver", "metrics"}));
+  EXPECT_EQ(keys::KeysOf("routes"),
+            (std::vector<std::string>{"tables", "catalog", "bronze_namespace",
+                                      "silver_namespace"}));
   EXPECT_EQ(
       keys::KeysOf("s3"),
       (std::vector<std::string>{
@@ -148,7 +152,13 @@ TEST(ConfigKeys, TheRedactedDumpHoldsEveryKeyAndNoSecret) {
         "catalog: {type: rest, uri: \"http://127.0.0.1:8181\", token: CATALOG-SECRET, "
         "headers: {X-Api-Key: CATALOG-SECRET-HEADER}}\n",
         "catalog: {type: rest, uri: \"http://127.0.0.1:8181\", client_id: floe, "
-        "client_secret: CATALOG-SECRET-OAUTH}\n"}) {
+        "client_secret: CATALOG-SECRET-OAUTH}\n",
+        "catalogs:\n  pii:\n    catalog: {type: postgres, conninfo: \"dbname=c "
+        "password=CATALOG-SECRET-2\"}\n    warehouse: s3://b/p\n"
+        "  lake:\n    catalog: {type: rest, uri: \"http://127.0.0.1:8181\", token: "
+        "CATALOG-SECRET-3}\n    warehouse: s3://c\n"
+        "routes:\n  - {tables: [\"hr.*\"], catalog: pii, bronze_namespace: bp, "
+        "silver_namespace: sp}\n  - {tables: \"*\", catalog: lake}\n"}) {
     ParseResult r = ParsePipelineConfig(common + catalog, "/",
                                         [](const std::string&) { return std::nullopt; });
     ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].message);
@@ -168,6 +178,7 @@ TEST(ConfigKeys, TheRedactedDumpHoldsEveryKeyAndNoSecret) {
       while (true) {
         const size_t dot = rest.find('.');
         const std::string part(rest.substr(0, dot));
+        if (node.IsSequence() && node.size() > 0) node = node[0];  // routes[]
         if (!node.IsMap() || !node[part]) {
           here = false;
           break;

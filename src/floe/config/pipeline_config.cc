@@ -1,5 +1,6 @@
 #include "floe/config/pipeline_config.h"
 #include "floe/common/parse.h"
+#include "floe/config/catalogs_config.h"
 #include "floe/config/keys.h"
 #include "floe/config/reader.h"
 #include "floe/config/rest_config.h"
@@ -23,6 +24,8 @@ namespace fs = std::filesystem;
 
 constexpr char kRedacted[] = "<redacted>";
 
+}  // namespace
+
 std::vector<std::string> SplitDots(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -41,6 +44,8 @@ bool ValidNamespaceLevel(const std::string& s) {
   }
   return true;
 }
+
+namespace {
 
 bool ValidSlotName(const std::string& s) {
   if (s.empty() || s.size() > 63) return false;
@@ -72,6 +77,8 @@ std::optional<std::string> DatabaseName(const std::string& conninfo) {
   return dbname;
 }
 
+}  // namespace
+
 // Checks a conninfo parses, without ever repeating it.
 bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,
                    const std::string& what) {
@@ -94,6 +101,8 @@ bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,
   PQconninfoFree(options);
   return true;
 }
+
+namespace {
 
 void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
   if (!r.CheckDeclaredKeys(node, "source")) return;
@@ -175,59 +184,6 @@ void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
   if (const YAML::Node workers = node["snapshot_workers"]) {
     if (auto n = r.Integer(workers, keys::kSnapshotWorkers)) {
       cfg->source.snapshot_workers = static_cast<int>(*n);
-    }
-  }
-}
-
-void ParseCatalog(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
-  if (!r.CheckDeclaredKeys(node, "catalog")) return;
-  std::string type = "sqlite";
-  if (node["type"]) {
-    auto t = r.Choice(node["type"], keys::kCatalogType);
-    if (!t) return;
-    type = *t;
-  }
-  if (type == "sqlite") {
-    cfg->catalog.type = CatalogType::kSqlite;
-    if (node["conninfo"] || node["conninfo_file"]) {
-      r.Error(node["conninfo"] ? node["conninfo"] : node["conninfo_file"],
-              "a sqlite catalog takes `path`, not `conninfo`",
-              "set type: postgres to keep the catalog in PostgreSQL");
-    }
-    if (node["path"]) {
-      if (auto p = r.String(node["path"], "path")) cfg->catalog.uri = r.Resolve(*p);
-    }
-  } else if (type == "postgres") {
-    cfg->catalog.type = CatalogType::kPostgres;
-    if (node["path"]) {
-      r.Error(node["path"], "a postgres catalog takes `conninfo`, not `path`");
-    }
-    if (auto conninfo = r.Secret(node, "conninfo", "catalog", /*required=*/true)) {
-      const YAML::Node at = node["conninfo"] ? node["conninfo"] : node["conninfo_file"];
-      if (CheckConninfo(r, at, *conninfo, "catalog.conninfo"))
-        cfg->catalog.uri = *conninfo;
-    }
-  } else if (type == "rest") {
-    cfg->catalog.type = CatalogType::kRest;
-    ParseRestCatalog(r, node, &cfg->catalog.rest);
-  }
-  if (type != "rest") {
-    for (const char* key : {"uri", "warehouse", "token", "token_file", "client_id",
-                            "client_secret", "client_secret_file", "oauth2_server_uri",
-                            "scope", "headers", "request_timeout", "max_attempts"}) {
-      if (node[key]) {
-        r.Error(node[key], std::string("`") + key + "` is a setting of a REST catalog",
-                "set type: rest to use an Iceberg REST catalog");
-      }
-    }
-  }
-  if (node["name"]) {
-    if (auto n = r.String(node["name"], "name")) {
-      if (n->empty()) {
-        r.Error(node["name"], "catalog `name` must not be empty");
-      } else {
-        cfg->catalog.name = *n;
-      }
     }
   }
 }
@@ -470,7 +426,17 @@ void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
         "add warehouse: /var/lib/floe/warehouse (or file:///..., s3://bucket/prefix)");
   }
 
-  if (const YAML::Node catalog = root["catalog"]) ParseCatalog(r, catalog, cfg);
+  if (const YAML::Node catalog = root["catalog"]) {
+    ParseCatalog(r, catalog, "catalog", &cfg->catalog);
+  }
+  if (const YAML::Node catalogs = root["catalogs"]) ParseCatalogs(r, catalogs, cfg);
+  if (const YAML::Node routes = root["routes"]) {
+    ParseRoutes(r, routes, cfg);
+  } else if (!cfg->catalogs.empty()) {
+    r.Error(
+        root["catalogs"], "`catalogs` is set but no `routes` send a table to them",
+        "add routes:\n  - tables: [\"hr.*\"]\n    catalog: " + cfg->catalogs.front().key);
+  }
   if (const YAML::Node cp = root["checkpoint"]) ParseCheckpoint(r, cp, cfg);
   if (const YAML::Node naming = root["naming"]) ParseNaming(r, naming, cfg);
   if (const YAML::Node silver = root["silver"]) ParseSilver(r, silver, cfg);
@@ -483,17 +449,8 @@ void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
     if (cfg->source.publication.empty())
       cfg->source.publication = SlotNameFor(cfg->service);
   }
-  if (cfg->catalog.type == CatalogType::kSqlite && cfg->catalog.uri.empty() &&
-      cfg->warehouse.starts_with("file://")) {
-    cfg->catalog.uri = cfg->warehouse.substr(7) + "/catalog.db";
-  } else if (cfg->catalog.type == CatalogType::kSqlite && cfg->catalog.uri.empty() &&
-             !cfg->warehouse.empty()) {
-    r.Error(
-        root["catalog"] ? root["catalog"] : root,
-        "a SQLite catalog cannot live in the object-store warehouse " + cfg->warehouse,
-        "set catalog.path to a local file (catalog: {type: sqlite, path: "
-        "/var/lib/floe/catalog.db}), or use catalog.type: postgres");
-  }
+  DefaultCatalogPath(r, root["catalog"] ? root["catalog"] : root, "catalog",
+                     cfg->warehouse, &cfg->catalog);
 }
 
 }  // namespace
@@ -613,7 +570,10 @@ std::vector<std::string> PipelineConfig::BronzeIdentifier(
   if (it != naming.tables.end() && !it->second.bronze.empty()) {
     return SplitDots(it->second.bronze);
   }
-  return {naming.bronze_namespace, service, table.schema, table.table};
+  const Route* route = RouteOf(table);
+  return {route != nullptr && !route->bronze_namespace.empty() ? route->bronze_namespace
+                                                               : naming.bronze_namespace,
+          service, table.schema, table.table};
 }
 
 std::vector<std::string> PipelineConfig::SilverIdentifier(
@@ -622,7 +582,10 @@ std::vector<std::string> PipelineConfig::SilverIdentifier(
   if (it != naming.tables.end() && !it->second.silver.empty()) {
     return SplitDots(it->second.silver);
   }
-  return {naming.silver_namespace, service, table.schema, table.table};
+  const Route* route = RouteOf(table);
+  return {route != nullptr && !route->silver_namespace.empty() ? route->silver_namespace
+                                                               : naming.silver_namespace,
+          service, table.schema, table.table};
 }
 
 std::string PipelineConfig::ToRedactedYaml() const {
@@ -650,16 +613,7 @@ std::string PipelineConfig::ToRedactedYaml() const {
   out << YAML::Key << "snapshot_workers" << YAML::Value << source.snapshot_workers;
   out << YAML::EndMap;
   out << YAML::Key << "catalog" << YAML::Value << YAML::BeginMap;
-  if (catalog.type == CatalogType::kSqlite) {
-    out << YAML::Key << "type" << YAML::Value << "sqlite";
-    out << YAML::Key << "path" << YAML::Value << catalog.uri;
-  } else if (catalog.type == CatalogType::kPostgres) {
-    out << YAML::Key << "type" << YAML::Value << "postgres";
-    out << YAML::Key << "conninfo" << YAML::Value << kRedacted;
-  } else {
-    EmitRestCatalog(out, catalog.rest);
-  }
-  out << YAML::Key << "name" << YAML::Value << catalog.name;
+  EmitCatalog(out, catalog);
   out << YAML::EndMap;
   out << YAML::Key << "warehouse" << YAML::Value << warehouse;
   {
@@ -731,6 +685,7 @@ std::string PipelineConfig::ToRedactedYaml() const {
   out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "listen" << YAML::Value << metrics.listen;
   out << YAML::EndMap;
+  EmitCatalogsAndRoutes(out, *this);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -142,6 +142,31 @@ struct SilverConfig {
   SilverWriteMode WriteModeOf(const QualifiedName& table) const;
 };
 
+/// `catalogs.<key>`: a catalog besides the main one (`catalog:` + `warehouse:`), with
+/// its own warehouse; `routes:` sends tables to it.
+struct NamedCatalog {
+  /// The name routes use (`routes[].catalog`); never "main".
+  std::string key;
+  CatalogConfig catalog;
+  /// As PipelineConfig::warehouse.
+  std::string warehouse;
+};
+
+/// The route key of the main catalog (`catalog:` and `warehouse:`).
+inline constexpr char kMainCatalogKey[] = "main";
+
+/// `routes[]`: source tables matching one of `patterns` (first route, first match
+/// wins) go to catalog `catalog`, under the route's namespaces.
+struct Route {
+  /// `schema.table` globs (fnmatch: `*`, `?`, `[...]`), as written.
+  std::vector<std::string> patterns;
+  /// A NamedCatalog key, or kMainCatalogKey.
+  std::string catalog = kMainCatalogKey;
+  /// First levels of the tables' identifiers; empty: naming's.
+  std::string bronze_namespace;
+  std::string silver_namespace;
+};
+
 /// `metrics:` — where `floe run` serves /metrics, /healthz and /readyz.
 struct MetricsConfig {
   /// "host:port"; port 0 picks a free port (logged); empty: not served.
@@ -162,6 +187,25 @@ struct PipelineConfig {
   NamingConfig naming;
   SilverConfig silver;
   MetricsConfig metrics;
+  /// `catalogs:` — further catalogs, in file order.
+  std::vector<NamedCatalog> catalogs;
+  /// `routes:` — which source tables go to which catalog, in file order.
+  std::vector<Route> routes;
+
+  /// The route a source table takes: the first whose patterns match it; null when
+  /// none does (the table goes to the main catalog under naming's namespaces).
+  const Route* RouteOf(const QualifiedName& table) const;
+  /// The key of the catalog (kMainCatalogKey or a NamedCatalog's) holding the table
+  /// with identifier `levels` (a Bronze or Silver table of a source table, or one of
+  /// the service's own tables, which live in the main catalog).
+  std::string CatalogKeyOf(const std::vector<std::string>& levels) const;
+  /// The warehouse of a catalog key (the main one for an unknown key).
+  const std::string& WarehouseOf(const std::string& catalog_key) const;
+  /// The warehouse of the catalog a source table is routed to.
+  const std::string& WarehouseOf(const QualifiedName& table) const;
+  /// Every namespace that holds Bronze tables of the service: `<bronze>.<service>`
+  /// for naming's first level and each route's.
+  std::vector<std::vector<std::string>> BronzeRoots() const;
 
   /// The Bronze table identifier for a source table, as dotted levels.
   std::vector<std::string> BronzeIdentifier(const QualifiedName& table) const;

@@ -116,6 +116,14 @@ class Catalog {
                                     const std::string& expected,
                                     const std::string& next) = 0;
 
+  /// The catalog that holds table `id`: this one, or for a catalog that routes
+  /// tables to several others (lake/routing_catalog.h), the one `id` goes to. A
+  /// table keeps it: its commits go there directly.
+  virtual Catalog* CatalogOf(const TableIdentifier& id) {
+    (void)id;
+    return this;
+  }
+
   /// Whether this catalog writes a table's metadata files itself (the Iceberg REST
   /// catalog): a commit is then CommitChanges, not a metadata file the caller wrote
   /// and CommitTable.
@@ -199,6 +207,11 @@ class ForwardingCatalog : public Catalog {
                                          const TableMetadata& base,
                                          const TableMetadata& next) override {
     return inner_->CommitChanges(id, base, next);
+  }
+  /// This decorator, unless the inner catalog routes `id` to another one.
+  Catalog* CatalogOf(const TableIdentifier& id) override {
+    Catalog* of = inner_->CatalogOf(id);
+    return of == inner_ ? this : of;
   }
 
  protected:

@@ -162,7 +162,7 @@ std::string PartitionPath(const PartitionSpec& spec, const Schema& schema,
 
 Table::Table(Catalog* catalog, std::shared_ptr<FileIO> io, TableIdentifier id,
              TableMetadata metadata, std::string metadata_location)
-    : catalog_(catalog),
+    : catalog_(catalog->CatalogOf(id)),
       io_(std::move(io)),
       id_(std::move(id)),
       metadata_(std::move(metadata)),

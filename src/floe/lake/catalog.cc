@@ -8,38 +8,65 @@
 #include "floe/iceberg/sql_catalog.h"
 #include "floe/lake/failpoint_catalog.h"
 #include "floe/lake/keys.h"
+#include "floe/lake/routing_catalog.h"
 
 namespace floe::lake {
 
 namespace ice = floe::iceberg;
 
-arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
-    const config::PipelineConfig& config, CatalogAccess access) {
-  if (config.catalog.type == config::CatalogType::kRest) {
-    ARROW_ASSIGN_OR_RAISE(auto rest,
-                          ice::OpenRestCatalog(config.catalog.name, config.catalog.rest));
+namespace {
+
+arrow::Result<std::unique_ptr<ice::Catalog>> OpenCatalog(
+    const config::CatalogConfig& catalog, CatalogAccess access) {
+  if (catalog.type == config::CatalogType::kRest) {
+    ARROW_ASSIGN_OR_RAISE(auto rest, ice::OpenRestCatalog(catalog.name, catalog.rest));
     // Thread-safe itself, with a connection per request in flight: tables commit in
     // parallel.
     return WithCatalogFailpoints(std::move(rest));
   }
   std::unique_ptr<ice::SqlConnection> connection;
-  if (config.catalog.type == config::CatalogType::kSqlite) {
+  if (catalog.type == config::CatalogType::kSqlite) {
     if (access == CatalogAccess::kCreate) {
-      const auto parent = std::filesystem::path(config.catalog.uri).parent_path();
+      const auto parent = std::filesystem::path(catalog.uri).parent_path();
       std::error_code ec;  // a failure shows as the open's error below
       if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    } else if (!std::filesystem::exists(config.catalog.uri)) {
-      return arrow::Status::Invalid("the catalog ", config.catalog.uri,
+    } else if (!std::filesystem::exists(catalog.uri)) {
+      return arrow::Status::Invalid("the catalog ", catalog.uri,
                                     " does not exist yet: run `floe run` first, which "
                                     "creates it with the Bronze tables");
     }
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenSqlite(config.catalog.uri));
+    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenSqlite(catalog.uri));
   } else {
-    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenPostgres(config.catalog.uri));
+    ARROW_ASSIGN_OR_RAISE(connection, ice::OpenPostgres(catalog.uri));
   }
-  ARROW_ASSIGN_OR_RAISE(auto sql_catalog, ice::SqlCatalog::Open(config.catalog.name,
-                                                                std::move(connection)));
+  ARROW_ASSIGN_OR_RAISE(auto sql_catalog,
+                        ice::SqlCatalog::Open(catalog.name, std::move(connection)));
   return ice::MakeSynchronizedCatalog(WithCatalogFailpoints(std::move(sql_catalog)));
+}
+
+}  // namespace
+
+arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
+    const config::PipelineConfig& config, CatalogAccess access) {
+  ARROW_ASSIGN_OR_RAISE(auto main, OpenCatalog(config.catalog, access));
+  if (config.routes.empty()) return main;
+  std::vector<std::pair<std::string, std::unique_ptr<ice::Catalog>>> catalogs;
+  catalogs.emplace_back(config::kMainCatalogKey, std::move(main));
+  for (const auto& named : config.catalogs) {
+    auto opened = OpenCatalog(named.catalog, access);
+    if (!opened.ok()) {
+      return opened.status().WithMessage("catalog `", named.key, "` (catalogs.",
+                                         named.key, "): ", opened.status().message());
+    }
+    catalogs.emplace_back(named.key, std::move(*opened));
+  }
+  // The route reads the configuration, which outlives every catalog opened from it.
+  return std::make_unique<RoutingCatalog>(std::move(catalogs),
+                                          [&config](const ice::TableIdentifier& id) {
+                                            std::vector<std::string> levels = id.ns;
+                                            levels.push_back(id.name);
+                                            return config.CatalogKeyOf(levels);
+                                          });
 }
 
 bool IsSystemTable(std::string_view name) {
@@ -49,9 +76,9 @@ bool IsSystemTable(std::string_view name) {
 arrow::Result<std::vector<ice::TableIdentifier>> ListBronzeTables(
     ice::Catalog* catalog, const config::PipelineConfig& config) {
   std::set<ice::TableIdentifier> out;
-  const ice::Namespace root = {config.naming.bronze_namespace, config.service};
-  ARROW_ASSIGN_OR_RAISE(bool root_exists, catalog->NamespaceExists(root));
-  if (root_exists) {
+  for (const ice::Namespace& root : config.BronzeRoots()) {
+    ARROW_ASSIGN_OR_RAISE(bool root_exists, catalog->NamespaceExists(root));
+    if (!root_exists) continue;
     ARROW_ASSIGN_OR_RAISE(auto schemas, catalog->ListNamespaces(root));
     for (const auto& ns : schemas) {
       ARROW_ASSIGN_OR_RAISE(auto tables, catalog->ListTables(ns));

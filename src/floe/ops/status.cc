@@ -50,9 +50,12 @@ arrow::Result<std::unique_ptr<ice::Catalog>> OpenCatalog(
     const config::PipelineConfig& config) {
   auto opened = lake::OpenPipelineCatalog(config);
   if (!opened.ok()) {
-    return arrow::Status(opened.status().code(),
-                         RedactConninfoSecrets(opened.status().message(),
-                                               config.catalog.uri));
+    std::string message =
+        RedactConninfoSecrets(opened.status().message(), config.catalog.uri);
+    for (const auto& named : config.catalogs) {
+      message = RedactConninfoSecrets(message, named.catalog.uri);
+    }
+    return arrow::Status(opened.status().code(), message);
   }
   return opened;
 }

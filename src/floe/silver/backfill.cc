@@ -674,8 +674,9 @@ arrow::Result<BackfillStats> BackfillFromExport(const config::PipelineConfig& co
   table_options.origin = options.parquet_path + " at " + Lsn(options.lsn).ToString();
   table_options.memory_limit = MergeShare(config.silver.memory_limit, 1);
   table_options.spill_dir = config.silver.spill_dir;
-  auto stats = BackfillTable(catalog.get(), io, names.bronze, names.silver,
-                             config.warehouse, rows, options.lsn, table_options);
+  auto stats =
+      BackfillTable(catalog.get(), io, names.bronze, names.silver,
+                    config.WarehouseOf(options.table), rows, options.lsn, table_options);
   if (stats.ok()) {
     progress.SetDetail("written");
     progress.Finish();

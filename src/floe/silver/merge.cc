@@ -311,7 +311,7 @@ arrow::Result<std::unique_ptr<ice::Table>> CreateSilverTable(
   props[lake::kSourceTableProperty] = source;
   if (!seeding.empty()) props[lake::kSilverSeedingProperty] = seeding;
   props.insert(DefaultProperties().begin(), DefaultProperties().end());
-  ARROW_RETURN_NOT_OK(catalog->EnsureNamespace(silver_id.ns));
+  ARROW_RETURN_NOT_OK(catalog->CatalogOf(silver_id)->EnsureNamespace(silver_id.ns));
   auto created =
       ice::Table::Create(catalog, io, silver_id, schema, spec, order,
                          ice::Table::DefaultLocation(warehouse, silver_id), props);

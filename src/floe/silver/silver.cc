@@ -38,6 +38,8 @@ using Clock = std::chrono::steady_clock;
 struct TableJob {
   ice::TableIdentifier bronze;
   ice::TableIdentifier silver;
+  /// The warehouse of the catalog the Silver table is routed to.
+  std::string warehouse;
   MergeOptions options;
   std::string source;
   /// Bronze rows above Silver's watermark (from snapshot summaries), for progress.
@@ -90,7 +92,9 @@ arrow::Result<TableJob> JobFor(ice::Catalog* catalog, std::shared_ptr<ice::FileI
     source = config::QualifiedName{bronze.ns.back(), bronze.name};
   }
   job.source = source->ToString();
-  job.silver = ice::IdentifierFromLevels(config.SilverIdentifier(*source));
+  const std::vector<std::string> silver_levels = config.SilverIdentifier(*source);
+  job.silver = ice::IdentifierFromLevels(silver_levels);
+  job.warehouse = config.WarehouseOf(config.CatalogKeyOf(silver_levels));
   if (auto it = config.silver.keys.find(*source); it != config.silver.keys.end()) {
     job.options.key = it->second;
   }
@@ -310,7 +314,7 @@ arrow::Result<std::vector<std::string>> RunPass(ice::Catalog* catalog,
       const arrow::Result<TableJob>& job = jobs[i];
       const std::string label = job.ok() ? job->source : TableLabel(bronze);
       arrow::Result<MergeStats> result =
-          job.ok() ? MergeTable(catalog, io, job->bronze, job->silver, config.warehouse,
+          job.ok() ? MergeTable(catalog, io, job->bronze, job->silver, job->warehouse,
                                 job->options)
                    : arrow::Result<MergeStats>(job.status());
       const auto elapsed = Clock::now() - started;

@@ -497,22 +497,8 @@ arrow::Result<std::vector<TableVerification>> VerifySilver(
     }
     tables.insert(*options.table);
   } else {
-    std::set<ice::TableIdentifier> bronze_ids;
-    const ice::Namespace root = {config.naming.bronze_namespace, config.service};
-    ARROW_ASSIGN_OR_RAISE(bool root_exists, catalog->NamespaceExists(root));
-    if (root_exists) {
-      ARROW_ASSIGN_OR_RAISE(auto schemas, catalog->ListNamespaces(root));
-      for (const auto& ns : schemas) {
-        ARROW_ASSIGN_OR_RAISE(auto listed, catalog->ListTables(ns));
-        bronze_ids.insert(listed.begin(), listed.end());
-      }
-    }
-    for (const auto& [name, naming] : config.naming.tables) {
-      if (naming.bronze.empty()) continue;
-      auto id = ice::IdentifierFromLevels(config.BronzeIdentifier(name));
-      ARROW_ASSIGN_OR_RAISE(bool exists, catalog->TableExists(id));
-      if (exists) bronze_ids.insert(id);
-    }
+    ARROW_ASSIGN_OR_RAISE(const std::vector<ice::TableIdentifier> bronze_ids,
+                          lake::ListBronzeTables(catalog.get(), config));
     for (const auto& id : bronze_ids) {
       ARROW_ASSIGN_OR_RAISE(auto table, ice::Table::Load(catalog.get(), io, id));
       const auto& props = table->metadata().properties;
