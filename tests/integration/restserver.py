@@ -302,6 +302,9 @@ class CatalogFaultProxy:
         self._rate = 0.0
         self._kinds: tuple = ()
         self._random_match: Match = any_request
+        # vend(): credentials added to loadTable-shaped answers.
+        self._vended: dict[str, str] | None = None
+        self.delegation_headers: list[str] = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -342,6 +345,13 @@ class CatalogFaultProxy:
             self._rate = rate
             self._kinds = tuple(kinds)
             self._random_match = match
+
+    def vend(self, config: dict[str, str] | None) -> None:
+        """Adds `config` (e.g. `s3.access-key-id`, ...) to every successful loadTable
+        and register answer, as a catalog that vends credentials does (None: stop).
+        `delegation_headers` records each such request's X-Iceberg-Access-Delegation."""
+        with self._lock:
+            self._vended = dict(config) if config is not None else None
 
     def clear(self) -> None:
         """Drop pending rules and the random mode (counts stay)."""
@@ -453,6 +463,18 @@ class CatalogFaultProxy:
             except OSError:
                 pass
             return
+        pattern = path_pattern(path)
+        loads = (method == "GET" and pattern.endswith("/tables/{table}")) or (
+            method == "POST" and pattern.endswith("/register"))
+        with self._lock:
+            vended = self._vended
+            if loads:
+                self.delegation_headers.append(
+                    h.headers.get("X-Iceberg-Access-Delegation", ""))
+        if vended is not None and loads and resp.status == 200:
+            answer = json.loads(data)
+            answer["config"] = {**answer.get("config", {}), **vended}
+            data = json.dumps(answer).encode()
         h.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() not in self._HOP and k.lower() != "content-length":

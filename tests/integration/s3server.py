@@ -114,6 +114,8 @@ class FaultProxy:
         self.big = big
         self.counts = {"requests": 0, "slowdown": 0, "dropped": 0}
         self.requests: list[tuple[str, str]] = []
+        # Each request's method, target and the access key id it was signed with.
+        self.signed: list[tuple[str, str, str]] = []
         self._dropped: set[bytes] = set()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -173,8 +175,11 @@ class FaultProxy:
             length = 0
             chunked = False
             kept = [lines[0]]
+            key_id = ""
             for line in lines[1:]:
                 name = line.split(b":", 1)[0].strip().lower()
+                if name == b"authorization" and b"Credential=" in line:
+                    key_id = line.split(b"Credential=", 1)[1].split(b"/", 1)[0].decode()
                 if name == b"content-length":
                     length = int(line.split(b":", 1)[1])
                 if name == b"transfer-encoding" and b"chunked" in line.lower():
@@ -186,6 +191,7 @@ class FaultProxy:
                 self.counts["requests"] += 1
                 method, _, rest = lines[0].decode("latin-1").partition(" ")
                 self.requests.append((method, rest.rpartition(" ")[0]))
+                self.signed.append((method, rest.rpartition(" ")[0], key_id))
                 slow = self._rng.random() < self.slowdown
                 # An upload: a part of a multipart upload, or a data file's body.
                 target = lines[0].split(b" ")[1] if b" " in lines[0] else b""

@@ -330,6 +330,55 @@ def test_oauth2_client_credentials_are_refreshed_and_never_printed(floe, pg, s3,
         endpoint.close()
 
 
+def test_credentials_the_catalog_vends_sign_the_tables_object_requests(
+        floe, pg, duckdb_con, s3, rest):
+    """A catalog that vends credentials with loadTable (`config`: s3.access-key-id,
+    ...; injected by the proxy in front of the REST server, which asks for them with
+    X-Iceberg-Access-Delegation): every request for a table's data files is signed
+    with the vended key, not the `s3:` settings' (a counting proxy in front of the S3
+    server reads each request's signing key id); Silver equals the source; the vended
+    secret and session token are in no log or output."""
+    from s3server import REGION, FaultProxy
+
+    s3.duckdb_secret(duckdb_con)
+    s3_proxy = FaultProxy(s3.port, seed=0)
+    catalog_proxy = CatalogFaultProxy(rest.port)
+    vended_secret, vended_token = "vended-secret-never-logged-5a1", "vended-session-9f3"
+    catalog_proxy.vend({"s3.access-key-id": "VENDEDKEYID",
+                        "s3.secret-access-key": vended_secret,
+                        "s3.session-token": vended_token})
+    pg.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty int)")
+    pg.execute("INSERT INTO items SELECT g, 'item ' || g, g FROM generate_series(1, 500) g")
+    run = floe(warehouse_uri=WAREHOUSE,
+               catalog_yaml=(f"catalog:\n  type: rest\n  uri: {catalog_proxy.uri}\n"
+                             f"  token: {TOKEN}\n"),
+               catalog_factory=lambda: rest.pyiceberg_catalog(),
+               extra_yaml=(f"s3:\n  endpoint: {s3_proxy.endpoint}\n  region: {REGION}\n"
+                           "  access_key_id: STATICKEYID\n"
+                           "  secret_access_key: static-secret\n"))
+    try:
+        run.start().wait_streaming()
+        pg.execute("UPDATE items SET qty = qty + 1 WHERE id % 3 = 0")
+        pg.execute("DELETE FROM items WHERE id > 480")
+        wait_bronze(run, pg, "public.items", ["id"])
+        run.stop()
+        out = silver(run)
+        check_silver(run, pg, duckdb_con, "public.items", ["id"])
+    finally:
+        s3_proxy.close()
+        catalog_proxy.close()
+    assert catalog_proxy.delegation_headers and set(catalog_proxy.delegation_headers) == {
+        "vended-credentials"}, catalog_proxy.delegation_headers
+    data = [(m, t, k) for m, t, k in s3_proxy.signed if "/data/" in t]
+    assert data and {k for _, _, k in data} == {"VENDEDKEYID"}, sorted(
+        {(m, k) for m, _, k in data})
+    # The `s3:` settings' key still signs what no table vends for (the start-up check
+    # of the bucket, a table's first metadata file before it is registered).
+    assert "STATICKEYID" in {k for _, _, k in s3_proxy.signed}
+    for text in (out, run.log_text()):
+        assert vended_secret not in text and vended_token not in text
+
+
 def test_a_wrong_token_or_a_missing_server_fails_with_the_fix(floe, pg, s3, rest, tmp_path):
     pg.execute("CREATE TABLE t (id int PRIMARY KEY)")
     run = rest_run(floe, s3, rest)

@@ -188,9 +188,12 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
   // A local warehouse (and a SQLite catalog in it) may not exist yet; a missing
   // bucket stops floe, a store it cannot reach now is retried as any I/O error is
   // (below, with backoff). Every catalog's warehouse.
-  std::vector<std::string> warehouses = {config.warehouse};
-  for (const auto& named : config.catalogs) warehouses.push_back(named.warehouse);
-  for (const std::string& warehouse : warehouses) {
+  std::vector<std::pair<std::string, const config::CatalogConfig*>> warehouses = {
+      {config.warehouse, &config.catalog}};
+  for (const auto& named : config.catalogs) {
+    warehouses.emplace_back(named.warehouse, &named.catalog);
+  }
+  for (const auto& [warehouse, catalog] : warehouses) {
     std::error_code ec;
     if (warehouse.starts_with("file://")) {
       std::filesystem::create_directories(warehouse.substr(7), ec);
@@ -199,7 +202,13 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
                      ": " + ec.message());
       }
     }
-    if (auto st = ice::CheckObjectStore(warehouse, config.s3); st.IsInvalid()) {
+    if (auto st = ice::CheckObjectStore(warehouse, config.s3);
+        st.IsInvalid() && catalog->type == config::CatalogType::kRest) {
+      // A REST catalog may vend credentials for its tables' files that the `s3:`
+      // settings do not have: the tables' own reads and writes will tell.
+      spdlog::warn("{}; going on, as the REST catalog may vend credentials for it",
+                   st.message());
+    } else if (st.IsInvalid()) {
       return Fatal(st.message());
     } else if (!st.ok()) {
       spdlog::warn("{}; retrying with backoff", st.message());

@@ -16,6 +16,7 @@
 #include "floe/iceberg/rest_updates.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
+#include "floe/iceberg/vended_credentials.h"
 
 namespace floe::iceberg {
 namespace {
@@ -97,6 +98,8 @@ class RestCatalog : public Catalog {
  public:
   RestCatalog(std::string name, RestCatalogOptions options, BaseUri base)
       : name_(std::move(name)), options_(std::move(options)), base_(std::move(base)) {}
+  // The credentials it vended stay (until they expire); nobody refreshes them now.
+  ~RestCatalog() override { VendedCredentials::Global().Forget(this); }
 
   arrow::Status Initialize() {
     if (!options_.client_id.empty()) {
@@ -253,7 +256,10 @@ class RestCatalog : public Catalog {
         continue;
       }
       const HttpResponse& r = *sent;
-      if (r.status == 200) return arrow::Status::OK();
+      if (r.status == 200) {
+        KeepVendedCredentials(id, r);
+        return arrow::Status::OK();
+      }
       if (r.status == 404) return NotFound(CatalogErrorKind::kNoSuchNamespace, id.ns, r);
       if (r.status == 409) {
         // After a lost answer the table may be this very registration.
@@ -288,6 +294,7 @@ class RestCatalog : public Catalog {
       return arrow::Status::IOError("REST catalog ", name_, ": ", what,
                                     ": the answer has no metadata-location");
     }
+    KeepVendedCredentials(id, body);
     return body["metadata-location"].get<std::string>();
   }
 
@@ -536,7 +543,52 @@ class RestCatalog : public Catalog {
     if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
     headers.emplace("Accept", "application/json");
     headers.emplace("X-Client-Version", "floe");
+    // Ask for credentials to the tables' files, as Iceberg's own clients do (a
+    // `catalog.headers` entry of the same name replaces it).
+    if (!headers.contains("X-Iceberg-Access-Delegation")) {
+      headers.emplace("X-Iceberg-Access-Delegation", "vended-credentials");
+    }
     return headers;
+  }
+
+  // The object-store credentials a loadTable-shaped answer vends (`config`, for the
+  // table's location, and `storage-credentials`, each for its prefix), kept for the
+  // FileIOs (vended_credentials.h), with a refresh that loads the table again.
+  void KeepVendedCredentials(const TableIdentifier& id, const HttpResponse& r) {
+    const json body = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_object()) KeepVendedCredentials(id, body);
+  }
+  void KeepVendedCredentials(const TableIdentifier& id, const json& body) {
+    auto properties = [](const json& config) {
+      std::map<std::string, std::string> out;
+      if (!config.is_object()) return out;
+      for (const auto& [k, v] : config.items()) {
+        if (v.is_string()) out[k] = v.get<std::string>();
+      }
+      return out;
+    };
+    auto refresh = [this, id] { ARROW_UNUSED(LoadTable(id)); };
+    VendedCredentials& vended = VendedCredentials::Global();
+    if (body.contains("storage-credentials") && body["storage-credentials"].is_array()) {
+      for (const json& entry : body["storage-credentials"]) {
+        if (!entry.is_object() || !entry.contains("prefix") ||
+            !entry["prefix"].is_string() || !entry.contains("config")) {
+          continue;
+        }
+        if (auto credential = CredentialFromProperties(properties(entry["config"]))) {
+          vended.Put(entry["prefix"].get<std::string>(), std::move(*credential), this,
+                     refresh);
+        }
+      }
+    }
+    if (body.contains("config") && body.contains("metadata") &&
+        body["metadata"].is_object() && body["metadata"].contains("location") &&
+        body["metadata"]["location"].is_string()) {
+      if (auto credential = CredentialFromProperties(properties(body["config"]))) {
+        vended.Put(body["metadata"]["location"].get<std::string>(),
+                   std::move(*credential), this, refresh);
+      }
+    }
   }
 
   // The OAuth2 token to send (empty without client credentials), fetched anew when

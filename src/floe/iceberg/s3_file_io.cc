@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -20,6 +22,7 @@
 
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/positioned_input.h"
+#include "floe/iceberg/vended_credentials.h"
 
 namespace floe::iceberg {
 namespace {
@@ -329,20 +332,41 @@ class ResolvingFileIO : public FileIO {
  private:
   arrow::Result<FileIO*> For(std::string_view location) {
     if (!IsObjectStoreLocation(location)) return local_.get();
+    // Credentials a catalog vended for the location's table win over the settings.
+    std::optional<StorageCredential> vended = VendedCredentials::Global().For(location);
     std::lock_guard lock(mu_);
+    if (vended) {
+      const std::string key = vended->access_key_id + '\n' + vended->secret_access_key +
+                              '\n' + vended->session_token;
+      auto& io = vended_io_[key];
+      if (io == nullptr) {
+        S3Options s3 = s3_;
+        s3.access_key_id = vended->access_key_id;
+        s3.secret_access_key = vended->secret_access_key;
+        s3.session_token = vended->session_token;
+        ARROW_ASSIGN_OR_RAISE(io, MakeS3FileIO(s3));
+      }
+      return io.get();
+    }
     if (s3_io_ == nullptr) {
-      ARROW_RETURN_NOT_OK(afs::EnsureS3Initialized());
-      ARROW_ASSIGN_OR_RAISE(afs::S3Options options, ArrowOptions(s3_));
-      ARROW_ASSIGN_OR_RAISE(auto fs, afs::S3FileSystem::Make(options));
-      s3_io_ = std::make_shared<S3FileIO>(std::move(fs), s3_.max_attempts);
+      ARROW_ASSIGN_OR_RAISE(s3_io_, MakeS3FileIO(s3_));
     }
     return s3_io_.get();
+  }
+
+  static arrow::Result<std::shared_ptr<FileIO>> MakeS3FileIO(const S3Options& s3) {
+    ARROW_RETURN_NOT_OK(afs::EnsureS3Initialized());
+    ARROW_ASSIGN_OR_RAISE(afs::S3Options options, ArrowOptions(s3));
+    ARROW_ASSIGN_OR_RAISE(auto fs, afs::S3FileSystem::Make(options));
+    return std::make_shared<S3FileIO>(std::move(fs), s3.max_attempts);
   }
 
   const S3Options s3_;
   const std::shared_ptr<FileIO> local_ = MakeLocalFileIO();
   std::mutex mu_;
   std::shared_ptr<FileIO> s3_io_;
+  // By credential (expired ones stay until the FileIO goes: a few per long run).
+  std::map<std::string, std::shared_ptr<FileIO>> vended_io_;
 };
 
 }  // namespace
