@@ -27,6 +27,15 @@ S3 server (s3server.py) and Apache Iceberg's REST catalog server over it
    requests the proxy counted are divided by the checkpoints floe logged in the window.
    The goal: a checkpoint of one table costs a handful of requests, independent of
    the table's history (the late window follows hundreds of commits).
+3. Requests per Silver merge (`s3+rest`): `floe silver` backfills the Silver table
+   from the Bronze table of parts 1 and 2, then BENCH_OS_MERGES (default 10) times:
+   BENCH_OS_MERGE_CHANGES (default 20000) updates of random existing keys and a tenth
+   as many inserts are streamed into Bronze by `floe run` (stopped once the slot
+   confirms them), and `floe silver` merges them (merge-on-read, no compaction in
+   between, so position deletes and small files gather). Each `floe silver` process
+   is counted alone: the S3 requests moto logged while it ran (second resolution; the
+   processes are a second apart) and the REST requests the proxy counted; and the
+   bytes the merge read from Silver (its own log line).
 """
 
 from __future__ import annotations
@@ -57,6 +66,9 @@ TX_ROWS = int(os.environ.get("BENCH_OS_TX_ROWS", "10000"))
 INTERVAL = os.environ.get("BENCH_OS_INTERVAL", "500ms")
 SECONDS = float(os.environ.get("BENCH_OS_SECONDS", "120"))
 WINDOW = 20.0
+MERGES = int(os.environ.get("BENCH_OS_MERGES", "10"))
+MERGE_CHANGES = int(os.environ.get("BENCH_OS_MERGE_CHANGES", "20000"))
+SILVER_READ_LINE = re.compile(r"(\d+) bytes read from Silver")
 TOKEN = "bench-token"
 MOTO_LINE = re.compile(r'\[(\d\d/\w+/\d{4} \d\d:\d\d:\d\d)\] "(?:\x1b\[[0-9;]*m)*([A-Z]+) ')
 CHECKPOINT_LINE = re.compile(r"^(\S+Z) info  checkpoint: .* in (\d+) ms")
@@ -145,6 +157,29 @@ def moto_requests(log_path: Path, since: float, until: float) -> dict[str, int]:
     return counts
 
 
+def silver_requests(p: Pipeline, proxy: CatalogFaultProxy, s3_log: Path) -> dict:
+    """One `floe silver` of pipeline `p`, alone: its S3 requests (moto's log, whole
+    seconds of its run) and REST requests."""
+    time.sleep(1.1)  # nothing else in moto's log in the seconds it runs
+    before = proxy.counts()
+    t0 = time.time()
+    proc = subprocess.run([str(FLOE), "silver", str(p.base / "pipeline.yaml")],
+                          capture_output=True, text=True, cwd=p.base, timeout=1800)
+    t1 = time.time()
+    if proc.returncode != 0:
+        raise RuntimeError(f"floe silver exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    time.sleep(1.1)  # let moto flush its log lines
+    s3_counts = moto_requests(s3_log, float(int(t0)), float(int(t1) + 1))
+    after = proxy.counts()
+    rest_counts = {f"{m} {q}": after.get((m, q), 0) - before.get((m, q), 0)
+                   for (m, q) in after if after.get((m, q), 0) > before.get((m, q), 0)}
+    read = SILVER_READ_LINE.findall(proc.stdout + proc.stderr)
+    return {"seconds": t1 - t0, "s3_requests": s3_counts,
+            "s3_total": sum(s3_counts.values()), "rest_requests": rest_counts,
+            "rest_total": sum(rest_counts.values()),
+            "silver_bytes_read": sum(int(b) for b in read)}
+
+
 def backlog(p: Pipeline, con) -> dict:
     p.start()
     while "streaming slot" not in p.log_path.read_text(errors="replace"):
@@ -176,7 +211,8 @@ def main() -> int:
     rest = RestCatalogServer(work / "rest", s3, "s3://lake/bench", token=TOKEN)
     proxy = CatalogFaultProxy(rest.port)
     doc: dict = {"settings": {"rows": ROWS, "tx_rows": TX_ROWS, "interval": INTERVAL,
-                              "seconds": SECONDS}}
+                              "seconds": SECONDS, "merges": MERGES,
+                              "merge_changes": MERGE_CHANGES}}
     try:
         with psycopg.connect(pg.dsn(), autocommit=True) as admin:
             admin.execute("CREATE DATABASE bench")
@@ -230,6 +266,27 @@ def main() -> int:
                 "commit_p99_ms": percentile([ms for _, ms in cps], 0.99)})
             log(json.dumps(windows[-1]))
         doc["windows"] = windows
+
+        log(f"requests per Silver merge: a backfill, then {MERGES} merges of "
+            f"{MERGE_CHANGES:,} updates each")
+        merges = [{"merge": 0, "changes": 0, **silver_requests(remote, proxy, s3.log_path)}]
+        log(json.dumps(merges[-1]))
+        top = con.execute("SELECT max(id) FROM t").fetchone()[0]
+        for n in range(1, MERGES + 1):
+            con.execute("UPDATE t SET v = v || 'u' WHERE id IN (SELECT 1 + "
+                        "(random() * %s)::bigint FROM generate_series(1, %s))",
+                        (top - 1, MERGE_CHANGES))
+            con.execute("INSERT INTO t SELECT g, 'new' FROM generate_series(%s::bigint, "
+                        "%s::bigint) g", (top + 1, top + MERGE_CHANGES // 10))
+            top += MERGE_CHANGES // 10
+            target = con.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+            remote.start(INTERVAL)
+            remote.wait_confirmed(con, target)
+            remote.stop()
+            merges.append({"merge": n, "changes": MERGE_CHANGES + MERGE_CHANGES // 10,
+                           **silver_requests(remote, proxy, s3.log_path)})
+            log(json.dumps(merges[-1]))
+        doc["merges"] = merges
         doc["versions"] = {"floe": subprocess.run([str(FLOE), "--version"],
                                                   capture_output=True,
                                                   text=True).stdout.strip().splitlines()[0]}

@@ -67,6 +67,28 @@ def render(doc: dict) -> str:
       "reading each of them (a HEAD and a GET): a window holding that commit pays for "
       "it, spread over the window's checkpoints.")
     p("")
+    if "merges" in doc:
+        ms = doc["merges"]
+        p(f"**Requests per Silver merge** (the same table: `floe silver` backfills Silver "
+          "from its Bronze table, then merges "
+          f"{s['merges']} increments of {s['merge_changes']:,} updates of random keys "
+          f"and {s['merge_changes'] // 10:,} inserts each, merge-on-read, no compaction "
+          "in between): every S3 request moto logged while the `floe silver` process "
+          "ran, and its REST requests.")
+        p("")
+        p("| merge | seconds | S3 requests | S3 by method | REST requests | "
+          "bytes read from Silver |")
+        p("|---:|---:|---:|---|---:|---:|")
+        for m in ms:
+            name = "backfill" if m["merge"] == 0 else str(m["merge"])
+            p(f"| {name} | {m['seconds']:.1f} | {m['s3_total']} | "
+              f"{_requests(m['s3_requests'])} | {m['rest_total']} | "
+              f"{m['silver_bytes_read']:,} |")
+        first, last = ms[1], ms[-1]
+        p("")
+        p(f"Merge {last['merge']} / merge 1: "
+          f"{last['s3_total'] / max(first['s3_total'], 1):.2f}x the S3 requests.")
+        p("")
     return "\n".join(lines) + "\n"
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from floerun import floe  # noqa: F401
-from oracle import check_silver
+from floerun import floe, fold  # noqa: F401
+from oracle import check_silver, source_rows
 from restserver import RestCatalogServer
 from s3server import SECRET_KEY, S3Server
 from test_maintenance import maint
@@ -130,7 +130,7 @@ def test_two_schemas_in_two_catalogs_each_read_on_its_own(floe, pg, duckdb_con, 
                "generate_series(1, 300) g")
     routes = ("routes:\n"
               "  - tables: [hr.public_directory]\n    catalog: main\n"
-              "  - tables: [\"hr.*\"]\n    catalog: pii\n")
+              "  - tables: [\"hr.*\", \"legacy.*\"]\n    catalog: pii\n")
 
     def routed(ident) -> bool:
         return ident[2:] == ("hr", "salaries")
@@ -153,6 +153,9 @@ def test_two_schemas_in_two_catalogs_each_read_on_its_own(floe, pg, duckdb_con, 
         wait_bronze(run, pg, table, key)
     run.wait_until(lambda: run.exists("pg_logical_messages"), 60,
                    what="the audit table")
+    # A pattern no published table matches is said (a likely typo).
+    assert "routes: `legacy.*` (to catalog pii) matches no table" in run.log_text()
+    assert "`hr.*`" not in run.log_text()
     run.stop()
 
     # Each catalog on its own: the routed table in pii only, the others in main only.
@@ -208,6 +211,7 @@ def test_two_schemas_in_two_catalogs_each_read_on_its_own(floe, pg, duckdb_con, 
     assert sorted(t["source_table"] for t in doc["tables"]) == sorted(TABLES), doc
     for t in doc["tables"]:
         assert t["error"] is None and t["silver"]["exists"] is True, t
+        assert t["catalog"] == ("pii" if t["source_table"] == "hr.salaries" else "main"), t
     printed = cli(run, "validate", "--print", str(run.config_path))
     assert "pii:" in printed and "routes:" in printed, printed
 
@@ -242,3 +246,77 @@ def test_crash_test_across_two_catalogs(floe, pg, duckdb_con, s3, rest, tmp_path
     assert main.table_exists(("bronze", "svc", "public", "accounts"))
     assert not main.table_exists(("bronze", "svc", "public", "lines"))
     assert rest.pyiceberg_catalog().table_exists(("bronze", "svc", "public", "docs"))
+
+
+def test_a_route_that_moves_a_table_away_and_back_copies_it_again(
+        floe, pg, duckdb_con, s3, rest, tmp_path):
+    """`hr.salaries` is routed to pii (under its own Bronze namespace), then, by a
+    changed route, to main (a new Bronze table there, copied whole), then back to pii,
+    whose Bronze table missed the changes made meanwhile: it is copied again there
+    (not appended to as if nothing happened), Bronze's fold and Silver equal the
+    source, and the Bronze table left in main is neither listed by `floe status` nor
+    merged into Silver."""
+    con = duckdb_con
+    s3.duckdb_secret(con)
+    pg.execute("CREATE SCHEMA hr")
+    pg.execute("CREATE TABLE hr.salaries (id int PRIMARY KEY, amount int)")
+    pg.execute("INSERT INTO hr.salaries SELECT g, g FROM generate_series(1, 100) g")
+    to_pii = ("routes:\n  - tables: [\"hr.*\"]\n    catalog: pii\n"
+              "    bronze_namespace: bronze_pii\n")
+    elsewhere = ("routes:\n  - tables: [\"nosuch.*\"]\n    catalog: pii\n"
+                 "    bronze_namespace: bronze_pii\n")
+    routed = {"pii": True}
+
+    def in_pii(ident) -> bool:
+        return routed["pii"] and ident[2:] == ("hr", "salaries")
+
+    args = routed_pipeline(tmp_path, s3, rest, to_pii, in_pii)
+    run = floe(**args)
+    config = run.config_path.read_text()
+
+    def changes(first: int) -> None:
+        pg.execute(f"UPDATE hr.salaries SET amount = amount + {first} WHERE id % 3 = 0")
+        pg.execute(f"DELETE FROM hr.salaries WHERE id BETWEEN {first} AND {first + 4}")
+        pg.execute(f"INSERT INTO hr.salaries VALUES ({1000 + first}, 1)")
+
+    run.start().wait_streaming()
+    changes(10)
+    run.wait_until(lambda: run.catalog().table_exists(
+        ("bronze_pii", "svc", "hr", "salaries")), 60, what="the pii Bronze table")
+    run._catalog = None
+    run.stop()
+
+    # Routed elsewhere: main gets a Bronze table of its own, copied whole.
+    run.config_path.write_text(config.replace(to_pii, elsewhere))
+    routed["pii"] = False
+    run._catalog = None
+    run.start().wait_streaming()
+    changes(30)
+    wait_bronze(run, pg, "hr.salaries", ["id"])
+    run.stop()
+
+    # Back to pii: its Bronze table missed changes(30), so it is copied again.
+    run.config_path.write_text(config)
+    routed["pii"] = True
+    run._catalog = None
+    run.start().wait_streaming()
+    changes(50)
+    pii = rest.pyiceberg_catalog()
+
+    def pii_bronze_caught_up() -> bool:
+        rows = pii.load_table(("bronze_pii", "svc", "hr", "salaries")).scan().to_arrow()
+        state = fold(rows.to_pylist(), ["id"])
+        want = {(r["id"],): r for r in source_rows(pg, "hr.salaries")}
+        return {k: {c: v[c] for c in ("id", "amount")} for k, v in state.items()} == want
+    run.wait_until(pii_bronze_caught_up, 90, what="pii's Bronze to fold to the source")
+    run.stop()
+    assert "routed back to pii" in run.log_text()
+
+    status = json.loads(cli(run, "status", str(run.config_path), "--json",
+                            stderr=subprocess.DEVNULL))
+    assert [t["source_table"] for t in status["tables"]] == ["hr.salaries"], status
+    out = silver(run)
+    assert "bronze.svc.hr.salaries" not in out, out
+    check_silver(run, pg, con, "hr.salaries", ["id"])
+    # The table main was given meanwhile is still there (floe moves nothing).
+    assert main_catalog(tmp_path / "main").table_exists(("bronze", "svc", "hr", "salaries"))

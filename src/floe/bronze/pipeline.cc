@@ -66,6 +66,7 @@ arrow::Status Pipeline::StartUp() {
 
   ARROW_RETURN_NOT_OK(CheckSlot(*repl_, who));
   WarnIfUnprotected(*source_);
+  ARROW_RETURN_NOT_OK(WarnUnusedRoutes());
   // Requested backfills of tables Bronze holds (the others are copied below).
   std::set<pg::QualifiedName> held;
   if (!backfills_requested_) {
@@ -79,6 +80,30 @@ arrow::Status Pipeline::StartUp() {
   if (resnapshot_) {
     resnapshot_ = false;
     spdlog::info("every published table was copied again; --resnapshot is done");
+  }
+  return arrow::Status::OK();
+}
+
+// A route pattern no published table matches is most likely a typo (the table it
+// meant goes to the main catalog): said once per process.
+arrow::Status Pipeline::WarnUnusedRoutes() {
+  if (config_.routes.empty() || routes_checked_) return arrow::Status::OK();
+  routes_checked_ = true;
+  ARROW_ASSIGN_OR_RAISE(auto published,
+                        source_->PublishedTables(config_.source.publication));
+  for (const auto& route : config_.routes) {
+    for (const std::string& pattern : route.patterns) {
+      const bool used = std::any_of(
+          published.begin(), published.end(), [&](const pg::QualifiedName& t) {
+            return config::RoutePatternMatches(pattern, {t.schema, t.table});
+          });
+      if (!used) {
+        spdlog::warn(
+            "routes: `{}` (to catalog {}) matches no table of publication {} "
+            "yet; a table it was meant for goes where the other routes say",
+            pattern, route.catalog, config_.source.publication);
+      }
+    }
   }
   return arrow::Status::OK();
 }

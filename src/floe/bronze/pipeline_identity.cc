@@ -316,15 +316,16 @@ void Pipeline::NoteCopiedRelation(BronzeTable* table, Lsn point) {
   table->relations_changed = true;
 }
 
-void Pipeline::RecopyIfMoved(BronzeTable* table) {
+void Pipeline::RecopyIfMoved(BronzeTable* table, bool columns_moved) {
   if (table->recopy_reason.empty() || table->awaiting_copy || table->recopy_queued) {
     return;
   }
-  spdlog::warn(
-      "{}: column(s) changed in a way logical decoding does not send ({}): "
-      "PostgreSQL changed the existing rows without a change in the WAL, so the "
-      "table is copied again (Silver waits for that copy)",
-      SourceName(table->source), table->recopy_reason);
+  if (columns_moved)
+    spdlog::warn(
+        "{}: column(s) changed in a way logical decoding does not send ({}): "
+        "PostgreSQL changed the existing rows without a change in the WAL, so the "
+        "table is copied again (Silver waits for that copy)",
+        SourceName(table->source), table->recopy_reason);
   // The table's changes keep reaching Bronze: every one of them is in the
   // changelog, and the copy's `t` row (at its later point) ends them in the
   // latest state. A table Bronze holds nothing of yet is copied the usual way.

@@ -461,7 +461,15 @@ class Pipeline : public pg::ChangeSink {
   arrow::Status MarkRenamedAway(const BronzeTable* table, pg::Oid relation_id,
                                 Lsn commit_lsn);
   // Schedules a copy of `table` when SetShape moved a column to another field.
-  void RecopyIfMoved(BronzeTable* table);
+  /// `columns_moved`: the reason is a column change (logged as such); else the
+  /// caller said why.
+  void RecopyIfMoved(BronzeTable* table, bool columns_moved = true);
+  /// Records where the table's changes go (lake::kStatePlacementPrefix) when routes
+  /// are used; a table routed back to a catalog holding its Bronze table from before
+  /// is copied again there.
+  arrow::Status RecordPlacement(BronzeTable* table);
+  /// Warns of route patterns that match no published table.
+  arrow::Status WarnUnusedRoutes();
   arrow::Status Discover(bool at_start);
   arrow::Status CopyTables(const std::vector<BronzeTable*>& tables);
   /// CopyTables' steps. Binds each table's catalog columns for the copy at `point`
@@ -545,6 +553,8 @@ class Pipeline : public pg::ChangeSink {
   std::atomic<int64_t> last_checkpoint_ms_{0};
   std::atomic<int64_t> last_commit_time_us_{0};
   bool crash_checked_ = false;
+  /// Whether WarnUnusedRoutes ran (once per process).
+  bool routes_checked_ = false;
 
   // Per connection (reset by RunOnce). `source_` asks `sql_` every question.
   std::unique_ptr<pg::PgConnection> sql_;

@@ -267,7 +267,42 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
     entry->appender = std::make_unique<TableAppender>(std::move(existing));
     ARROW_RETURN_NOT_OK(RecordDeclaredKey(entry.get()));
   }
+  ARROW_RETURN_NOT_OK(RecordPlacement(entry.get()));
   return entry.get();
+}
+
+arrow::Status Pipeline::RecordPlacement(BronzeTable* table) {
+  const std::string key = lake::kStatePlacementPrefix + SourceName(table->source);
+  std::vector<std::string> levels = table->id.ns;
+  levels.push_back(table->id.name);
+  const std::string here = config_.CatalogKeyOf(levels) + " " + table->id.ToString();
+  auto recorded = state_.find(key);
+  // A pipeline that never routed keeps no record.
+  if (recorded == state_.end() && config_.routes.empty()) return arrow::Status::OK();
+  if (recorded != state_.end() && recorded->second == here) return arrow::Status::OK();
+  if (recorded != state_.end() && table->appender && table->appender->has_snapshot()) {
+    // The table's changes went elsewhere for a while: this Bronze table missed them.
+    const std::string reason = "its route moved its changes to " + recorded->second +
+                               " for a while, and this Bronze table missed them";
+    spdlog::warn(
+        "{}: routed back to {}, which holds its Bronze table from before; {}: "
+        "it is copied again there (Silver waits for that copy)",
+        SourceName(table->source), here, reason);
+    table->recopy_reason += (table->recopy_reason.empty() ? "" : "; ") + reason;
+    ARROW_RETURN_NOT_OK(table->appender->table().UpdateMetadata(
+        [&](const ice::TableMetadata&, ice::TableMetadataBuilder* b) {
+          b->SetProperties({{lake::kRecopyPendingProperty, table->recopy_reason}});
+          b->RemoveProperties({lake::kRecopyUntilProperty});
+          return arrow::Status::OK();
+        }));
+    RecopyIfMoved(table, /*columns_moved=*/false);
+  }
+  // Recorded once the copy again is pending in the table itself: a crash in between
+  // finds the pending copy there.
+  ARROW_RETURN_NOT_OK(
+      catalog_->UpdateNamespaceProperties(ServiceNamespace(), {{key, here}}, {}));
+  state_[key] = here;
+  return arrow::Status::OK();
 }
 
 std::string Pipeline::DeclaredKeyJson(const pg::QualifiedName& source) const {

@@ -32,6 +32,9 @@ struct RestCatalogOptions {
   /// Attempts of a request that is safe to repeat (reads, property updates) when
   /// the server answers 429 or 5xx or the connection fails; backing off between.
   int max_attempts = 4;
+  /// Where the settings are in the pipeline file, for messages: `catalog`, or
+  /// `catalogs.<name>.catalog`.
+  std::string setting = "catalog";
 };
 
 }  // namespace floe

@@ -3,7 +3,9 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
+#include <string_view>
 
 #include "floe/config/keys.h"
 #include "floe/config/rest_config.h"
@@ -34,6 +36,25 @@ std::optional<QualifiedName> SplitPattern(const std::string& pattern) {
 bool GlobCovers(const std::string& wide, const std::string& narrow) {
   if (wide == narrow || wide == "*") return true;
   return !HasWildcard(narrow) && GlobMatches(wide, narrow);
+}
+
+// What makes a route pattern match nothing it was meant to: capitals outside double
+// quotes (PostgreSQL folds unquoted names to lower case; floe.source.table and
+// patterns are compared as the catalog stores names), or a `[` without its `]`.
+std::string PatternProblem(const std::string& pattern) {
+  bool quoted = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (!quoted && std::isupper(static_cast<unsigned char>(c))) {
+      return "capitals outside double quotes: PostgreSQL folds unquoted names to lower "
+             "case, so this would match only tables created with quoted capitals";
+    } else if (c == '[' && pattern.find(']', i + 2) == std::string::npos) {
+      return "a `[` without its `]`";
+    }
+  }
+  return "";
 }
 
 std::string CatalogKeys(const PipelineConfig& cfg) {
@@ -76,6 +97,7 @@ void ParseCatalog(Reader& r, const YAML::Node& node, const std::string& where,
   } else if (type == "rest") {
     out->type = CatalogType::kRest;
     ParseRestCatalog(r, node, &out->rest);
+    out->rest.setting = where;
   }
   if (type != "rest") {
     for (const char* key : {"uri", "warehouse", "token", "token_file", "client_id",
@@ -196,7 +218,9 @@ void ParseRoutes(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
           *target = *s;
         } else {
           r.Error(item[key], std::string("`") + key + "` must be one namespace level",
-                  "no dots or spaces, e.g. bronze_pii");
+                  std::string("no dots or spaces, e.g. ") +
+                      (std::string_view(key) == "bronze_namespace" ? "bronze_pii"
+                                                                   : "silver_pii"));
         }
       }
     }
@@ -219,6 +243,13 @@ void ParseRoutes(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
     for (const YAML::Node& p : patterns) {
       auto text = r.String(p, "tables");
       if (!text) continue;
+      if (const std::string problem = PatternProblem(*text); !problem.empty()) {
+        r.Error(p, "`" + *text + "`: " + problem,
+                "write schema.table as PostgreSQL names them: unquoted parts in lower "
+                "case (\"hr.*\"), a name created with capitals in double quotes "
+                "('\"Sales\".*'), and `[` with its `]`");
+        continue;
+      }
       auto globs = SplitPattern(*text);
       if (!globs) {
         r.Error(p, "`" + *text + "` is not a schema.table pattern",
@@ -248,6 +279,101 @@ void ParseRoutes(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
     if (used.contains(named.key)) continue;
     r.Error(catalogs_at, "catalog `" + named.key + "` is not named by any route",
             "add a route with catalog: " + named.key + ", or remove it from `catalogs`");
+  }
+}
+
+void CheckCatalogsApart(Reader& r, const YAML::Node& root, const PipelineConfig& cfg) {
+  const YAML::Node catalogs = root["catalogs"];
+  // Where each catalog is written: the main one's `catalog:` (or the top), a named
+  // one's entry.
+  auto at = [&](const std::string& key, const char* leaf) -> YAML::Node {
+    if (key == kMainCatalogKey) {
+      return root[leaf] ? root[leaf] : root;
+    }
+    if (catalogs && catalogs.IsMap() && catalogs[key]) {
+      YAML::Node entry = catalogs[key];
+      return entry[leaf] ? entry[leaf] : entry;
+    }
+    return root;
+  };
+  struct Placed {
+    std::string key;
+    const CatalogConfig* catalog;
+    std::string warehouse;
+  };
+  std::vector<Placed> all = {{kMainCatalogKey, &cfg.catalog, cfg.warehouse}};
+  for (const auto& named : cfg.catalogs) {
+    all.push_back({named.key, &named.catalog, named.warehouse});
+  }
+  auto same_catalog = [](const CatalogConfig& a, const CatalogConfig& b) {
+    if (a.type != b.type) return false;
+    if (a.type == CatalogType::kRest) {
+      return a.rest.uri == b.rest.uri && a.rest.warehouse == b.rest.warehouse;
+    }
+    return a.uri == b.uri && a.name == b.name;
+  };
+  auto inside = [](std::string a, std::string b) {  // b is a or below it
+    while (a.size() > 1 && a.ends_with('/')) a.pop_back();
+    while (b.size() > 1 && b.ends_with('/')) b.pop_back();
+    return b == a || b.starts_with(a + "/");
+  };
+  for (size_t j = 1; j < all.size(); ++j) {
+    for (size_t i = 0; i < j; ++i) {
+      const std::string name_i = all[i].key == kMainCatalogKey
+                                     ? std::string("the main catalog")
+                                     : "catalog `" + all[i].key + "`";
+      if (same_catalog(*all[i].catalog, *all[j].catalog)) {
+        r.Error(at(all[j].key, "catalog"),
+                "catalog `" + all[j].key + "` is " + name_i + " again (same " +
+                    (all[j].catalog->type == CatalogType::kRest ? "uri and warehouse"
+                                                                : "path and name") +
+                    "): its tables would not be apart from " + name_i + "'s",
+                "point it at another catalog, or route the tables to " +
+                    (all[i].key == kMainCatalogKey ? std::string(kMainCatalogKey)
+                                                   : all[i].key));
+      }
+      if (!all[i].warehouse.empty() && !all[j].warehouse.empty() &&
+          (inside(all[i].warehouse, all[j].warehouse) ||
+           inside(all[j].warehouse, all[i].warehouse))) {
+        r.Error(at(all[j].key, "warehouse"),
+                "catalog `" + all[j].key + "`'s warehouse " + all[j].warehouse + " and " +
+                    name_i + "'s " + all[i].warehouse +
+                    " are one inside the other: tables of the two catalogs could share "
+                    "a directory, and `floe remove-orphans` of one would delete the "
+                    "other's files",
+                "give each catalog a warehouse of its own, side by side (e.g. "
+                "s3://bucket/lake and s3://bucket/pii)");
+      }
+    }
+  }
+  // Bronze and Silver tables of one source table must not meet: every Bronze
+  // namespace apart from every Silver one.
+  std::set<std::string> bronze = {cfg.naming.bronze_namespace};
+  std::set<std::string> silver = {cfg.naming.silver_namespace};
+  for (const Route& route : cfg.routes) {
+    bronze.insert(route.bronze_namespace.empty() ? cfg.naming.bronze_namespace
+                                                 : route.bronze_namespace);
+    silver.insert(route.silver_namespace.empty() ? cfg.naming.silver_namespace
+                                                 : route.silver_namespace);
+  }
+  for (const std::string& ns : bronze) {
+    if (!silver.contains(ns)) continue;
+    YAML::Node where = root["naming"] ? root["naming"] : root;
+    if (root["routes"] && root["routes"].IsSequence()) {
+      for (const YAML::Node& item : root["routes"]) {
+        for (const char* key : {"bronze_namespace", "silver_namespace"}) {
+          if (item.IsMap() && item[key] && item[key].as<std::string>("") == ns) {
+            where = item[key];
+          }
+        }
+      }
+    }
+    r.Error(where,
+            "`" + ns +
+                "` is both a Bronze and a Silver namespace: a table's Bronze and "
+                "Silver tables would take one name",
+            "give Bronze and Silver different first levels (naming.bronze_namespace, "
+            "naming.silver_namespace, and each route's)");
   }
 }
 

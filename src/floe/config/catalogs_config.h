@@ -31,14 +31,15 @@ void ParseCatalogs(Reader& r, const YAML::Node& node, PipelineConfig* cfg);
 /// Needs cfg->catalogs parsed.
 void ParseRoutes(Reader& r, const YAML::Node& node, PipelineConfig* cfg);
 
+/// Checks across the catalogs and names, once everything is parsed: no catalog twice,
+/// no warehouse inside another, no namespace both a Bronze and a Silver one.
+void CheckCatalogsApart(Reader& r, const YAML::Node& root, const PipelineConfig& cfg);
+
 /// A catalog's settings, secrets as `<redacted>`, in an open map.
 void EmitCatalog(YAML::Emitter& out, const CatalogConfig& catalog);
 
 /// `catalogs:` and `routes:` (nothing when there are none), secrets redacted.
 void EmitCatalogsAndRoutes(YAML::Emitter& out, const PipelineConfig& cfg);
-
-/// Whether `pattern` (a route's `schema.table` glob) matches `table`.
-bool RoutePatternMatches(const std::string& pattern, const QualifiedName& table);
 
 // Shared with pipeline_config.cc.
 bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,

@@ -200,6 +200,76 @@ TEST(Routes, CatalogsNeedAWarehouseARouteAndAName) {
       << AllErrors(lonely);
 }
 
+TEST(Routes, PatternsThatWouldMatchNothingAreRefused) {
+  auto r = Parse(
+      "catalogs:\n  pii: {warehouse: /p}\n"
+      "routes:\n"
+      "  - tables: [PUBLIC.ORDERS, \"hr.[abc\", '\"Sales\".\"Q*\"', \"hr.[a-z]*\"]\n"
+      "    catalog: pii\n");
+  ASSERT_FALSE(r.config);
+  const std::string all = AllErrors(r);
+  EXPECT_NE(all.find("`PUBLIC.ORDERS`: capitals outside double quotes"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("`hr.[abc`: a `[` without its `]`"), std::string::npos) << all;
+  // Quoted capitals and a closed range are fine.
+  EXPECT_EQ(all.find("error: `\"Sales\""), std::string::npos) << all;
+  EXPECT_EQ(all.find("error: `hr.[a-z]*`"), std::string::npos) << all;
+  EXPECT_EQ(r.errors.size(), 2u) << all;
+}
+
+TEST(Routes, CatalogsAndNamespacesMustBeApart) {
+  auto r = Parse(
+      "catalogs:\n"                                                       // 4
+      "  inner:\n    warehouse: /w/inner\n"                               // 5-6
+      "  again:\n    catalog: {path: /w/catalog.db}\n"                    // 7-8
+      "    warehouse: /again\n"                                           // 9
+      "  ok:\n    warehouse: /ok\n"                                       // 10-11
+      "routes:\n"                                                         // 12
+      "  - {tables: \"a.*\", catalog: inner}\n"                           // 13
+      "  - {tables: \"b.*\", catalog: again}\n"                           // 14
+      "  - {tables: \"c.*\", catalog: ok, bronze_namespace: silver}\n");  // 15
+  ASSERT_FALSE(r.config);
+  const std::string all = AllErrors(r);
+  EXPECT_NE(all.find("p.yaml:6:16: error: catalog `inner`'s warehouse file:///w/inner "
+                     "and the main catalog's file:///w are one inside the other"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("p.yaml:8:14: error: catalog `again` is the main catalog again "
+                     "(same path and name)"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("p.yaml:15:52: error: `silver` is both a Bronze and a Silver "
+                     "namespace"),
+            std::string::npos)
+      << all;
+  // Without routes too.
+  auto same = Parse("naming: {bronze_namespace: lake, silver_namespace: lake}\n");
+  ASSERT_FALSE(same.config);
+  EXPECT_NE(AllErrors(same).find("`lake` is both a Bronze and a Silver namespace"),
+            std::string::npos);
+}
+
+TEST(Routes, CredentialsInAUriOrWarehouseAreRefusedUnshown) {
+  auto r = Parse(
+      "catalogs:\n"
+      "  a:\n    catalog: {type: rest, uri: \"http://u:uri-SECRET@h/p\"}\n"
+      "    warehouse: /a\n"
+      "  b:\n    catalog: {type: rest, uri: \"http://h/p?token=q-SECRET\"}\n"
+      "    warehouse: \"s3://AKIA:s3-SECRET@bucket/p\"\n"
+      "routes:\n  - {tables: \"a.*\", catalog: a}\n  - {tables: \"b.*\", catalog: b}\n");
+  ASSERT_FALSE(r.config);
+  const std::string all = AllErrors(r);
+  EXPECT_EQ(all.find("SECRET"), std::string::npos) << all;
+  EXPECT_NE(all.find("catalog `uri` must not hold credentials"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("catalog `uri` must not have a query or a fragment"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("`s3://` must be followed by a bucket name"), std::string::npos)
+      << all;
+}
+
 // Randomised: for generated tables and routes, RouteOf is the first rule (in file
 // order) whose pattern fnmatch-es, and CatalogKeyOf of the table's Bronze and Silver
 // identifiers is that rule's catalog.

@@ -451,6 +451,7 @@ void ParseTop(Reader& r, const YAML::Node& root, PipelineConfig* cfg) {
   }
   DefaultCatalogPath(r, root["catalog"] ? root["catalog"] : root, "catalog",
                      cfg->warehouse, &cfg->catalog);
+  if (r.ok()) CheckCatalogsApart(r, root, *cfg);
 }
 
 }  // namespace

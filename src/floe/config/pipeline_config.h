@@ -237,6 +237,10 @@ ParseResult LoadPipelineConfig(const std::string& path);
 std::optional<std::chrono::milliseconds> ParseDuration(const std::string& text);
 /// Parses "256MiB", "1GiB", "64KiB", "1GB", "1000" (bytes).
 std::optional<int64_t> ParseByteSize(const std::string& text);
+/// Whether a route pattern (`schema.table` globs, docs/configuration.md) matches
+/// `table`.
+bool RoutePatternMatches(const std::string& pattern, const QualifiedName& table);
+
 /// Parses `schema.table`, with optional double quotes around either part.
 std::optional<QualifiedName> ParseQualifiedName(const std::string& text);
 

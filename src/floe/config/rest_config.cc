@@ -12,6 +12,39 @@ constexpr char kRedacted[] = "<redacted>";
 
 }  // namespace
 
+namespace {
+
+// Whether an http(s) URI names a user (and maybe a password) before its host.
+bool HasUserinfo(const std::string& uri) {
+  const size_t start = uri.find("://");
+  if (start == std::string::npos) return uri.find('@') != std::string::npos;
+  const size_t end = uri.find_first_of("/?#", start + 3);
+  return uri.substr(start + 3, end - start - 3).find('@') != std::string::npos;
+}
+
+// A catalog's base URI: no credentials in it (they would be printed and logged as a
+// part of it), no query or fragment (floe appends /v1/... to it).
+bool CheckUri(Reader& r, const YAML::Node& at, const std::string& uri,
+              const std::string& key) {
+  if (HasUserinfo(uri)) {
+    r.Error(at,
+            "catalog `" + key +
+                "` must not hold credentials (user:password@; its text is not shown)",
+            "give a token (token or token_file) or client_id and client_secret, and "
+            "headers for anything else the server needs");
+    return false;
+  }
+  if (uri.find_first_of("?#") != std::string::npos) {
+    r.Error(at, "catalog `" + key + "` must not have a query or a fragment",
+            "floe appends /v1/... to it: give the base URI, e.g. "
+            "https://catalog.example.com/api/catalog, and credentials as token");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void ParseRestCatalog(Reader& r, const YAML::Node& node, RestCatalogOptions* rest) {
   for (const char* key : {"path", "conninfo", "conninfo_file"}) {
     if (node[key]) {
@@ -24,9 +57,11 @@ void ParseRestCatalog(Reader& r, const YAML::Node& node, RestCatalogOptions* res
             "for example: catalog: {type: rest, uri: https://catalog.example.com/api}");
   } else if (auto uri = r.String(node["uri"], "uri")) {
     if (!uri->starts_with("http://") && !uri->starts_with("https://")) {
-      r.Error(node["uri"], "catalog `uri` `" + *uri + "` has no http:// or https://",
+      r.Error(node["uri"],
+              "catalog `uri` has no http:// or https://" +
+                  (HasUserinfo(*uri) ? std::string() : " (`" + *uri + "`)"),
               "for example: uri: http://127.0.0.1:8181");
-    } else {
+    } else if (CheckUri(r, node["uri"], *uri, "uri")) {
       rest->uri = *uri;
       while (rest->uri.ends_with('/')) rest->uri.pop_back();
     }
@@ -56,8 +91,13 @@ void ParseRestCatalog(Reader& r, const YAML::Node& node, RestCatalogOptions* res
       if (!u->starts_with("http://") && !u->starts_with("https://")) {
         r.Error(node["oauth2_server_uri"],
                 "catalog `oauth2_server_uri` has no http:// or https://");
-      } else {
+      } else if (!HasUserinfo(*u)) {
         rest->oauth2_server_uri = *u;
+      } else {
+        r.Error(node["oauth2_server_uri"],
+                "`oauth2_server_uri` must not hold credentials (user:password@; its "
+                "text is not shown)",
+                "give client_id and client_secret (or client_secret_file) instead");
       }
     }
   }

@@ -1,5 +1,8 @@
 #include "floe/config/s3_config.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <string>
 
 #include "floe/config/keys.h"
@@ -74,9 +77,22 @@ std::optional<std::string> ParseWarehouse(Reader& r, const YAML::Node& node) {
   if (path.starts_with("s3://")) {
     while (path.size() > 5 && path.ends_with('/')) path.pop_back();
     const std::string bucket = path.substr(5, path.find('/', 5) - 5);
-    if (bucket.empty() || bucket.find_first_of(" \\") != std::string::npos) {
+    if (bucket.empty()) {
       r.Error(node, "warehouse `" + *s + "` names no bucket",
               "for example: warehouse: s3://my-bucket/lake");
+      return std::nullopt;
+    }
+    // Bucket names are letters, digits, dots, hyphens (and underscores in old
+    // buckets): anything else (`user:secret@bucket`) is not a bucket, and the text
+    // is not repeated (it may hold credentials).
+    if (!std::all_of(bucket.begin(), bucket.end(), [](unsigned char c) {
+          return std::isalnum(c) || c == '.' || c == '-' || c == '_';
+        })) {
+      r.Error(node,
+              "warehouse: `s3://` must be followed by a bucket name (letters, digits, "
+              "`.`, `-`); its text is not shown",
+              "for example: warehouse: s3://my-bucket/lake, with credentials in `s3:` "
+              "(access_key_id, secret_access_key_file)");
       return std::nullopt;
     }
     // Table locations are the prefix plus escaped names, stored as they are: a

@@ -107,8 +107,9 @@ class RestCatalog : public Catalog {
       if (token_uri.empty()) {
         token_uri = base_.scheme_host_port + base_.path + "/v1/oauth/tokens";
       }
-      ARROW_ASSIGN_OR_RAISE(token_base_,
-                            SplitUri(token_uri, "catalog.oauth2_server_uri"));
+      ARROW_ASSIGN_OR_RAISE(
+          token_base_,
+          SplitUri(token_uri, (options_.setting + ".oauth2_server_uri").c_str()));
       token_client_ = MakeClient(token_base_.scheme_host_port);
       ARROW_RETURN_NOT_OK(Bearer(true).status());
     }
@@ -472,7 +473,8 @@ class RestCatalog : public Catalog {
         return arrow::Status::IOError(
             "REST catalog ", name_, ": the OAuth2 token endpoint ",
             token_base_.scheme_host_port, token_base_.path, " cannot be reached (",
-            httplib::to_string(result.error()), "); check catalog.oauth2_server_uri");
+            httplib::to_string(result.error()), "); check ", options_.setting,
+            ".oauth2_server_uri");
       }
       HttpResponse r{result->status, result->body};
       if (Retryable(r.status) && attempt < options_.max_attempts) {
@@ -510,11 +512,11 @@ class RestCatalog : public Catalog {
       case httplib::Error::Connection:
       case httplib::Error::ConnectionTimeout:
         return "cannot connect to " + where +
-               " (refused, unreachable, or the host name does not resolve); check "
-               "catalog.uri and that the catalog is up";
+               " (refused, unreachable, or the host name does not resolve); check " +
+               options_.setting + ".uri and that the catalog is up";
       case httplib::Error::Read:
         return "no answer from " + where + " (the connection broke, or no answer came " +
-               "within catalog.request_timeout, " +
+               "within " + options_.setting + ".request_timeout, " +
                std::to_string(std::llround(options_.request_timeout_s)) + "s)";
       case httplib::Error::Write:
         return "the connection to " + where + " broke while sending";
@@ -712,7 +714,8 @@ class RestCatalog : public Catalog {
   arrow::Status Failure(const std::string& what, const HttpResponse& r) const {
     std::string message = Describe(what, r);
     if (r.status == 401 || r.status == 403) {
-      message += " (check catalog.token, or catalog.client_id and client_secret)";
+      message += " (check " + options_.setting + ".token, or " + options_.setting +
+                 ".client_id and client_secret)";
       return arrow::Status::IOError(message);
     }
     if (r.status == 400 || r.status == 422) return arrow::Status::Invalid(message);
@@ -757,7 +760,8 @@ arrow::Result<std::unique_ptr<Catalog>> OpenRestCatalog(std::string name,
     return arrow::Status::Invalid("REST catalog ", name,
                                   ": give a token or client credentials, not both");
   }
-  ARROW_ASSIGN_OR_RAISE(BaseUri base, SplitUri(options.uri, "catalog.uri"));
+  ARROW_ASSIGN_OR_RAISE(BaseUri base,
+                        SplitUri(options.uri, (options.setting + ".uri").c_str()));
   auto catalog =
       std::make_unique<RestCatalog>(std::move(name), std::move(options), std::move(base));
   ARROW_RETURN_NOT_OK(catalog->Initialize());

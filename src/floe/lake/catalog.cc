@@ -16,10 +16,12 @@ namespace ice = floe::iceberg;
 
 namespace {
 
+// `label` names a REST catalog in its messages.
 arrow::Result<std::unique_ptr<ice::Catalog>> OpenCatalog(
-    const config::CatalogConfig& catalog, CatalogAccess access) {
+    const config::CatalogConfig& catalog, const std::string& label,
+    CatalogAccess access) {
   if (catalog.type == config::CatalogType::kRest) {
-    ARROW_ASSIGN_OR_RAISE(auto rest, ice::OpenRestCatalog(catalog.name, catalog.rest));
+    ARROW_ASSIGN_OR_RAISE(auto rest, ice::OpenRestCatalog(label, catalog.rest));
     // Thread-safe itself, with a connection per request in flight: tables commit in
     // parallel.
     return WithCatalogFailpoints(std::move(rest));
@@ -48,12 +50,13 @@ arrow::Result<std::unique_ptr<ice::Catalog>> OpenCatalog(
 
 arrow::Result<std::unique_ptr<ice::Catalog>> OpenPipelineCatalog(
     const config::PipelineConfig& config, CatalogAccess access) {
-  ARROW_ASSIGN_OR_RAISE(auto main, OpenCatalog(config.catalog, access));
+  ARROW_ASSIGN_OR_RAISE(auto main,
+                        OpenCatalog(config.catalog, config.catalog.name, access));
   if (config.routes.empty()) return main;
   std::vector<std::pair<std::string, std::unique_ptr<ice::Catalog>>> catalogs;
   catalogs.emplace_back(config::kMainCatalogKey, std::move(main));
   for (const auto& named : config.catalogs) {
-    auto opened = OpenCatalog(named.catalog, access);
+    auto opened = OpenCatalog(named.catalog, named.key, access);
     if (!opened.ok()) {
       return opened.status().WithMessage("catalog `", named.key, "` (catalogs.",
                                          named.key, "): ", opened.status().message());
@@ -82,13 +85,19 @@ arrow::Result<std::vector<ice::TableIdentifier>> ListBronzeTables(
     ARROW_ASSIGN_OR_RAISE(auto schemas, catalog->ListNamespaces(root));
     for (const auto& ns : schemas) {
       ARROW_ASSIGN_OR_RAISE(auto tables, catalog->ListTables(ns));
-      for (auto& t : tables) out.insert(std::move(t));
-    }
-    // Tables directly under the service are the audit and quarantine tables (and
-    // nothing else today); listed for completeness, filtered below.
-    ARROW_ASSIGN_OR_RAISE(auto direct, catalog->ListTables(root));
-    for (auto& t : direct) {
-      if (!IsSystemTable(t.name)) out.insert(std::move(t));
+      for (auto& t : tables) {
+        // Only a table that is its source table's Bronze table under the current
+        // routes and names: one left behind by an earlier route (another namespace)
+        // or name is not the pipeline's any more, and merging it too would mix two
+        // changelogs into one Silver table. (Tables directly under the service are
+        // the audit and quarantine tables; renamed ones come from naming.tables.)
+        std::vector<std::string> levels = t.ns;
+        levels.push_back(t.name);
+        if (levels.size() == 4 &&
+            config.BronzeIdentifier({levels[2], levels[3]}) == levels) {
+          out.insert(std::move(t));
+        }
+      }
     }
   }
   for (const auto& [name, naming] : config.naming.tables) {

@@ -33,8 +33,10 @@ arrow::Result<std::unique_ptr<iceberg::Catalog>> OpenPipelineCatalog(
 bool IsSystemTable(std::string_view name);
 
 /// Every Bronze changelog of the service: the tables of each schema namespace under
-/// `<bronze>.<service>`, plus tables given their own Bronze name in naming.tables
-/// (the audit and quarantine tables are not changelogs and are left out).
+/// `<bronze>.<service>` (for naming's and each route's Bronze namespace) that are
+/// their source table's Bronze table under the current routes and names, plus tables
+/// given their own Bronze name in naming.tables. Tables an earlier route or name
+/// left behind, and the audit and quarantine tables, are left out.
 arrow::Result<std::vector<iceberg::TableIdentifier>> ListBronzeTables(
     iceberg::Catalog* catalog, const config::PipelineConfig& config);
 

@@ -19,6 +19,11 @@ inline constexpr char kStateSystemId[] = "floe.system-identifier";
 inline constexpr char kStateConfirmed[] = "floe.confirmed-lsn";
 /// "true" when the last `floe run` stopped cleanly (SIGTERM), "false" while running.
 inline constexpr char kStateCleanStop[] = "floe.clean-stop";
+/// + `schema.table` (floe.source.table's form): where the source table's changes
+/// go, "<catalog key> <Bronze identifier>", kept once `routes:` are used: a table
+/// whose route moves it back to a catalog that holds its Bronze table from before
+/// is copied again there (that table missed the changes made meanwhile).
+inline constexpr char kStatePlacementPrefix[] = "floe.placement.";
 
 // ---- Bronze snapshot summaries ----------------------------------------------------
 

@@ -136,6 +136,9 @@ TableStatus LoadTableStatus(ice::Catalog* catalog, const std::shared_ptr<ice::Fi
                             const ice::TableIdentifier& bronze_id) {
   TableStatus out;
   out.bronze.identifier = bronze_id.ToString();
+  std::vector<std::string> levels = bronze_id.ns;
+  levels.push_back(bronze_id.name);
+  out.catalog = config.CatalogKeyOf(levels);
   out.source_table =
       (bronze_id.ns.empty() ? "" : bronze_id.ns.back() + ".") + bronze_id.name;
   auto bronze = ice::Table::Load(catalog, io, bronze_id);
@@ -671,6 +674,7 @@ nlohmann::json RenderStatusJson(const ServiceStatus& status) {
         {"staleness_seconds", SecondsOrNull(AgeMs(status, t.silver.last_commit_ms))},
         {"rows", t.silver.exists ? OrNull(t.silver.rows) : json()}};
     tables.push_back({{"source_table", t.source_table},
+                      {"catalog", t.catalog},
                       {"bronze", bronze},
                       {"silver", silver},
                       {"quarantined_rows", t.quarantined_rows},

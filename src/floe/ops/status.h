@@ -82,6 +82,8 @@ struct SilverTableStatus {
 struct TableStatus {
   /// `schema.table`.
   std::string source_table;
+  /// The catalog holding it: `main`, or a key of `catalogs:` (routes).
+  std::string catalog = "main";
   BronzeTableStatus bronze;
   SilverTableStatus silver;
   /// Rows of the quarantine table whose source_table is this table.

@@ -56,6 +56,7 @@ ServiceStatus Example() {
 
   TableStatus prices;
   prices.source_table = "public.prices";
+  prices.catalog = "pii";
   prices.bronze.identifier = "bronze.svc.public.prices";
   prices.bronze.snapshot_id = 12;
   prices.bronze.last_commit_ms = kNow - 7'200'000;
@@ -156,7 +157,7 @@ TEST(StatusJson, EveryKey) {
     "state": {"slot": "floe_svc", "system_identifier": "7300000000000000001",
               "confirmed_lsn": "0/01A2B000", "clean_stop": true},
     "tables": [
-      {"source_table": "public.orders",
+      {"source_table": "public.orders", "catalog": "main",
        "bronze": {"identifier": "bronze.svc.public.orders", "snapshot_id": 11,
                   "last_commit_at": "2026-11-30T00:53:10.123Z",
                   "last_commit_age_seconds": 10.0, "commit_lsn": "0/01A2B000",
@@ -166,7 +167,7 @@ TEST(StatusJson, EveryKey) {
                   "last_commit_at": "2026-11-30T00:50:08.123Z",
                   "staleness_seconds": 192.0, "rows": 1000},
        "quarantined_rows": 2, "error": null},
-      {"source_table": "public.prices",
+      {"source_table": "public.prices", "catalog": "pii",
        "bronze": {"identifier": "bronze.svc.public.prices", "snapshot_id": 12,
                   "last_commit_at": "2026-11-29T22:53:20.123Z",
                   "last_commit_age_seconds": 7200.0, "commit_lsn": "0/01A00000",
