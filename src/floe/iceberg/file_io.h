@@ -67,7 +67,9 @@ bool IsObjectStoreLocation(std::string_view location);
 /// object or none), and `exclusive` only checks first that the object is absent,
 /// since floe's exclusive names are unique (a UUID in each) and the catalog's
 /// compare-and-swap is what makes a commit atomic. Sync is a no-op: an object exists
-/// only once its upload completed.
+/// only once its upload completed. The small files it writes exclusively to the
+/// object store (manifests, manifest lists, metadata; up to 4 MiB of the latest) are
+/// read back from memory: a commit reads the manifest list the one before it wrote.
 std::shared_ptr<FileIO> MakeFileIO(const S3Options& s3 = {});
 
 /// For an object-store location: that its bucket exists and the settings reach it

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include <arrow/buffer.h>
 #include <arrow/filesystem/s3fs.h>
 #include <arrow/io/interfaces.h>
+#include <arrow/io/memory.h>
 
 #include "floe/iceberg/file_io.h"
 #include "floe/iceberg/positioned_input.h"
@@ -295,22 +297,30 @@ class ResolvingFileIO : public FileIO {
 
   arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> OpenInput(
       const std::string& location) override {
+    if (auto kept = Written(location)) {
+      return std::make_shared<arrow::io::BufferReader>(arrow::Buffer::FromString(*kept));
+    }
     ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
     return io->OpenInput(location);
   }
   arrow::Result<std::string> ReadAll(const std::string& location) override {
+    if (auto kept = Written(location)) return *kept;
     ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
     return io->ReadAll(location);
   }
   arrow::Result<std::shared_ptr<arrow::io::OutputStream>> OpenOutput(
       const std::string& location) override {
     ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
+    Forget(location);
     return io->OpenOutput(location);
   }
   arrow::Status WriteAtomically(const std::string& location, std::string_view data,
                                 bool exclusive) override {
     ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
-    return io->WriteAtomically(location, data, exclusive);
+    Forget(location);  // replaced (or not there) now
+    ARROW_RETURN_NOT_OK(io->WriteAtomically(location, data, exclusive));
+    Keep(location, data, exclusive);
+    return arrow::Status::OK();
   }
   arrow::Status Sync(const std::string& location) override {
     ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
@@ -321,6 +331,7 @@ class ResolvingFileIO : public FileIO {
     return io->Exists(location);
   }
   arrow::Status Delete(const std::string& location) override {
+    Forget(location);
     ARROW_ASSIGN_OR_RAISE(FileIO * io, For(location));
     return io->Delete(location);
   }
@@ -354,6 +365,45 @@ class ResolvingFileIO : public FileIO {
     return s3_io_.get();
   }
 
+  // The small files this FileIO wrote exclusively to the object store (manifests,
+  // manifest lists, metadata: immutable, named once), kept to be read back without a
+  // request: each commit reads the manifest list the one before it wrote.
+  static constexpr int64_t kKeptBytes = 4 << 20;
+  static constexpr size_t kKeptFileBytes = 1 << 20;
+
+  void Keep(const std::string& location, std::string_view data, bool exclusive) {
+    if (!exclusive || data.size() > kKeptFileBytes || !IsObjectStoreLocation(location)) {
+      return;
+    }
+    std::lock_guard lock(written_mu_);
+    if (written_.contains(location)) return;
+    written_.emplace(location, std::string(data));
+    written_order_.push_back(location);
+    written_bytes_ += static_cast<int64_t>(data.size());
+    while (written_bytes_ > kKeptBytes && !written_order_.empty()) {
+      if (auto it = written_.find(written_order_.front()); it != written_.end()) {
+        written_bytes_ -= static_cast<int64_t>(it->second.size());
+        written_.erase(it);
+      }
+      written_order_.pop_front();
+    }
+  }
+
+  void Forget(const std::string& location) {
+    std::lock_guard lock(written_mu_);
+    if (auto it = written_.find(location); it != written_.end()) {
+      written_bytes_ -= static_cast<int64_t>(it->second.size());
+      written_.erase(it);
+    }
+  }
+
+  std::optional<std::string> Written(const std::string& location) {
+    std::lock_guard lock(written_mu_);
+    auto it = written_.find(location);
+    if (it == written_.end()) return std::nullopt;
+    return it->second;
+  }
+
   static arrow::Result<std::shared_ptr<FileIO>> MakeS3FileIO(const S3Options& s3) {
     ARROW_RETURN_NOT_OK(afs::EnsureS3Initialized());
     ARROW_ASSIGN_OR_RAISE(afs::S3Options options, ArrowOptions(s3));
@@ -367,6 +417,10 @@ class ResolvingFileIO : public FileIO {
   std::shared_ptr<FileIO> s3_io_;
   // By credential (expired ones stay until the FileIO goes: a few per long run).
   std::map<std::string, std::shared_ptr<FileIO>> vended_io_;
+  std::mutex written_mu_;
+  std::map<std::string, std::string> written_;
+  std::deque<std::string> written_order_;  // oldest first
+  int64_t written_bytes_ = 0;
 };
 
 }  // namespace

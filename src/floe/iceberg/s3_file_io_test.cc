@@ -230,6 +230,35 @@ TEST_F(S3FileIOTest, AnExclusiveWriteRefusesAnExistingObject) {
   EXPECT_EQ(*io_->ReadAll("s3://lake/m/00001.json"), "third");
 }
 
+// What a FileIO wrote exclusively (manifests, manifest lists) it reads back without
+// a request: shown by removing the object behind its back through another FileIO.
+// Other writes, and what it deleted itself, are read from the store.
+TEST_F(S3FileIOTest, SmallFilesItWroteExclusivelyAreReadBackFromMemory) {
+  auto other = MakeFileIO(options_);
+  ASSERT_TRUE(io_->WriteAtomically("s3://lake/m/list.avro", "manifest list", true).ok());
+  ASSERT_TRUE(io_->WriteAtomically("s3://lake/m/plain.avro", "plain", false).ok());
+  ASSERT_TRUE(other->Delete("s3://lake/m/list.avro").ok());
+  ASSERT_TRUE(other->Delete("s3://lake/m/plain.avro").ok());
+  EXPECT_EQ(*io_->ReadAll("s3://lake/m/list.avro"), "manifest list");
+  auto input = io_->OpenInput("s3://lake/m/list.avro");
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  EXPECT_EQ((*input)->ReadAt(9, 4).ValueOrDie()->ToString(), "list");
+  EXPECT_FALSE(io_->ReadAll("s3://lake/m/plain.avro").ok());  // not kept: gone
+  // Deleted by this FileIO: forgotten.
+  ASSERT_TRUE(io_->WriteAtomically("s3://lake/m/gone.avro", "gone", true).ok());
+  ASSERT_TRUE(io_->Delete("s3://lake/m/gone.avro").ok());
+  EXPECT_FALSE(io_->ReadAll("s3://lake/m/gone.avro").ok());
+  // At most a few MiB are kept: the oldest go first.
+  const std::string mib(1 << 20, 'x');
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(
+        io_->WriteAtomically("s3://lake/m/big" + std::to_string(i), mib, true).ok());
+    ASSERT_TRUE(other->Delete("s3://lake/m/big" + std::to_string(i)).ok());
+  }
+  EXPECT_FALSE(io_->ReadAll("s3://lake/m/big0").ok());
+  EXPECT_TRUE(io_->ReadAll("s3://lake/m/big5").ok());
+}
+
 TEST_F(S3FileIOTest, LocalLocationsStayOnDiskAndBadLocationsAreRefused) {
   const char* base = std::getenv("FLOE_TEST_TMPDIR");
   const std::string dir = std::string(base ? base : "/tmp") + "/s3_file_io_test_local_" +
