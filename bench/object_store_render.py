@@ -58,14 +58,15 @@ def render(doc: dict) -> str:
     p(f"Goal: a handful, independent of history. Late / early: "
       f"{late['s3_per_checkpoint'] / max(early['s3_per_checkpoint'], 1e-9):.2f}x for S3 "
       "requests. A checkpoint is a PUT each of the data file, the manifest and the "
-      "manifest list (floe) and of the metadata file (the catalog server); a GET of the "
-      "parent's manifest list (floe) and of the current metadata file (the server); a "
-      "HEAD before each of floe's exclusive writes and before each read (Arrow's S3 "
-      "filesystem asks an object's size that way); and two REST calls, the commit and "
-      "the record of the confirmed position in the service's namespace properties. "
-      "Every hundredth commit also merges the table's small manifests (Java's rule), "
-      "reading each of them (a HEAD and a GET): a window holding that commit pays for "
-      "it, spread over the window's checkpoints.")
+      "manifest list (floe) and of the metadata file (the catalog server); a HEAD "
+      "before each of floe's two exclusive writes (the manifest and the manifest list "
+      "must not replace an object); the catalog server's reads of the current metadata "
+      "file; and two REST calls, the commit and the record of the confirmed position in "
+      "the service's namespace properties. The parent's manifest list, which floe wrote "
+      "itself one checkpoint before, is read from memory (before 0b0b984: a HEAD and a "
+      "GET more, 12 requests). Every hundredth commit also merges the table's small "
+      "manifests (Java's rule), reading each of them (a HEAD and a GET): a window "
+      "holding that commit pays for it, spread over the window's checkpoints.")
     p("")
     if "merges" in doc:
         ms = doc["merges"]
