@@ -135,6 +135,9 @@ arrow::Result<std::unique_ptr<SqlConnection>> OpenPostgres(const std::string& co
     PQfinish(conn);
     return arrow::Status::IOError("cannot connect to the PostgreSQL catalog: ", msg);
   }
+  // The server's notices about the catalog's own tables ("relation iceberg_tables
+  // already exists, skipping" at every start) are not for the user's log.
+  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
   return std::make_unique<PostgresConnection>(conn);
 }
 
