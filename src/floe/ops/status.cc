@@ -594,15 +594,21 @@ std::string RenderStatusText(const ServiceStatus& status) {
     rows.push_back(TableRow(status, t));
     if (!t.error.empty()) notes.push_back(t.bronze.identifier + ": " + t.error);
   }
+  // Widths in characters (UTF-8 code points), not bytes: names need not be ASCII.
+  auto chars = [](const std::string& text) {
+    return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char ch) {
+      return (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    }));
+  };
   std::vector<size_t> width(headers.size());
   for (size_t c = 0; c < headers.size(); ++c) {
-    width[c] = headers[c].size();
-    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+    width[c] = chars(headers[c]);
+    for (const auto& r : rows) width[c] = std::max(width[c], chars(r[c]));
   }
   auto emit = [&](const std::vector<std::string>& cells) {
     std::string text;
     for (size_t c = 0; c < cells.size(); ++c) {
-      const std::string pad(width[c] - cells[c].size(), ' ');
+      const std::string pad(width[c] - chars(cells[c]), ' ');
       if (c > 0) text += "  ";
       text += right[c] ? pad + cells[c] : cells[c] + pad;
     }

@@ -97,6 +97,33 @@ TEST(StatusText, HeaderAndAlignedTableLines) {
   EXPECT_EQ(Lines(RenderStatusText(Example())), want);
 }
 
+TEST(StatusText, NamesOutsideAsciiKeepTheColumnsAligned) {
+  ServiceStatus status = Example();
+  status.tables[0].bronze.identifier = "bronze.svc.public.commandes_reçues";
+  status.tables[1].bronze.identifier = "bronze.svc.public.価格";
+  const std::vector<std::string> lines = Lines(RenderStatusText(status));
+  // Every table line starts its second column where the header's does, counted in
+  // characters.
+  auto column_of = [](const std::string& line, const std::string& text) {
+    const size_t at = line.find(text);
+    size_t chars = 0;
+    for (size_t i = 0; i < at; ++i) {
+      if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80) ++chars;
+    }
+    return chars;
+  };
+  size_t header = 0;
+  for (const auto& line : lines) {
+    if (line.starts_with("BRONZE TABLE")) header = column_of(line, "LAST COMMIT");
+  }
+  ASSERT_GT(header, 0u);
+  for (const auto& line : lines) {
+    if (line.starts_with("bronze.svc.public.")) {
+      EXPECT_EQ(column_of(line, "2026-"), header) << line;
+    }
+  }
+}
+
 TEST(StatusText, UnreachableSourceStillShowsTheCatalog) {
   ServiceStatus s = Example();
   s.source = SourceStatus{};
