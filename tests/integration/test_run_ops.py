@@ -95,3 +95,18 @@ def test_a_two_million_row_transaction_streams_with_bounded_memory(floe, pg, duc
         "count(DISTINCT cdc_source_tx_id) FROM iceberg_scan(?)",
         [run.metadata_path("public.big")]).fetchone()
     assert got == (2_000_000, 2_000_000, 7 * 2_000_000 * 2_000_001 // 2, 0, 1_999_999, 1)
+
+
+def test_control_characters_in_source_names_are_escaped_in_the_log(floe, pg):
+    """A table name carrying a terminal escape sequence and a carriage return (names
+    come from the source: untrusted) reaches floe's log as \\x1b and \\x0d, never as
+    the bytes, which would recolour or overwrite what an operator reads."""
+    name = "evil\x1b[31mred\rgone"
+    pg.execute(f'CREATE TABLE "{name}" (id int PRIMARY KEY)')
+    pg.execute(f'INSERT INTO "{name}" VALUES (1)')
+    run = floe().start().wait_streaming()
+    run.wait_until(lambda: "evil\\x1b[31mred\\x0dgone" in run.log_text(), 60,
+                   what="the table's name, escaped, in the log")
+    run.stop()
+    raw = run.log_path.read_bytes()
+    assert b"\x1b" not in raw and b"\r" not in raw

@@ -37,6 +37,29 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
   }
 };
 
+// `%&` in a log pattern: the message with control characters other than newline and
+// tab written as \xNN. Names and values from the source reach messages; a terminal
+// escape sequence or a carriage return in one must not rewrite what an operator sees.
+class TextMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (const char c : std::string_view(msg.payload.data(), msg.payload.size())) {
+      const auto u = static_cast<unsigned char>(c);
+      if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+        const char escaped[4] = {'\\', 'x', kHex[u >> 4], kHex[u & 0xf]};
+        dest.append(escaped, escaped + 4);
+      } else {
+        dest.push_back(c);
+      }
+    }
+  }
+  std::unique_ptr<spdlog::custom_flag_formatter> clone() const override {
+    return std::make_unique<TextMessageFlag>();
+  }
+};
+
 }  // namespace
 
 CLI::Option* AddFileArgument(CLI::App* command, std::string* file) {
@@ -66,7 +89,8 @@ void SetUpLogging(bool json) {
     formatter->add_flag<JsonMessageFlag>('*').set_pattern(
         R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":%*})");
   } else {
-    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %-5l %v");
+    formatter->add_flag<TextMessageFlag>('&').set_pattern(
+        "%Y-%m-%dT%H:%M:%S.%eZ %-5l %&");
   }
   logger->set_formatter(std::move(formatter));
   spdlog::set_default_logger(logger);
