@@ -18,7 +18,9 @@ object-store FileIO; the REST catalog comes next):
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -217,6 +219,23 @@ def test_an_s3_warehouse_needs_a_local_catalog_and_an_existing_bucket(floe_bin, 
     log = run.log_text()
     assert "no-such-bucket" in log, log[-3000:]
     assert SECRET_KEY not in log
+
+
+def test_floe_run_stops_when_asked_while_the_object_store_does_not_answer(floe, pg, s3):
+    """SIGTERM while the S3 endpoint does not answer at all: `floe run` stops (exit 0)
+    instead of checking the bucket for minutes and then going on to stream. The bound
+    below is a hang check, not a timing: it took over two minutes before."""
+    from s3server import _free_port
+
+    dead = f"http://127.0.0.1:{_free_port()}"
+    run = floe(warehouse_uri=f"s3://{BUCKET}/w", catalog_props=s3.pyiceberg_props(),
+               extra_yaml=s3.floe_yaml().replace(s3.endpoint, dead))
+    pg.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    run.start()
+    time.sleep(2)
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.wait_exit(60) == 0, run.log_tail()
+    assert "streaming slot" not in run.log_text()
 
 
 def test_slowdowns_and_uploads_cut_short_lose_nothing(floe, pg, duckdb_con, s3, tmp_path):

@@ -227,7 +227,11 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
                      ": " + ec.message());
       }
     }
-    if (auto st = ice::CheckObjectStore(warehouse, config.s3);
+    // A few attempts only: a store that does not answer is retried below, where a
+    // stop request is heard (the SDK's own retries are not).
+    S3Options check = config.s3;
+    check.max_attempts = std::min(check.max_attempts, 2);
+    if (auto st = ice::CheckObjectStore(warehouse, check);
         st.IsInvalid() && catalog->type == config::CatalogType::kRest) {
       // A REST catalog may vend credentials for its tables' files that the `s3:`
       // settings do not have: the tables' own reads and writes will tell.
@@ -239,6 +243,8 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
       spdlog::warn("{}; retrying with backoff", st.message());
     }
   }
+  // A stop asked for during the checks above: nothing started yet.
+  if (options.stop != nullptr && options.stop->load()) return arrow::Status::OK();
   ARROW_ASSIGN_OR_RAISE(auto catalog,
                         lake::OpenPipelineCatalog(config, lake::CatalogAccess::kCreate));
   auto io = ice::MakeFileIO(config.s3);

@@ -1,5 +1,7 @@
 #include "floe/cli/command.h"
 
+#include "floe/iceberg/file_io.h"
+
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -103,6 +105,7 @@ std::atomic<bool>* InstallStopSignals() {
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGPIPE, SIG_IGN);
+  iceberg::StopObjectStoreRetries(&g_stop);
   return &g_stop;
 }
 

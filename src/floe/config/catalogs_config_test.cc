@@ -243,6 +243,22 @@ TEST(Routes, CatalogsAndNamespacesMustBeApart) {
                      "namespace"),
             std::string::npos)
       << all;
+  // Two spellings of one directory or file are one.
+  for (const char* alias : {"//w", "/./w", "/w/", "/x/../w"}) {
+    auto aliased = Parse(std::string("catalogs:\n  b:\n    catalog: {path: /b.db}\n"
+                                     "    warehouse: ") +
+                         alias + "\nroutes:\n  - {tables: \"a.*\", catalog: b}\n");
+    ASSERT_FALSE(aliased.config) << alias;
+    EXPECT_NE(AllErrors(aliased).find("are one inside the other"), std::string::npos)
+        << alias << "\n"
+        << AllErrors(aliased);
+  }
+  auto file = Parse(
+      "catalogs:\n  b:\n    catalog: {path: /x/../w//catalog.db}\n    warehouse: /b\n"
+      "routes:\n  - {tables: \"a.*\", catalog: b}\n");
+  ASSERT_FALSE(file.config);
+  EXPECT_NE(AllErrors(file).find("is the main catalog again"), std::string::npos)
+      << AllErrors(file);
   // Without routes too.
   auto same = Parse("naming: {bronze_namespace: lake, silver_namespace: lake}\n");
   ASSERT_FALSE(same.config);
@@ -268,6 +284,15 @@ TEST(Routes, CredentialsInAUriOrWarehouseAreRefusedUnshown) {
       << all;
   EXPECT_NE(all.find("`s3://` must be followed by a bucket name"), std::string::npos)
       << all;
+  for (const char* endpoint : {"http://ak:EP-SECRET@127.0.0.1:9000",
+                               "http://h:1/?X-Amz-Security-Token=EP-SECRET"}) {
+    auto e = Parse(std::string("s3: {endpoint: \"") + endpoint + "\"}\n");
+    ASSERT_FALSE(e.config) << endpoint;
+    EXPECT_EQ(AllErrors(e).find("SECRET"), std::string::npos) << AllErrors(e);
+    EXPECT_NE(AllErrors(e).find("s3 `endpoint` must be scheme://host[:port] only"),
+              std::string::npos)
+        << AllErrors(e);
+  }
 }
 
 // Randomised: for generated tables and routes, RouteOf is the first rule (in file

@@ -253,8 +253,15 @@ bool Reader::CheckDeclaredKeys(const YAML::Node& map, const std::string& section
 }
 
 std::string Reader::Resolve(const std::string& path) const {
-  if (path.empty() || path[0] == '/') return path;
-  return (std::filesystem::path(base_dir_) / path).lexically_normal().string();
+  if (path.empty()) return path;
+  // Normal form (no `//`, `.` or `..`, no trailing `/`): two spellings of one path
+  // compare equal (catalogs and warehouses are checked apart by their paths).
+  std::string out = (path[0] == '/' ? std::filesystem::path(path)
+                                    : std::filesystem::path(base_dir_) / path)
+                        .lexically_normal()
+                        .string();
+  while (out.size() > 1 && out.ends_with('/')) out.pop_back();
+  return out;
 }
 
 }  // namespace floe::config

@@ -17,8 +17,18 @@ void ParseS3(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
       if (e->empty()) {
         // AWS's own endpoints (as the settings dump writes the default).
       } else if (!e->starts_with("http://") && !e->starts_with("https://")) {
-        r.Error(node["endpoint"], "s3 `endpoint` `" + *e + "` has no http:// or https://",
+        r.Error(node["endpoint"], "s3 `endpoint` has no http:// or https://",
                 "for example: endpoint: http://127.0.0.1:9000");
+      } else if (const size_t host = e->find("://") + 3;
+                 e->substr(host, e->find_first_of("/?#", host) - host).find('@') !=
+                     std::string::npos ||
+                 e->find_first_of("?#") != std::string::npos) {
+        // Neither is an endpoint's; either may be a credential. Not repeated.
+        r.Error(node["endpoint"],
+                "s3 `endpoint` must be scheme://host[:port] only (no user:password@, "
+                "query or fragment; its text is not shown)",
+                "for example: endpoint: https://minio.internal:9000, with credentials "
+                "in access_key_id and secret_access_key_file");
       } else {
         s3.endpoint = *e;
         s3.path_style = true;

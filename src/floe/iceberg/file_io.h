@@ -5,6 +5,7 @@
 // S3-compatible object store.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,6 +77,11 @@ std::shared_ptr<FileIO> MakeFileIO(const S3Options& s3 = {});
 /// (one request); Invalid naming the bucket and the fix when it does not, IOError
 /// when the store cannot be reached. OK for local locations.
 arrow::Status CheckObjectStore(const std::string& location, const S3Options& s3);
+
+/// Once `*stop` reads true, object-store requests that fail are not retried (the
+/// operation fails at once): a process asked to stop stops within one request. Set
+/// once, before object stores are used; `stop` must outlive them.
+void StopObjectStoreRetries(const std::atomic<bool>* stop);
 
 /// Releases the object-store client library; call once before the process exits
 /// (after every FileIO is gone). Nothing to do if no object store was used.

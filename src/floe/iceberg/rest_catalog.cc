@@ -569,6 +569,14 @@ class RestCatalog : public Catalog {
       }
       return out;
     };
+    // Credentials are the table's: they sign files under its location only (a
+    // prefix wider than the table is narrowed to it; one apart from it is not used).
+    if (!body.contains("metadata") || !body["metadata"].is_object() ||
+        !body["metadata"].contains("location") ||
+        !body["metadata"]["location"].is_string()) {
+      return;
+    }
+    const std::string location = body["metadata"]["location"].get<std::string>();
     auto refresh = [this, id] { ARROW_UNUSED(LoadTable(id)); };
     VendedCredentials& vended = VendedCredentials::Global();
     if (body.contains("storage-credentials") && body["storage-credentials"].is_array()) {
@@ -577,18 +585,15 @@ class RestCatalog : public Catalog {
             !entry["prefix"].is_string() || !entry.contains("config")) {
           continue;
         }
-        if (auto credential = CredentialFromProperties(properties(entry["config"]))) {
-          vended.Put(entry["prefix"].get<std::string>(), std::move(*credential), this,
-                     refresh);
-        }
+        auto scope = ScopeToTable(entry["prefix"].get<std::string>(), location);
+        auto credential = CredentialFromProperties(properties(entry["config"]));
+        if (scope && credential)
+          vended.Put(*scope, std::move(*credential), this, refresh);
       }
     }
-    if (body.contains("config") && body.contains("metadata") &&
-        body["metadata"].is_object() && body["metadata"].contains("location") &&
-        body["metadata"]["location"].is_string()) {
+    if (body.contains("config")) {
       if (auto credential = CredentialFromProperties(properties(body["config"]))) {
-        vended.Put(body["metadata"]["location"].get<std::string>(),
-                   std::move(*credential), this, refresh);
+        vended.Put(location, std::move(*credential), this, refresh);
       }
     }
   }

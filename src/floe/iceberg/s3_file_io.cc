@@ -3,6 +3,7 @@
 // location's scheme.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -46,6 +47,32 @@ arrow::Result<std::string> ObjectPath(std::string_view location) {
   return arrow::Status::Invalid("location '", location, "' is not an s3:// location");
 }
 
+// Set by StopObjectStoreRetries: once it reads true, failed requests are not tried
+// again (a stop asked for is heard within one request, not after every retry).
+std::atomic<const std::atomic<bool>*> g_stop_retries{nullptr};
+
+bool Stopping() {
+  const std::atomic<bool>* stop = g_stop_retries.load();
+  return stop != nullptr && stop->load();
+}
+
+// The SDK's standard retries, until a stop is asked for.
+class StoppableRetryStrategy : public afs::S3RetryStrategy {
+ public:
+  explicit StoppableRetryStrategy(std::shared_ptr<afs::S3RetryStrategy> inner)
+      : inner_(std::move(inner)) {}
+  bool ShouldRetry(const AWSErrorDetail& error, int64_t attempted_retries) override {
+    return !Stopping() && inner_->ShouldRetry(error, attempted_retries);
+  }
+  int64_t CalculateDelayBeforeNextRetry(const AWSErrorDetail& error,
+                                        int64_t attempted_retries) override {
+    return inner_->CalculateDelayBeforeNextRetry(error, attempted_retries);
+  }
+
+ private:
+  std::shared_ptr<afs::S3RetryStrategy> inner_;
+};
+
 arrow::Result<afs::S3Options> ArrowOptions(const S3Options& s3) {
   afs::S3Options out;
   if (!s3.access_key_id.empty() || !s3.secret_access_key.empty()) {
@@ -74,8 +101,8 @@ arrow::Result<afs::S3Options> ArrowOptions(const S3Options& s3) {
   out.allow_delayed_open = true;
   if (s3.connect_timeout_s > 0) out.connect_timeout = s3.connect_timeout_s;
   if (s3.request_timeout_s > 0) out.request_timeout = s3.request_timeout_s;
-  out.retry_strategy =
-      afs::S3RetryStrategy::GetAwsStandardRetryStrategy(std::max(1, s3.max_attempts));
+  out.retry_strategy = std::make_shared<StoppableRetryStrategy>(
+      afs::S3RetryStrategy::GetAwsStandardRetryStrategy(std::max(1, s3.max_attempts)));
   return out;
 }
 
@@ -88,7 +115,10 @@ arrow::Result<T> RetryRead(int attempts, const std::function<arrow::Result<T>()>
   std::chrono::milliseconds pause{50};
   for (int attempt = 1;; ++attempt) {
     arrow::Result<T> result = read();
-    if (result.ok() || !result.status().IsIOError() || attempt >= attempts) return result;
+    if (result.ok() || !result.status().IsIOError() || attempt >= attempts ||
+        Stopping()) {
+      return result;
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(2000));
   }
@@ -458,6 +488,8 @@ arrow::Status CheckObjectStore(const std::string& location, const S3Options& s3)
   }
   return arrow::Status::OK();
 }
+
+void StopObjectStoreRetries(const std::atomic<bool>* stop) { g_stop_retries.store(stop); }
 
 void FinalizeObjectStores() {
   if (afs::IsS3Initialized()) (void)afs::FinalizeS3();

@@ -37,6 +37,17 @@ bool Under(std::string_view location, std::string_view prefix) {
 
 }  // namespace
 
+std::optional<std::string> ScopeToTable(std::string_view prefix,
+                                        std::string_view table_location) {
+  std::string p = Normalize(prefix);
+  std::string t = Normalize(table_location);
+  while (p.size() > 5 && p.ends_with('/')) p.pop_back();
+  while (t.size() > 5 && t.ends_with('/')) t.pop_back();
+  if (Under(p, t)) return p;
+  if (Under(t, p)) return t;
+  return std::nullopt;
+}
+
 std::optional<StorageCredential> CredentialFromProperties(
     const std::map<std::string, std::string>& properties) {
   auto get = [&](const char* key) {

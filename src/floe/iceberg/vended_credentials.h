@@ -30,6 +30,13 @@ struct StorageCredential {
 std::optional<StorageCredential> CredentialFromProperties(
     const std::map<std::string, std::string>& properties);
 
+/// The prefix vended credentials may sign, given the `prefix` a catalog named and the
+/// `table_location` they were vended with: the narrower of the two when one holds the
+/// other (a credential for a whole bucket signs only that table's files: the catalog
+/// vended it for that table), nullopt when they are apart.
+std::optional<std::string> ScopeToTable(std::string_view prefix,
+                                        std::string_view table_location);
+
 class VendedCredentials {
  public:
   /// The process's registry, shared by every catalog and FileIO.

@@ -61,6 +61,18 @@ TEST(VendedCredentials, ExpiringOnesAreRefreshedAtMostEveryHalfMinute) {
   EXPECT_EQ(vended.For("s3://c/t/x")->access_key_id, "c");
 }
 
+TEST(VendedCredentials, ACredentialIsScopedToItsTable) {
+  // A prefix wider than the table: narrowed to the table.
+  EXPECT_EQ(ScopeToTable("s3://lake/", "s3://lake/wh/db/t"), "s3://lake/wh/db/t");
+  // Narrower (its data files only): kept.
+  EXPECT_EQ(ScopeToTable("s3a://lake/wh/db/t/data/", "s3://lake/wh/db/t"),
+            "s3://lake/wh/db/t/data");
+  // Apart from it (another table, another bucket): not used.
+  EXPECT_FALSE(ScopeToTable("s3://lake/wh/db/other", "s3://lake/wh/db/t"));
+  EXPECT_FALSE(ScopeToTable("s3://lake/wh/db/t2", "s3://lake/wh/db/t"));
+  EXPECT_FALSE(ScopeToTable("s3://other/", "s3://lake/wh/db/t"));
+}
+
 TEST(VendedCredentials, PropertiesNeedBothKeys) {
   EXPECT_FALSE(CredentialFromProperties({{"s3.access-key-id", "a"}}));
   auto c = CredentialFromProperties({{"s3.access-key-id", "a"},
