@@ -45,6 +45,5 @@ void EmitCatalogsAndRoutes(YAML::Emitter& out, const PipelineConfig& cfg);
 bool CheckConninfo(Reader& r, const YAML::Node& at, const std::string& conninfo,
                    const std::string& what);
 bool ValidNamespaceLevel(const std::string& s);
-std::vector<std::string> SplitDots(const std::string& text);
 
 }  // namespace floe::config

@@ -24,8 +24,6 @@ namespace fs = std::filesystem;
 
 constexpr char kRedacted[] = "<redacted>";
 
-}  // namespace
-
 std::vector<std::string> SplitDots(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -36,6 +34,8 @@ std::vector<std::string> SplitDots(const std::string& text) {
     start = dot + 1;
   }
 }
+
+}  // namespace
 
 bool ValidNamespaceLevel(const std::string& s) {
   if (s.empty()) return false;
