@@ -3,8 +3,9 @@ two Bronze tables from `floe run` on a real PostgreSQL, backfilled into Silver a
 then merged, at once, with increments several times larger than a 64 MiB limit:
 `orders` (bigint key, merge-on-read: updates, inserts, deletes, key changes) and
 `docs` (text + int key, copy-on-write, a TOASTed body that most updates leave
-unchanged, also across key changes). Each `floe silver` runs alone and its peak RSS
-(the kernel's, from wait4) must stay under the limit plus a fixed allowance; its log
+unchanged, also across key changes). Each `floe silver` runs alone and its heap's peak
+(its anonymous pages, not the shared libraries' code) must stay under the limit plus
+a fixed allowance; its log
 must say the changes were spilled and merged in slices; and Silver, read by PyIceberg
 and DuckDB, must equal the source tables."""
 
@@ -23,14 +24,15 @@ from test_silver_tools import tool as silver_tool
 
 SERVICE = "svc"
 LIMIT = 64 << 20
-# What floe silver uses beyond the limit whatever the increment's size: the malloc
-# arenas' slack and what a merge keeps across its slices (the files written so far,
-# the Silver table's plan), for the two tables merged at once (whose peaks may or may
-# not meet). Measured here under a 64 MiB limit: 63-128 MiB for the backfills and
-# 67-138 MiB for the merges (the highest with the build of a fresh clone, as CI runs
-# it: 20 MiB above the same commit's build in a long-lived tree); an increment merged
-# whole would take over 900 MiB.
-ALLOWANCE = 96 << 20
+# What floe silver's heap (its anonymous memory) takes beyond the limit whatever the
+# increment's size: the malloc arenas' slack and what a merge keeps across its slices
+# (the files written so far, the Silver table's plan), for the two tables merged at
+# once (whose peaks may or may not meet). Measured here under a 64 MiB limit: 21-86
+# MiB; an increment merged whole would take over 900 MiB. The shared libraries' pages
+# are not counted: they took 43 MiB with a long-lived tree's build and 69 MiB with a
+# fresh clone's (its files' pages still cached as they were written), which once took
+# a run's total over the limit with the same heap.
+ALLOWANCE = 64 << 20
 ROWS = 250_000
 DOCS = 20_000
 NOTE = "md5(random()::text) || md5(random()::text) || md5(random()::text)"
@@ -38,15 +40,33 @@ BODY = "repeat(md5(random()::text), 64)"  # 2 KB, out of line (STORAGE EXTERNAL)
 
 
 # Forks and execs the command from a fresh, small interpreter and prints the child's
-# peak RSS: a child forked straight from pytest would count pytest's own pages (the
+# peak RSS, and the peaks of its anonymous and file-backed pages polled from /proc
+# every 5 ms: a child forked straight from pytest would count pytest's own pages (the
 # source rows it holds) in its peak until it execs.
 PEAK_RSS = """
-import os, sys
+import os, sys, threading
 pid = os.fork()
 if pid == 0:
     os.execv(sys.argv[1], sys.argv[1:])
+peaks = {"RssAnon": 0, "RssFile": 0, "RssShmem": 0}
+done = threading.Event()
+def poll():
+    while not done.wait(0.005):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key in peaks:
+                        peaks[key] = max(peaks[key], int(value.split()[0]) * 1024)
+        except (OSError, ValueError):
+            pass
+poller = threading.Thread(target=poll)
+poller.start()
 _, status, usage = os.wait4(pid, 0)
-print(f"PEAK_RSS {usage.ru_maxrss * 1024}", flush=True)
+done.set()
+poller.join()
+print(f"PEAK_RSS {usage.ru_maxrss * 1024} ANON {peaks['RssAnon']} "
+      f"FILE {peaks['RssFile'] + peaks['RssShmem']}", flush=True)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
@@ -62,9 +82,14 @@ def silver_measured(run, command: str = "silver", *args: str) -> tuple[str, int]
     with open(run.base / "silver.log", "a") as log:
         log.write(out)
     assert proc.returncode == 0, f"floe silver exited {proc.returncode}:\n{out}"
-    peak = re.findall(r"^PEAK_RSS (\d+)$", out, re.M)
+    peak = re.findall(r"^PEAK_RSS (\d+) ANON (\d+) FILE (\d+)$", out, re.M)
     assert peak, out[-2000:]
-    return out, int(peak[-1])
+    total, anon, mapped = (int(n) for n in peak[-1])
+    # The heap's peak: the polled one, or the kernel's peak less the most the files
+    # ever took (which catches a peak shorter than the poll); both are at most the
+    # true one.
+    print(f"MEASURED total {total >> 20} anon {anon >> 20} files {mapped >> 20} MiB")
+    return out, max(anon, total - mapped)
 
 
 def wait_confirmed(run, pg) -> None:
@@ -102,9 +127,9 @@ def test_merges_and_backfills_larger_than_the_memory_limit_stay_under_it(
 
     # The backfill of the new Silver tables: every row, in slices.
     out, peak = silver_measured(run)
-    print(f"backfill: peak RSS {peak / 2**20:.1f} MiB")
+    print(f"backfill: peak heap {peak / 2**20:.1f} MiB")
     assert spilled_slices(out) > 1
-    assert peak <= LIMIT + ALLOWANCE, f"backfill peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    assert peak <= LIMIT + ALLOWANCE, f"backfill peak heap {peak} over {LIMIT} + {ALLOWANCE}"
     check_silver(run, pg, duckdb_con, "public.orders", ["id"])
     check_silver(run, pg, duckdb_con, "public.docs", ["tenant", "n"])
 
@@ -134,17 +159,17 @@ def test_merges_and_backfills_larger_than_the_memory_limit_stay_under_it(
     wait_confirmed(run, pg)
 
     out, peak = silver_measured(run)
-    print(f"merge: peak RSS {peak / 2**20:.1f} MiB")
+    print(f"merge: peak heap {peak / 2**20:.1f} MiB")
     assert spilled_slices(out) > 4
-    assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    assert peak <= LIMIT + ALLOWANCE, f"merge peak heap {peak} over {LIMIT} + {ALLOWANCE}"
     check_silver(run, pg, duckdb_con, "public.orders", ["id"])
     check_silver(run, pg, duckdb_con, "public.docs", ["tenant", "n"])
 
     # floe verify folds the whole Bronze history (copy and increment) a slice at a
     # time and compares Silver, the fold and the source a partition of keys at a time.
     out, peak = silver_measured(run, "verify")
-    print(f"verify: peak RSS {peak / 2**20:.1f} MiB")
-    assert peak <= LIMIT + ALLOWANCE, f"verify peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    print(f"verify: peak heap {peak / 2**20:.1f} MiB")
+    assert peak <= LIMIT + ALLOWANCE, f"verify peak heap {peak} over {LIMIT} + {ALLOWANCE}"
     for table in ("public.orders", "public.docs"):
         report = out[out.index(table):]
         assert "Silver vs fold(Bronze <= watermark): OK" in report, out
@@ -155,10 +180,10 @@ def test_merges_and_backfills_larger_than_the_memory_limit_stay_under_it(
     # under the limit too (read whole and sorted, the single bucket took 280 MiB).
     for buckets in ("1", "64", "4"):
         out, peak = silver_measured(run, "compact", "--silver-only", "--buckets", buckets)
-        print(f"compact --buckets {buckets}: peak RSS {peak / 2**20:.1f} MiB")
+        print(f"compact --buckets {buckets}: peak heap {peak / 2**20:.1f} MiB")
         assert f"to {buckets} bucket" in out, out
         assert peak <= LIMIT + ALLOWANCE, (
-            f"compact --buckets {buckets} peak RSS {peak} over {LIMIT} + {ALLOWANCE}")
+            f"compact --buckets {buckets} peak heap {peak} over {LIMIT} + {ALLOWANCE}")
         check_silver(run, pg, duckdb_con, "public.orders", ["id"])
         check_silver(run, pg, duckdb_con, "public.docs", ["tenant", "n"])
     # A row deleted while floe run is stopped (Bronze has nothing newer): verify says
@@ -185,15 +210,15 @@ def test_updates_leaving_wide_toast_values_alone_stay_under_the_limit(
     run.wait_streaming(timeout=300)
     wait_confirmed(run, pg)
     out, peak = silver_measured(run)
-    print(f"backfill: peak RSS {peak / 2**20:.1f} MiB")
-    assert peak <= LIMIT + ALLOWANCE, f"backfill peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    print(f"backfill: peak heap {peak / 2**20:.1f} MiB")
+    assert peak <= LIMIT + ALLOWANCE, f"backfill peak heap {peak} over {LIMIT} + {ALLOWANCE}"
 
     pg.execute("UPDATE wide SET a = a + 1")
     wait_confirmed(run, pg)
     out, peak = silver_measured(run)
-    print(f"merge: peak RSS {peak / 2**20:.1f} MiB")
+    print(f"merge: peak heap {peak / 2**20:.1f} MiB")
     assert spilled_slices(out) > 1
-    assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    assert peak <= LIMIT + ALLOWANCE, f"merge peak heap {peak} over {LIMIT} + {ALLOWANCE}"
     check_silver(run, pg, duckdb_con, "public.wide", ["id"])
 
     # Key changes leaving the big value alone (the new row takes it from the old key's
@@ -207,10 +232,10 @@ def test_updates_leaving_wide_toast_values_alone_stay_under_the_limit(
                ([m + 1000000 for m in moved[:30]],))
     wait_confirmed(run, pg)
     out, peak = silver_measured(run)
-    print(f"merge with key changes: peak RSS {peak / 2**20:.1f} MiB, "
+    print(f"merge with key changes: peak heap {peak / 2**20:.1f} MiB, "
           f"{spilled_slices(out)} slices")
     assert spilled_slices(out) > 1
-    assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    assert peak <= LIMIT + ALLOWANCE, f"merge peak heap {peak} over {LIMIT} + {ALLOWANCE}"
     check_silver(run, pg, duckdb_con, "public.wide", ["id"])
     run.stop()
 
@@ -243,11 +268,11 @@ def test_a_backfill_from_an_export_larger_than_the_memory_limit_stays_under_it(
 
     out, peak = silver_measured(run, "silver", "backfill", "--table", "public.notes",
                                 "--parquet", str(parts), "--lsn", lsn)
-    print(f"backfill from an export: peak RSS {peak / 2**20:.1f} MiB")
+    print(f"backfill from an export: peak heap {peak / 2**20:.1f} MiB")
     assert "seeded from" in out, out
     assert peak <= LIMIT + ALLOWANCE, (
-        f"backfill from an export peak RSS {peak} over {LIMIT} + {ALLOWANCE}")
+        f"backfill from an export peak heap {peak} over {LIMIT} + {ALLOWANCE}")
     out, peak = silver_measured(run)
-    assert peak <= LIMIT + ALLOWANCE, f"merge peak RSS {peak} over {LIMIT} + {ALLOWANCE}"
+    assert peak <= LIMIT + ALLOWANCE, f"merge peak heap {peak} over {LIMIT} + {ALLOWANCE}"
     check_silver(run, pg, duckdb_con, "public.notes", ["id"])
     run.stop()
