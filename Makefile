@@ -16,6 +16,8 @@
 #   make soak-crash the crash test (tests/integration/test_run_crash.py) for
 #                   SOAK_SECONDS with `floe run` SIGKILLed every 30-60 s under the
 #                   workload; Bronze must equal the audit trigger at the end
+#   make test-matrix the whole integration suite on each PostgreSQL of the matrix (16,
+#                   17, 18; `make test` runs it on 15, and the every_version tests on each)
 #   make test-long  the tests CI runs at reduced size, at full size (a 1M-row
 #                   transaction killed while floe writes it)
 #   make format     clang-format the C++ sources
@@ -27,7 +29,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= pgoutput copy_binary type_text message_json manifest table_metadata
 SOAK_SECONDS ?= 3600
 
-.PHONY: bootstrap build test unit-test integration-test test-asan bench demo fuzz soak soak-crash test-long format clean
+PG_VERSIONS ?= 16 17 18
+
+.PHONY: bootstrap build test unit-test integration-test integration-versions test-matrix test-asan bench demo fuzz soak soak-crash test-long format clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -45,8 +49,21 @@ integration-test: build
 	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python -m pytest tests/integration \
 	  --durations=25 $(PYTEST_ARGS)
 
+# The tests marked every_version, on each PostgreSQL of the matrix besides 15.
+integration-versions: build
+	set -e; for v in $(PG_VERSIONS); do \
+	  FLOE_PG_VERSION=$$v FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python -m pytest \
+	    tests/integration -m every_version $(PYTEST_ARGS); \
+	done
+
+test-matrix: build
+	set -e; for v in $(PG_VERSIONS); do \
+	  FLOE_PG_VERSION=$$v FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python -m pytest \
+	    tests/integration --durations=10 $(PYTEST_ARGS); \
+	done
+
 # The sanitizer run comes before pytest so that pytest's summary closes the output.
-test: unit-test test-asan integration-test
+test: unit-test test-asan integration-versions integration-test
 
 # Only the unit-test executables (ctest runs nothing else): no CLI, tools or benches.
 test-asan: bootstrap

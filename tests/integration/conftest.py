@@ -34,6 +34,14 @@ def build_dir() -> Path:
 _IDLE_TEST_FILE = "test_run_idle.py"
 
 
+def pytest_report_header(config):
+    from pgcluster import pg_bindir
+    try:
+        return f"postgres: {pg_bindir()}"
+    except RuntimeError as e:
+        return f"postgres: {e}"
+
+
 def pytest_collection_modifyitems(session, config, items):
     idle = [i for i in items if i.path.name == _IDLE_TEST_FILE]
     for item in idle:
@@ -73,8 +81,8 @@ def tool(build_dir: Path):
 
 @pytest.fixture(scope="session")
 def pg_cluster():
-    """One PostgreSQL 15 server for the whole session; removed at the end even
-    when tests fail."""
+    """One PostgreSQL server (15, or FLOE_PG_VERSION) for the whole session; removed
+    at the end even when tests fail."""
     cluster = PgCluster().start()
     try:
         yield cluster

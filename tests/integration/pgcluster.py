@@ -1,6 +1,8 @@
-"""Throwaway PostgreSQL 15 clusters for floe's integration tests.
+"""Throwaway PostgreSQL clusters for floe's integration tests.
 
-A cluster is initdb'ed into a fresh temporary directory, listens on a free
+The server is PostgreSQL 15 from Debian unless ``FLOE_PG_VERSION`` names another
+major version of the matrix (16, 17, 18: installed by scripts/bootstrap under
+.venv/postgres/<major>); ``FLOE_PG_BINDIR`` names a bin directory outright. A cluster is initdb'ed into a fresh temporary directory, listens on a free
 loopback port with ``wal_level=logical``, and is stopped and deleted afterwards.
 PostgreSQL refuses to run as root, so when the tests run as root (as CI does) the
 server runs as an unprivileged user (``FLOE_PG_USER``, default ``nobody``).
@@ -13,6 +15,7 @@ leftovers never pile up or get in the way.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import pwd
 import shutil
@@ -27,15 +30,71 @@ DIR_PREFIX = "floe-pg-"
 OWNER_FILE = "owner.pid"
 
 
+VERSIONS = (15, 16, 17, 18)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pg_version() -> int:
+    """The major version the tests start (FLOE_PG_VERSION, default 15)."""
+    text = os.environ.get("FLOE_PG_VERSION", "15")
+    if not text.isdigit() or int(text) not in VERSIONS:
+        raise RuntimeError(f"FLOE_PG_VERSION={text!r}: the matrix has "
+                           f"{', '.join(map(str, VERSIONS))}")
+    return int(text)
+
+
 def pg_bindir() -> Path:
-    bindir = Path(os.environ.get("FLOE_PG_BINDIR", "/usr/lib/postgresql/15/bin"))
+    if "FLOE_PG_BINDIR" in os.environ:
+        bindir = Path(os.environ["FLOE_PG_BINDIR"])
+    elif pg_version() == 15:
+        bindir = Path("/usr/lib/postgresql/15/bin")
+    else:
+        bindir = ROOT / ".venv" / "postgres" / str(pg_version()) / "bin"
     if not (bindir / "initdb").exists():
         raise RuntimeError(
-            f"PostgreSQL 15 server binaries not found in {bindir} (no initdb). "
-            "Run scripts/bootstrap (installs Debian's postgresql-15), or set "
-            "FLOE_PG_BINDIR to the directory holding initdb and pg_ctl."
+            f"PostgreSQL {pg_version()} server binaries not found in {bindir} (no "
+            "initdb). Run scripts/bootstrap (installs Debian's postgresql-15 and "
+            ".venv/postgres/16-18), or set FLOE_PG_BINDIR to the directory holding "
+            "initdb and pg_ctl."
         )
-    return bindir
+    return _readable_installation(bindir)
+
+
+def _readable_installation(bindir: Path) -> Path:
+    """As root the server runs as FLOE_PG_USER, which may not reach an installation
+    inside the checkout (a clone under /root): such an installation is copied once
+    into the temporary directory, readable by all."""
+    if os.geteuid() != 0 or str(bindir).startswith("/usr/"):
+        return bindir
+    name = os.environ.get("FLOE_PG_USER", "nobody")
+    try:
+        user = pwd.getpwnam(name)
+    except KeyError:
+        return bindir  # PgCluster says what is wrong
+    try:
+        probe = subprocess.run([str(bindir / "postgres"), "--version"],
+                               capture_output=True, user=user.pw_uid, group=user.pw_gid,
+                               extra_groups=[], cwd="/")
+        if probe.returncode == 0:
+            return bindir
+    except PermissionError:
+        pass
+    install = bindir.resolve().parent
+    server = (install / "bin" / "postgres").stat()
+    tag = hashlib.sha256(f"{install} {server.st_size} {server.st_mtime_ns}".encode())
+    tag = tag.hexdigest()[:12]
+    copy = Path(tempfile.gettempdir()) / f"floe-postgres-{tag}"
+    if not (copy / "bin" / "initdb").exists():
+        part = Path(tempfile.mkdtemp(prefix=copy.name + "-", dir=copy.parent))
+        shutil.copytree(install, part / "pg", symlinks=True)
+        os.chmod(part, 0o755)
+        subprocess.run(["chmod", "-R", "a+rX", str(part)], check=True)
+        try:
+            os.rename(part / "pg", copy)
+        except OSError:
+            pass  # another test run made it first
+        shutil.rmtree(part, ignore_errors=True)
+    return copy / "bin"
 
 
 def _free_port() -> int:

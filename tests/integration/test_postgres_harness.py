@@ -1,5 +1,6 @@
-"""The harness itself: a real PostgreSQL 15 with logical decoding, run as an
-unprivileged user, cleaned up afterwards; and a pgoutput slot that advances."""
+"""The harness itself: a real PostgreSQL (15, or the FLOE_PG_VERSION of the matrix)
+with logical decoding, run as an unprivileged user, cleaned up afterwards; and a
+pgoutput slot that advances."""
 
 import os
 import shutil
@@ -9,12 +10,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgcluster import DIR_PREFIX, OWNER_FILE, PgCluster, sweep_leftovers
+from pgcluster import DIR_PREFIX, OWNER_FILE, PgCluster, pg_version, sweep_leftovers
 
 
-def test_server_is_postgres_15_with_logical_wal(pg):
+@pytest.mark.every_version
+def test_server_is_the_asked_version_with_logical_wal(pg):
     (version,), = pg.execute("SHOW server_version_num")
-    assert 150000 <= int(version) < 160000
+    assert int(version) // 10000 == pg_version(), (version, pg_version())
     assert pg.execute("SHOW wal_level") == [("logical",)]
     assert int(pg.execute("SHOW max_replication_slots")[0][0]) >= 10
 

@@ -17,6 +17,7 @@ import time
 import traceback
 
 import psycopg
+import pytest
 
 from floerun import check_order, compare_events, floe, fold  # noqa: F401
 
@@ -263,6 +264,7 @@ def check_against_audit(run, pg, duckdb_con) -> None:
     compare("all tables", expected, [e for _, e in sorted(all_got)])
 
 
+@pytest.mark.every_version
 def test_sigkill_at_random_moments_loses_nothing_and_duplicates_nothing(
         floe, pg, duckdb_con):
     crash_test(floe, pg, duckdb_con, kills_wanted=22)

@@ -14,6 +14,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from floerun import floe, fold  # noqa: F401
 from oracle import check_silver, silver_differences, source_rows
 
@@ -63,6 +65,7 @@ def bronze_commit_lsn(run, table: str) -> int:
 TOASTED = "repeat(md5(random()::text) || md5(random()::text), 300)"
 
 
+@pytest.mark.every_version
 def test_silver_follows_the_source_round_after_round(floe, pg, duckdb_con):
     pg.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty int, doc text)")
     # Out of line and uncompressed: an update that does not change doc does not send it.
@@ -78,6 +81,10 @@ def test_silver_follows_the_source_round_after_round(floe, pg, duckdb_con):
     keys = {"public.items": ["id"], "public.pairs": ["a", "b"]}
     for t, k in keys.items():
         wait_bronze(run, pg, t, k)
+    # floe names the server it reads (the matrix runs this test on each version).
+    (number,), = pg.execute("SHOW server_version_num")
+    version = f"{int(number) // 10000}.{int(number) % 10000}"
+    assert f"source: PostgreSQL {version}, system " in run.log_text(), run.log_tail()
     run.wait_until(lambda: run.count("public.nokey") >= 10, what="Bronze nokey")
 
     # Round 0: every table is backfilled from its Bronze history.

@@ -48,7 +48,19 @@ arrow::Status Pipeline::StartUp() {
   ARROW_RETURN_NOT_OK(LockService(*source_));
   types_ = std::make_unique<pg::PgTypeResolver>(sql_.get());
   ARROW_ASSIGN_OR_RAISE(repl_, pg::ReplicationConnection::Connect(conninfo));
+  std::string newer;
+  if (auto supported = pg::CheckServerVersion(repl_->server_version(), &newer);
+      !supported.ok()) {
+    return Fatal(supported.message());
+  }
+  if (!newer.empty() && !version_said_) spdlog::warn("{}", newer);
   ARROW_ASSIGN_OR_RAISE(pg::SystemIdentity who, repl_->IdentifySystem());
+  if (!version_said_) {
+    spdlog::info("source: PostgreSQL {}, system {}, timeline {}",
+                 pg::ServerVersionText(repl_->server_version()), who.system_id,
+                 who.timeline);
+  }
+  version_said_ = true;
 
   pg::PublicationOptions pub;
   pub.name = config_.source.publication;

@@ -119,6 +119,38 @@ int MaxProtocolVersionFor(int server_version) {
   return 1;
 }
 
+std::string ServerVersionText(int server_version) {
+  if (server_version >= 100000) {
+    return std::to_string(server_version / 10000) + "." +
+           std::to_string(server_version % 10000);
+  }
+  return std::to_string(server_version / 10000) + "." +
+         std::to_string(server_version / 100 % 100) + "." +
+         std::to_string(server_version % 100);
+}
+
+arrow::Status CheckServerVersion(int server_version, std::string* warning) {
+  warning->clear();
+  const int major = server_version / 10000;
+  if (major < kOldestSupportedServer) {
+    return arrow::Status::Invalid(
+        "the source runs PostgreSQL ", ServerVersionText(server_version),
+        "; floe supports PostgreSQL ", kOldestSupportedServer, " to ",
+        kNewestTestedServer,
+        " (it relies on pgoutput protocol 3 and the replication commands of 15). "
+        "Upgrade the source (pg_upgrade, or a logical replica on a newer server) and "
+        "point source.conninfo at it");
+  }
+  if (major > kNewestTestedServer) {
+    *warning = "the source runs PostgreSQL " + ServerVersionText(server_version) +
+               ", newer than the newest floe is tested with (" +
+               std::to_string(kNewestTestedServer) +
+               "); carrying on, but check Silver against the source (`floe silver "
+               "verify`) and report what differs";
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Result<PgOutputOptions> ResolveDecoderOptions(
     const StartReplicationOptions& options, int server_version) {
   const int max = MaxProtocolVersionFor(server_version);

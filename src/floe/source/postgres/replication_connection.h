@@ -61,6 +61,20 @@ arrow::Result<std::string> QuotePublicationNames(const std::vector<std::string>&
 /// 3 on 15 (two-phase), 4 from 16 (parallel streaming).
 int MaxProtocolVersionFor(int server_version);
 
+/// The PostgreSQL major versions floe is tested against (docs/running.md,
+/// "PostgreSQL versions").
+inline constexpr int kOldestSupportedServer = 15;
+inline constexpr int kNewestTestedServer = 18;
+
+/// `server_version` as PostgreSQL writes it: "17.12" (10 and later), "9.6.24".
+std::string ServerVersionText(int server_version);
+
+/// Whether floe works with a source of `server_version`: an error naming the fix for
+/// one older than kOldestSupportedServer; OK with `*warning` set for one newer than
+/// kNewestTestedServer (it may work: nothing floe asks for has been removed so far);
+/// OK and no warning otherwise.
+arrow::Status CheckServerVersion(int server_version, std::string* warning);
+
 enum class StreamingMode {
   kOff,
   /// Large in-progress transactions arrive in Stream Start/Stop blocks (proto >= 2).

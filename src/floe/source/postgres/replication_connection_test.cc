@@ -319,5 +319,32 @@ TEST(ParseTimeSetting, ReadsWhatShowPrints) {
   EXPECT_EQ(ParseTimeSetting("9999999999999s"), std::nullopt);
 }
 
+TEST(ServerVersion, TextIsWhatPostgresWrites) {
+  EXPECT_EQ(ServerVersionText(170012), "17.12");
+  EXPECT_EQ(ServerVersionText(150018), "15.18");
+  EXPECT_EQ(ServerVersionText(180000), "18.0");
+  EXPECT_EQ(ServerVersionText(90624), "9.6.24");
+}
+
+TEST(ServerVersion, OlderThan15IsRefusedWithTheFixAndNewerThan18IsAWarning) {
+  std::string warning = "left over";
+  for (int version : {150000, 150018, 160002, 170012, 180006}) {
+    EXPECT_TRUE(CheckServerVersion(version, &warning).ok()) << version;
+    EXPECT_EQ(warning, "") << version;
+  }
+  for (int version : {90624, 100023, 140019}) {
+    const arrow::Status status = CheckServerVersion(version, &warning);
+    ASSERT_FALSE(status.ok()) << version;
+    EXPECT_NE(status.message().find("PostgreSQL " + ServerVersionText(version)),
+              std::string::npos)
+        << status.message();
+    EXPECT_NE(status.message().find("15 to 18"), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find("Upgrade the source"), std::string::npos);
+  }
+  ASSERT_TRUE(CheckServerVersion(190001, &warning).ok());
+  EXPECT_NE(warning.find("PostgreSQL 19.1, newer than"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("floe silver verify"), std::string::npos) << warning;
+}
+
 }  // namespace
 }  // namespace floe::postgres
