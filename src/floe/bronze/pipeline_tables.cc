@@ -248,13 +248,22 @@ arrow::Result<BronzeTable*> Pipeline::TableFor(const pg::QualifiedName& source) 
     return entry.get();
   }
   // Never a silent null: say once why a generated column is not replicated.
-  if (auto described = source_->Describe(source, "");
+  if (auto described = source_->Describe(source, config_.source.publication);
       described.ok() && *described && !(*described)->GeneratedColumns().empty()) {
+    const std::string why =
+        repl_ != nullptr && repl_->server_version() >= 180000
+            ? fmt::format(
+                  "publication {} does not publish them (PostgreSQL 18 sends a "
+                  "stored generated column when the publication has "
+                  "publish_generated_columns = stored or names it in its "
+                  "column list; a virtual one never)",
+                  config_.source.publication)
+            : "pgoutput does not send generated columns before PostgreSQL 18";
     spdlog::warn(
-        "{}: generated column(s) {} are not replicated: pgoutput does not send "
-        "generated columns before PostgreSQL 18, so Bronze and Silver leave them out "
-        "(compute them in the reader; docs/schema-evolution.md, \"Generated columns\")",
-        SourceName(source), nlohmann::json((*described)->GeneratedColumns()).dump());
+        "{}: generated column(s) {} are not replicated: {}, so Bronze and Silver leave "
+        "them out (compute them in the reader; docs/schema-evolution.md, \"Generated "
+        "columns\")",
+        SourceName(source), nlohmann::json((*described)->GeneratedColumns()).dump(), why);
   }
   if (existing) {
     auto it = existing->metadata().properties.find(lake::kSourceColumnsProperty);

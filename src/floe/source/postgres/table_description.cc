@@ -86,6 +86,7 @@ arrow::Result<std::optional<TableDescription>> Describe(
     ARROW_ASSIGN_OR_RAISE(auto published,
                           conn.Query(kPublished, {publication, std::to_string(d.oid)}));
     d.in_publication = !published.empty();
+    d.generated_sent = PQserverVersion(conn.raw()) >= 180000;
     if (!published.empty()) {
       d.row_filter = published[0][1].value_or("");
       for (DescribedColumn& c : d.columns) {
@@ -125,7 +126,7 @@ std::vector<const DescribedColumn*> KeyColumns(const TableDescription& d) {
 std::vector<DescribedColumn> TableDescription::Replicated() const {
   std::vector<DescribedColumn> out;
   for (const auto& c : columns) {
-    if (!c.generated && c.published) out.push_back(c);
+    if (c.published && (!c.generated || generated_sent)) out.push_back(c);
   }
   return out;
 }
@@ -133,7 +134,7 @@ std::vector<DescribedColumn> TableDescription::Replicated() const {
 std::vector<std::string> TableDescription::GeneratedColumns() const {
   std::vector<std::string> out;
   for (const auto& c : columns) {
-    if (c.generated) out.push_back(c.name);
+    if (c.generated && !(c.published && generated_sent)) out.push_back(c.name);
   }
   return out;
 }

@@ -30,7 +30,8 @@ struct DescribedColumn {
   /// 1-based position in the replica identity index (REPLICA IDENTITY USING INDEX),
   /// 0 when not part of it.
   int identity_index_position = 0;
-  /// A generated column (`GENERATED ALWAYS AS (...) STORED`).
+  /// A generated column (`GENERATED ALWAYS AS (...) STORED` or, from PostgreSQL 18,
+  /// `VIRTUAL`).
   bool generated = false;
   /// The column has a default or an identity (atthasdef, atthasmissing or
   /// attidentity): added to a table with rows, it filled them without a change in
@@ -58,11 +59,17 @@ struct TableDescription {
   /// False when described with a publication the table is not in (now): its rows
   /// must not be copied, whatever its name was once published under.
   bool in_publication = true;
+  /// Whether the server sends the generated columns the publication publishes
+  /// (PostgreSQL 18: stored ones under `publish_generated_columns = stored` or named
+  /// in its column list; pg_publication_tables lists exactly those). False before
+  /// 18, and when described without a publication.
+  bool generated_sent = false;
 
-  /// The columns a change of this table carries, in attnum order: pgoutput before
-  /// PostgreSQL 18 never sends generated columns, nor a column outside the
-  /// publication's column list, so the copy, the backfill and verify leave them out
-  /// too (docs/schema-evolution.md, "Generated columns").
+  /// The columns a change of this table carries, in attnum order: never a column
+  /// outside the publication's column list, and a generated column only when
+  /// generated_sent and published (pgoutput before PostgreSQL 18 sends none), so the
+  /// copy, the backfill and verify leave the others out too
+  /// (docs/schema-evolution.md, "Generated columns").
   std::vector<DescribedColumn> Replicated() const;
   /// Names of the generated columns left out of Replicated().
   std::vector<std::string> GeneratedColumns() const;
