@@ -213,6 +213,48 @@ class PgCluster:
             os.chown(self.base, self._run_as.pw_uid, self._run_as.pw_gid)
         self._run([str(self.bindir / "initdb"), "-D", str(self.data_dir), "-U", "postgres",
                    "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"])
+        return self._configure_and_start()
+
+    def start_standby(self, primary: "PgCluster", slot: str) -> "PgCluster":
+        """A hot standby of `primary` (pg_basebackup through its physical slot `slot`)
+        that keeps failover slots in step (sync_replication_slots, from PostgreSQL
+        17), started on a port of its own."""
+        sweep_leftovers()
+        self.base = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=_tmp_root()))
+        (self.base / OWNER_FILE).write_text(str(os.getpid()))
+        if self._run_as is not None:
+            os.chown(self.base, self._run_as.pw_uid, self._run_as.pw_gid)
+        tool = self.bindir / "pg_basebackup"
+        if not tool.exists():  # 17's binaries have no client tools: 18's takes older
+            tool = _readable_installation(ROOT / ".venv" / "postgres" / "18" / "bin") \
+                / "pg_basebackup"
+        self._run([str(tool), "-h", "127.0.0.1", "-p", str(primary.port), "-U",
+                   "postgres", "-D", str(self.data_dir), "-X", "stream", "-S", slot, "-c", "fast",
+                   "--no-sync"])
+        (self.data_dir / "standby.signal").touch()
+        if self._run_as is not None:
+            os.chown(self.data_dir / "standby.signal", self._run_as.pw_uid,
+                     self._run_as.pw_gid)
+        self.extra_conf = {
+            "primary_conninfo": f"'host=127.0.0.1 port={primary.port} user=postgres "
+                                "dbname=postgres'",
+            "primary_slot_name": f"'{slot}'",
+            "hot_standby_feedback": "on",
+            **({"sync_replication_slots": "on"} if pg_version() >= 17 else {}),
+            **self.extra_conf,
+        }
+        return self._configure_and_start()
+
+    def restart_stopped(self) -> None:
+        """Starts a server stop() stopped, on its port."""
+        self._run([str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "-l",
+                   str(self.log_file), "-w", "-t", "60", "start"])
+
+    def promote(self) -> None:
+        self._run([str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "-w", "-t",
+                   "60", "promote"])
+
+    def _configure_and_start(self) -> "PgCluster":
         last_error = None
         for _ in range(5):
             self.port = _free_port()

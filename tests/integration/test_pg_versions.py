@@ -6,11 +6,16 @@ Bronze read by PyIceberg."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+
+import psycopg
 import pytest
 
-from floerun import floe  # noqa: F401
+from floerun import FloeRun, duckdb_setup, floe  # noqa: F401
 from oracle import check_silver
-from pgcluster import pg_version
+from pgcluster import PgCluster, pg_version
+from test_run_crash import INITIAL, SETUP, TABLES, Workload, check_against_audit
 from test_divergences import wait_flushed
 from test_silver import silver, silver_ident
 
@@ -67,3 +72,230 @@ def test_generated_columns_a_postgres_18_publication_sends_reach_bronze_and_silv
     assert 'generated column(s) ["v"] are not replicated' in log, run.log_tail()
     assert '["b"' not in log and '"g"]' not in log, run.log_tail()
     run.stop()
+
+
+class FailoverDatabase:
+    """A database on a primary and its standby, reached through a conninfo naming
+    both (target_session_attrs=read-write): whichever is the primary answers."""
+
+    def __init__(self, servers, name: str):
+        self.servers, self.name = servers, name
+
+    @property
+    def dsn(self) -> str:
+        hosts = ",".join("127.0.0.1" for _ in self.servers)
+        ports = ",".join(str(s.port) for s in self.servers)
+        return (f"host={hosts} port={ports} user=postgres dbname={self.name} "
+                "target_session_attrs=read-write connect_timeout=5")
+
+    def connect(self, autocommit: bool = True) -> psycopg.Connection:
+        return psycopg.connect(self.dsn, autocommit=autocommit)
+
+    def execute(self, sql: str, params=None) -> list[tuple]:
+        with self.connect() as conn:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.mark.every_version
+def test_a_standby_promoted_mid_stream_carries_on_from_its_synced_failover_slot(
+        floe_bin, tmp_path, duckdb_con):
+    """#18 failover: a primary whose standby keeps floe's failover slot in step
+    (sync_replication_slots; synchronized_standby_slots on the primary, so that floe
+    never gets ahead of the standby) is killed while a workload writes; the standby
+    is promoted; floe, given both hosts, carries on from the new primary's synced
+    slot. Bronze equals the new primary's audit trail (nothing lost, nothing twice),
+    folded and read by PyIceberg and DuckDB, and Silver equals the source."""
+    if pg_version() < 17:
+        pytest.skip("failover slots are PostgreSQL 17's")
+    duckdb_setup(duckdb_con)
+    primary = PgCluster().start()
+    standby = PgCluster()
+    run = None
+    try:
+        with psycopg.connect(primary.dsn(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE shop")
+            admin.execute("SELECT pg_create_physical_replication_slot('standby1')")
+            admin.execute("ALTER SYSTEM SET synchronized_standby_slots = 'standby1'")
+            admin.execute("SELECT pg_reload_conf()")
+        db = FailoverDatabase([primary], "shop")
+        db.execute(SETUP)
+        standby.start_standby(primary, "standby1")
+        db.servers = [primary, standby]
+        run = FloeRun(floe_bin, db, tmp_path / "floe", tables=[
+            "public.accounts", "public.lines", "public.docs"],
+            extra_yaml="", interval="500ms")
+        text = run.config_path.read_text()
+        run.config_path.write_text(text.replace("  snapshot: initial\n",
+                                                "  snapshot: initial\n  failover: true\n"))
+        run.start()
+        for tbl, n in INITIAL.items():
+            run.wait_until(lambda: run.count(f"public.{tbl}") >= n, 120,
+                           what=f"the initial snapshot of {tbl} ({n} rows)")
+        assert db.execute("SELECT failover FROM pg_replication_slots "
+                          "WHERE slot_name = %s", (run.slot,)) == [(True,)]
+        workload = Workload(db.dsn, seed=18)
+        workload.start()
+        time.sleep(3)
+        # The standby holds floe's slot, synced at least up to the copy.
+        with psycopg.connect(standby.dsn(), autocommit=True) as conn:
+            wait_for(lambda: conn.execute(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s "
+                "AND synced AND NOT temporary", (run.slot,)).fetchone()[0] == 1,
+                60, "the standby to sync floe's slot")
+        time.sleep(2)
+        primary.stop(mode="immediate")  # mid-stream, mid-transaction
+        workload.join(30)
+        assert workload.commits > 50, workload.commits
+        standby.promote()
+        # The new primary takes writes; floe carries on from it.
+        db.execute("UPDATE accounts SET balance = balance + 1 WHERE id % 97 = 0")
+        db.execute("DELETE FROM lines WHERE order_id % 89 = 0")
+        db.execute("INSERT INTO docs VALUES (5000, 'after the failover', 1)")
+        run.wait_until(lambda: run.has_row("public.docs", id=5000), 120,
+                       what="a change made on the new primary in Bronze", interval=0.5)
+        assert "moved from timeline 1 to 2" in run.log_text(), run.log_tail()
+        check_against_audit(run, db, duckdb_con)
+        for tbl, spec in TABLES.items():
+            assert "r" in {r["cdc_op"] for r in run.rows_pyiceberg(f"public.{tbl}")}
+        proc = subprocess.run([str(run.floe_bin), "silver", str(run.config_path)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        for tbl, spec in TABLES.items():
+            check_silver(run, db, duckdb_con, f"public.{tbl}", spec["key"])
+    finally:
+        if run is not None:
+            run.kill()
+            print(run.log_tail(200))
+        standby.destroy()
+        primary.destroy()
+
+
+@pytest.mark.every_version
+def test_a_promoted_standby_without_floes_slot_is_refused_and_resnapshot_recovers(
+        floe_bin, tmp_path, duckdb_con):
+    """The slot is not on the standby at promotion (an ordinary slot, never synced):
+    floe refuses, exit code 2, saying how to recover, and `floe run --resnapshot`
+    copies every table again from the new primary; Silver equals the source."""
+    duckdb_setup(duckdb_con)
+    primary = PgCluster().start()
+    standby = PgCluster()
+    run = None
+    try:
+        with psycopg.connect(primary.dsn(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE shop")
+            admin.execute("SELECT pg_create_physical_replication_slot('standby1')")
+        db = FailoverDatabase([primary], "shop")
+        db.execute(SETUP)
+        standby.start_standby(primary, "standby1")
+        db.servers = [primary, standby]
+        run = FloeRun(floe_bin, db, tmp_path / "floe", tables=[
+            "public.accounts", "public.lines", "public.docs"], interval="500ms")
+        run.start()
+        for tbl, n in INITIAL.items():
+            run.wait_until(lambda: run.count(f"public.{tbl}") >= n, 120,
+                           what=f"the initial snapshot of {tbl} ({n} rows)")
+        db.execute("UPDATE accounts SET balance = -balance WHERE id % 10 = 0")
+        run.wait_until(lambda: (run.slot_confirmed_flush() or 0) >= lsn_of(
+            db.execute("SELECT pg_current_wal_lsn()::text")[0][0]), 60,
+            what="floe to confirm the update")
+        # Everything reached the standby before the primary goes: same history.
+        end = db.execute("SELECT pg_current_wal_lsn()::text")[0][0]
+        with psycopg.connect(standby.dsn(), autocommit=True) as conn:
+            wait_for(lambda: lsn_of(conn.execute(
+                "SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]) >= lsn_of(end),
+                60, "the standby to replay everything")
+        primary.stop(mode="immediate")
+        standby.promote()
+        db.servers = [standby]
+        db.execute("DELETE FROM lines WHERE order_id % 7 = 0")
+        rc = run.wait_exit(120)
+        assert rc == 2, run.log_tail()
+        log = run.log_text()
+        assert 'replication slot "floe_svc" does not exist' in log, run.log_tail()
+        assert "floe run --resnapshot" in log, run.log_tail()
+        run.start("--resnapshot")
+        run.wait_until(lambda: "--resnapshot is done" in run.log_text(), 120,
+                       what="the copies of --resnapshot")
+        db.execute("INSERT INTO docs VALUES (5000, 'after the failover', 1)")
+        run.wait_until(lambda: run.has_row("public.docs", id=5000), 120,
+                       what="a change made on the new primary in Bronze", interval=0.5)
+        run.stop()
+        proc = subprocess.run([str(run.floe_bin), "silver", str(run.config_path)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        for tbl, spec in TABLES.items():
+            check_silver(run, db, duckdb_con, f"public.{tbl}", spec["key"])
+    finally:
+        if run is not None:
+            run.kill()
+            print(run.log_tail(200))
+        standby.destroy()
+        primary.destroy()
+
+
+def lsn_of(text: str) -> int:
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+@pytest.mark.every_version
+def test_a_promoted_standby_behind_what_bronze_holds_is_refused_even_with_resnapshot(
+        floe_bin, tmp_path, duckdb_con):
+    """The standby stopped receiving before changes floe has in Bronze (no
+    synchronized_standby_slots); promoted, it branches off before them and writes
+    other changes at their LSNs. floe refuses, exit code 2, with or without
+    --resnapshot (copies would sort before the changes Bronze holds), and says to
+    start a new Bronze; nothing is written to the old one."""
+    duckdb_setup(duckdb_con)
+    primary = PgCluster().start()
+    standby = PgCluster()
+    run = None
+    try:
+        with psycopg.connect(primary.dsn(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE shop")
+            admin.execute("SELECT pg_create_physical_replication_slot('standby1')")
+        db = FailoverDatabase([primary], "shop")
+        db.execute(SETUP)
+        standby.start_standby(primary, "standby1")
+        db.servers = [primary, standby]
+        run = FloeRun(floe_bin, db, tmp_path / "floe", tables=[
+            "public.accounts", "public.lines", "public.docs"], interval="500ms")
+        run.start()
+        for tbl, n in INITIAL.items():
+            run.wait_until(lambda: run.count(f"public.{tbl}") >= n, 120,
+                           what=f"the initial snapshot of {tbl} ({n} rows)")
+        standby.stop()  # receives nothing more
+        db.servers = [primary]
+        db.execute("UPDATE accounts SET balance = -balance WHERE id % 10 = 0")
+        run.wait_until(lambda: (run.slot_confirmed_flush() or 0) >= lsn_of(
+            db.execute("SELECT pg_current_wal_lsn()::text")[0][0]), 60,
+            what="floe to confirm the update")
+        primary.stop(mode="immediate")
+        standby.restart_stopped()
+        standby.promote()
+        db.servers = [primary, standby]
+        db.execute("UPDATE accounts SET name = 'other history' WHERE id % 10 = 1")
+        rc = run.wait_exit(120)
+        assert rc == 2, run.log_tail()
+        assert "the source was promoted: its timeline 2 branched off timeline 1" in \
+            run.log_text(), run.log_tail()
+        assert "new `service:` name" in run.log_text()
+        bronze = run.count("public.accounts")
+        run.start("--resnapshot")
+        assert run.wait_exit(120) == 2, run.log_tail()
+        assert run.log_text().count("branched off timeline 1") == 2, run.log_tail()
+        assert run.count("public.accounts") == bronze
+    finally:
+        if run is not None:
+            run.kill()
+            print(run.log_tail(200))
+        standby.destroy()
+        primary.destroy()

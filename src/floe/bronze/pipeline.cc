@@ -54,6 +54,13 @@ arrow::Status Pipeline::StartUp() {
     return Fatal(supported.message());
   }
   if (!newer.empty() && !version_said_) spdlog::warn("{}", newer);
+  if (config_.source.failover && repl_->server_version() < 170000) {
+    return Fatal(
+        "source.failover: true needs PostgreSQL 17 or newer (failover slots); "
+        "the source runs PostgreSQL " +
+        pg::ServerVersionText(repl_->server_version()) +
+        ". Remove the setting, or upgrade the source");
+  }
   ARROW_ASSIGN_OR_RAISE(pg::SystemIdentity who, repl_->IdentifySystem());
   if (!version_said_) {
     spdlog::info("source: PostgreSQL {}, system {}, timeline {}",

@@ -353,6 +353,7 @@ class Pipeline : public pg::ChangeSink {
   void WarnIfAnInsertLacksValues(BronzeTable* table, const arrow::RecordBatch& batch,
                                  const int32_t* op_offsets, const uint8_t* op_chars);
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
+  arrow::Result<uint64_t> HighestBronzeCommit();
   arrow::Result<BronzeTable*> TableFor(const pg::QualifiedName& source);
   /// The silver.keys entry of `source` as JSON names (`[]`: none).
   std::string DeclaredKeyJson(const pg::QualifiedName& source) const;

@@ -8,7 +8,9 @@
 #include <thread>
 
 #include "floe/bronze/slot_check.h"
+#include "floe/lake/catalog.h"
 #include "floe/lake/keys.h"
+#include "floe/lake/metadata.h"
 
 namespace floe::bronze {
 
@@ -64,6 +66,29 @@ arrow::Status Pipeline::LockService(pg::SourceSession& source) {
       "second pipeline needs its own `service:` name");
 }
 
+// The highest commit LSN any of the service's Bronze tables holds (the changelogs,
+// the messages and the quarantine).
+arrow::Result<uint64_t> Pipeline::HighestBronzeCommit() {
+  ARROW_ASSIGN_OR_RAISE(std::vector<ice::TableIdentifier> tables,
+                        lake::ListBronzeTables(catalog_, config_));
+  for (const char* name : {lake::kLogicalMessagesTableName, lake::kQuarantineTableName}) {
+    tables.push_back(ice::TableIdentifier{ServiceNamespace(), name});
+  }
+  uint64_t highest = 0;
+  for (const ice::TableIdentifier& id : tables) {
+    auto table = ice::Table::Load(catalog_, io_, id);
+    if (!table.ok()) {
+      if (ice::GetCatalogErrorKind(table.status()) ==
+          ice::CatalogErrorKind::kNoSuchTable) {
+        continue;
+      }
+      return table.status();
+    }
+    highest = std::max(highest, lake::CommittedLsnOf((*table)->metadata()).value());
+  }
+  return highest;
+}
+
 arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
                                   const pg::SystemIdentity& who) {
   const ice::Namespace ns = ServiceNamespace();
@@ -73,7 +98,16 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
                        .state = state_,
                        .namespace_name = ice::NamespaceToString(ns),
                        .who = who,
-                       .resnapshot = resnapshot_};
+                       .resnapshot = resnapshot_,
+                       .failover = config_.source.failover};
+  // Another timeline than Bronze was fed from: its history, and what Bronze holds.
+  if (auto fed = state_.find(lake::kStateTimeline);
+      fed != state_.end() && fed->second != std::to_string(who.timeline)) {
+    if (who.timeline > 1) {
+      ARROW_ASSIGN_OR_RAISE(input.timeline_history, repl.TimelineHistory(who.timeline));
+    }
+    ARROW_ASSIGN_OR_RAISE(input.bronze_holds, HighestBronzeCommit());
+  }
   ARROW_ASSIGN_OR_RAISE(SlotCheckResult checked,
                         bronze::CheckSlot(*source_, &repl, input));
   if (!crash_checked_) {

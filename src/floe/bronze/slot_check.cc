@@ -1,6 +1,8 @@
 #include "floe/bronze/slot_check.h"
 
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -82,6 +84,58 @@ arrow::Status CheckRecorded(const SlotCheckInput& in, const Recorded& recorded) 
   return arrow::Status::OK();
 }
 
+// A server on another timeline than the one Bronze was fed from (a promoted standby,
+// or a server restored and recovered to a point) holds the same history only up to
+// where its timeline branched off Bronze's: Bronze's changes after that point never
+// happened on it, and it reuses their LSNs for others. --resnapshot does not help
+// (the copies would sort before those changes): the same recovery as a source that
+// went backwards.
+arrow::Status CheckTimeline(const SlotCheckInput& in, const Recorded& recorded) {
+  auto it = in.state.find(lake::kStateTimeline);
+  if (it == in.state.end()) return arrow::Status::OK();
+  const std::optional<int> fed = ParseInteger<int>(it->second);
+  if (!fed || *fed == in.who.timeline) return arrow::Status::OK();
+  const std::string& ns = in.namespace_name;
+  const std::string recovery =
+      " floe cannot continue this Bronze. Start a new one: give the pipeline file a "
+      "new `service:` name (or drop the tables of " +
+      ns +
+      " and its Silver tables) and run floe run again, which copies every table; see "
+      "\"Failover\" in docs/running.md";
+  std::optional<Lsn> branched;
+  if (in.who.timeline > *fed) {
+    ARROW_ASSIGN_OR_RAISE(auto history, pg::ParseTimelineHistory(in.timeline_history));
+    for (const pg::TimelineSwitch& s : history) {
+      if (s.timeline == *fed) branched = s.switchpoint;
+    }
+  }
+  if (!branched) {
+    return Refuse("the source is on timeline " + std::to_string(in.who.timeline) +
+                  ", whose history does not hold timeline " + std::to_string(*fed) +
+                  " that " + ns +
+                  " was fed from: it is not that server's successor (rewound, or "
+                  "restored from an older backup), and its changes may differ from "
+                  "what Bronze holds." +
+                  recovery);
+  }
+  const uint64_t held = std::max(recorded.confirmed.value_or(0), in.bronze_holds);
+  if (held > branched->value()) {
+    return Refuse("the source was promoted: its timeline " +
+                  std::to_string(in.who.timeline) + " branched off timeline " +
+                  std::to_string(*fed) + " at LSN " + branched->ToString() + ", but " +
+                  ns + " holds changes up to LSN " + Lsn(held).ToString() +
+                  " of the old timeline, which the new primary never received (set "
+                  "synchronized_standby_slots on the primary so that floe never gets "
+                  "ahead of the standby)." +
+                  recovery);
+  }
+  spdlog::info(
+      "the source moved from timeline {} to {} at LSN {}; Bronze holds up to {}: "
+      "carrying on",
+      *fed, in.who.timeline, branched->ToString(), Lsn(held).ToString());
+  return arrow::Status::OK();
+}
+
 // --resnapshot over an existing slot: one that lost WAL is dropped (it cannot stream
 // any more); of one that can, what its changes become is said.
 arrow::Status ResnapshotOverSlot(pg::SourceSession& source, const std::string& slot,
@@ -147,6 +201,7 @@ arrow::Result<SlotCheckResult> CheckSlot(pg::SourceSession& source,
   recorded.same_slot =
       in.state.contains(lake::kStateSlot) && in.state.at(lake::kStateSlot) == in.slot;
   ARROW_RETURN_NOT_OK(CheckRecorded(in, recorded));
+  ARROW_RETURN_NOT_OK(CheckTimeline(in, recorded));
   ARROW_ASSIGN_OR_RAISE(auto slot_state, source.ReadSlot(in.slot));
   if (slot_state) {
     // Another kind of slot under the name (physical, another plugin, another
@@ -171,6 +226,7 @@ arrow::Result<SlotCheckResult> CheckSlot(pg::SourceSession& source,
                     ": the changes made since then are gone. " + kResnapshotHint);
     }
     pg::CreateSlotOptions create;
+    create.failover = in.failover;
     ARROW_ASSIGN_OR_RAISE(auto ensured, source.EnsureSlot(repl, in.slot, create));
     spdlog::info("created replication slot {} at {}", in.slot,
                  ensured.created ? ensured.created->consistent_point.ToString()
@@ -179,10 +235,16 @@ arrow::Result<SlotCheckResult> CheckSlot(pg::SourceSession& source,
     slot_state = ensured.state;
   } else {
     ARROW_RETURN_NOT_OK(CheckExistingSlot(in, recorded, *slot_state));
+    if (in.failover && !slot_state->failover && repl != nullptr) {
+      ARROW_RETURN_NOT_OK(repl->SetSlotFailover(in.slot, true));
+      spdlog::info("replication slot {} is a failover slot now (source.failover)",
+                   in.slot);
+    }
   }
   SlotCheckResult out;
   out.updates = {{lake::kStateSlot, in.slot},
                  {lake::kStateSystemId, in.who.system_id},
+                 {lake::kStateTimeline, std::to_string(in.who.timeline)},
                  {lake::kStateCleanStop, "false"}};
   if (recorded.confirmed && recorded.same_slot && !in.resnapshot) {
     out.confirmed = Lsn(*recorded.confirmed);

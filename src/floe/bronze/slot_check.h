@@ -26,6 +26,13 @@ struct SlotCheckInput {
   /// --resnapshot: every table is copied again, so a lost, missing or other slot is
   /// no reason to refuse.
   bool resnapshot = false;
+  /// source.failover: the slot is created, or altered, to be a failover slot.
+  bool failover = false;
+  /// When the recorded timeline (lake::kStateTimeline) is not the server's: the
+  /// server's timeline history (TIMELINE_HISTORY), and the highest commit LSN of any
+  /// Bronze table (what Bronze holds may pass what it confirmed).
+  std::string timeline_history;
+  uint64_t bronze_holds = 0;
 };
 
 struct SlotCheckResult {

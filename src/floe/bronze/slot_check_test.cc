@@ -1,5 +1,6 @@
 #include "floe/bronze/slot_check.h"
 
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,12 +35,12 @@ class FakeSource : public pg::SourceSession {
     slot.reset();
     return arrow::Status::OK();
   }
-  arrow::Result<pg::EnsuredSlot> EnsureSlot(pg::ReplicationConnection*,
-                                            const std::string& name,
-                                            const pg::CreateSlotOptions&) override {
+  arrow::Result<pg::EnsuredSlot> EnsureSlot(
+      pg::ReplicationConnection*, const std::string& name,
+      const pg::CreateSlotOptions& options) override {
     pg::EnsuredSlot out;
     if (!slot) {
-      journal.push_back("create " + name);
+      journal.push_back("create " + name + (options.failover ? " failover" : ""));
       slot = pg::SlotState{.slot_name = name, .confirmed_flush_lsn = create_at};
       out.created = pg::CreatedSlot{.slot_name = name, .consistent_point = create_at};
     }
@@ -268,6 +269,73 @@ TEST(SlotCheck, ResnapshotOverALiveSlotStartsAtTheSlotWithoutDroppingIt) {
   EXPECT_EQ(source.journal, std::vector<std::string>{"read floe_svc"});
   EXPECT_EQ(checked.updates.at(std::string(lake::kStateConfirmed)),
             std::to_string(0x3000));
+}
+
+// Bronze fed on timeline 1 up to 0x4000; the server is now on timeline 3, whose
+// history says timeline 1 ended at `one_ended` (and 2 at 0x8000).
+SlotCheckInput Promoted(uint64_t one_ended) {
+  SlotCheckInput in = Fed(0x4000);
+  in.state[lake::kStateTimeline] = "1";
+  in.who.timeline = 3;
+  char line[64];
+  std::snprintf(line, sizeof(line), "1\t0/%llX\tno recovery target specified\n",
+                static_cast<unsigned long long>(one_ended));
+  in.timeline_history = std::string(line) + "\n# a comment\n2\t0/8000\tbefore x\n";
+  return in;
+}
+
+TEST(SlotCheck, TheTimelineIsRecordedAndAPromotionAfterWhatBronzeHoldsIsFollowed) {
+  FakeSource source;
+  source.slot = Slot(0x4000);
+  SlotCheckInput in = Fed(0x4000);
+  ASSERT_OK_AND_ASSIGN(auto first, CheckSlot(source, nullptr, in));
+  EXPECT_EQ(first.updates.at(lake::kStateTimeline), "1");
+  // Promoted at exactly what Bronze holds, and after it: the same history.
+  for (uint64_t ended : {0x4000u, 0x4001u, 0x7000u}) {
+    ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, Promoted(ended)));
+    EXPECT_EQ(checked.confirmed, Lsn(0x4000));
+    EXPECT_EQ(checked.updates.at(lake::kStateTimeline), "3");
+  }
+}
+
+TEST(SlotCheck, APromotionBeforeWhatBronzeHoldsOrAnotherHistoryIsRefused) {
+  FakeSource source;
+  source.slot = Slot(0x4000);
+  // Branched before what floe confirmed.
+  ExpectRefused(CheckSlot(source, nullptr, Promoted(0x3FFF)),
+                "branched off timeline 1 at LSN 0/00003FFF, but bronze.svc holds changes "
+                "up to LSN 0/00004000");
+  // Or before what a Bronze table holds beyond it (committed, not yet confirmed).
+  SlotCheckInput held = Promoted(0x5000);
+  held.bronze_holds = 0x5001;
+  ExpectRefused(CheckSlot(source, nullptr, held), "holds changes up to LSN 0/00005001");
+  held.bronze_holds = 0x5000;
+  EXPECT_TRUE(CheckSlot(source, nullptr, held).ok());
+  // --resnapshot does not help: copies would sort before the changes Bronze holds.
+  SlotCheckInput resnapshot = Promoted(0x3000);
+  resnapshot.resnapshot = true;
+  ExpectRefused(CheckSlot(source, nullptr, resnapshot), "new `service:` name");
+  // A history without timeline 1, an older timeline, a corrupt history.
+  SlotCheckInput other = Promoted(0x7000);
+  other.timeline_history = "2\t0/8000\tx\n";
+  ExpectRefused(CheckSlot(source, nullptr, other), "does not hold timeline 1");
+  SlotCheckInput older = Fed(0x4000);
+  older.state[lake::kStateTimeline] = "4";
+  older.who.timeline = 2;
+  ExpectRefused(CheckSlot(source, nullptr, older), "rewound, or restored");
+  SlotCheckInput corrupt = Promoted(0x7000);
+  corrupt.timeline_history = "1 zz\n";
+  EXPECT_FALSE(CheckSlot(source, nullptr, corrupt).ok());
+}
+
+TEST(SlotCheck, AFailoverPipelineCreatesAFailoverSlot) {
+  FakeSource source;
+  SlotCheckInput in = Fed(0);
+  in.state.clear();
+  in.failover = true;
+  ASSERT_OK(CheckSlot(source, nullptr, in).status());
+  EXPECT_EQ(source.journal,
+            (std::vector<std::string>{"read floe_svc", "create floe_svc failover"}));
 }
 
 }  // namespace

@@ -7,7 +7,7 @@ namespace floe::config::keys {
 
 namespace {
 
-constexpr std::array<const Key*, 53> kAll = {
+constexpr std::array<const Key*, 54> kAll = {
     &kService,
     &kSourceConninfo,
     &kSourceSlot,
@@ -18,6 +18,7 @@ constexpr std::array<const Key*, 53> kAll = {
     &kSourceSnapshot,
     &kBackfillChunkRows,
     &kSnapshotWorkers,
+    &kSourceFailover,
     &kCatalogType,
     &kCatalogPath,
     &kCatalogConninfo,

@@ -112,6 +112,17 @@ inline constexpr Key kSnapshotWorkers{
     {},
     "source connections the initial copy reads with, e.g. snapshot_workers: 2 (the "
     "default)"};
+inline constexpr Key kSourceFailover{
+    "source.failover",
+    Kind::kChoice,
+    "`false`",
+    "`true` or `false`: create the slot as a failover slot (PostgreSQL 17+)",
+    0,
+    0,
+    0,
+    "true|false",
+    "true: a failover slot, which standbys with sync_replication_slots keep (PostgreSQL "
+    "17 or newer); false: an ordinary slot (the default)"};
 inline constexpr Key kCatalogType{
     "catalog.type",
     Kind::kChoice,

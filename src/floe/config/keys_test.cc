@@ -47,10 +47,10 @@ TEST(ConfigKeys, EachSectionAllowsItsDeclaredKeys) {
           "endpoint", "region", "path_style", "access_key_id", "access_key_id_file",
           "secret_access_key", "secret_access_key_file", "session_token",
           "session_token_file", "connect_timeout", "request_timeout", "max_attempts"}));
-  EXPECT_EQ(
-      keys::KeysOf("source"),
-      (std::vector<std::string>{"conninfo", "conninfo_file", "slot", "publication",
-                                "snapshot", "backfill_chunk_rows", "snapshot_workers"}));
+  EXPECT_EQ(keys::KeysOf("source"),
+            (std::vector<std::string>{"conninfo", "conninfo_file", "slot", "publication",
+                                      "snapshot", "backfill_chunk_rows",
+                                      "snapshot_workers", "failover"}));
   EXPECT_EQ(keys::KeysOf("source.publication"),
             (std::vector<std::string>{"name", "create", "tables"}));
   EXPECT_EQ(

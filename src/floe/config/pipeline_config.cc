@@ -186,6 +186,10 @@ void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
       cfg->source.snapshot_workers = static_cast<int>(*n);
     }
   }
+  if (const YAML::Node failover = node["failover"]) {
+    if (auto f = r.Choice(failover, keys::kSourceFailover))
+      cfg->source.failover = *f == "true";
+  }
 }
 
 void ParseCheckpoint(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
@@ -612,6 +616,7 @@ std::string PipelineConfig::ToRedactedYaml() const {
       << (source.snapshot == SnapshotPolicy::kInitial ? "initial" : "never");
   out << YAML::Key << "backfill_chunk_rows" << YAML::Value << source.backfill_chunk_rows;
   out << YAML::Key << "snapshot_workers" << YAML::Value << source.snapshot_workers;
+  out << YAML::Key << "failover" << YAML::Value << (source.failover ? "true" : "false");
   out << YAML::EndMap;
   out << YAML::Key << "catalog" << YAML::Value << YAML::BeginMap;
   EmitCatalog(out, catalog);

@@ -73,6 +73,9 @@ struct SourceConfig {
   /// Connections the initial copy (`floe run`) reads with, each importing the slot's
   /// exported snapshot and copying chunks of tables in parallel; 1 to 64.
   int snapshot_workers = static_cast<int>(keys::kSnapshotWorkers.number);
+  /// Create the slot with FAILOVER, so that standbys with sync_replication_slots keep
+  /// it (PostgreSQL 17+; docs/running.md, "Failover").
+  bool failover = false;
 };
 
 struct CatalogConfig {

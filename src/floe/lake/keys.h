@@ -15,6 +15,10 @@ namespace floe::lake {
 inline constexpr char kStateSlot[] = "floe.slot";
 /// The source cluster's system identifier (IDENTIFY_SYSTEM), to refuse another one.
 inline constexpr char kStateSystemId[] = "floe.system-identifier";
+/// The source's timeline (IDENTIFY_SYSTEM) when the pipeline last started on it: a
+/// server on another timeline must have this one in its history, branching off at
+/// or after what Bronze holds (bronze/slot_check.cc).
+inline constexpr char kStateTimeline[] = "floe.timeline";
 /// The last position recorded before it was confirmed to the slot (decimal LSN).
 inline constexpr char kStateConfirmed[] = "floe.confirmed-lsn";
 /// "true" when the last `floe run` stopped cleanly (SIGTERM), "false" while running.

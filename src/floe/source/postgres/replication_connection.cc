@@ -287,6 +287,66 @@ void ReplicationConnection::FreeBuffer() {
   }
 }
 
+arrow::Result<std::vector<TimelineSwitch>> ParseTimelineHistory(
+    std::string_view content) {
+  std::vector<TimelineSwitch> out;
+  size_t at = 0;
+  while (at < content.size()) {
+    size_t end = content.find('\n', at);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view line = content.substr(at, end - at);
+    at = end + 1;
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    line = line.substr(first);
+    const size_t tab = line.find_first_of(" \t");
+    const size_t lsn_at =
+        tab == std::string_view::npos ? tab : line.find_first_not_of(" \t", tab);
+    if (lsn_at == std::string_view::npos) {
+      return arrow::Status::IOError("timeline history: no switchpoint in line '",
+                                    std::string(line.substr(0, 80)), "'");
+    }
+    const std::optional<int> timeline = ParseInteger<int>(line.substr(0, tab));
+    size_t lsn_end = line.find_first_of(" \t\r", lsn_at);
+    if (lsn_end == std::string_view::npos) lsn_end = line.size();
+    auto switchpoint = Lsn::Parse(line.substr(lsn_at, lsn_end - lsn_at));
+    if (!timeline || *timeline < 1 || !switchpoint.ok()) {
+      return arrow::Status::IOError("timeline history: bad line '",
+                                    std::string(line.substr(0, 80)), "'");
+    }
+    out.push_back({*timeline, *switchpoint});
+  }
+  return out;
+}
+
+arrow::Result<std::string> ReplicationConnection::TimelineHistory(int timeline) {
+  if (streaming_) return arrow::Status::Invalid("TIMELINE_HISTORY while streaming");
+  ResultPtr res = Exec(conn_, "TIMELINE_HISTORY " + std::to_string(timeline));
+  if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+    return ResultError(conn_, res.get(),
+                       "TIMELINE_HISTORY " + std::to_string(timeline) + " failed");
+  }
+  if (PQntuples(res.get()) != 1 || PQnfields(res.get()) < 2) {
+    return arrow::Status::IOError("TIMELINE_HISTORY returned an unexpected result");
+  }
+  return std::string(PQgetvalue(res.get(), 0, 1),
+                     static_cast<size_t>(PQgetlength(res.get(), 0, 1)));
+}
+
+arrow::Status ReplicationConnection::SetSlotFailover(std::string_view slot,
+                                                     bool failover) {
+  if (streaming_) return arrow::Status::Invalid("ALTER_REPLICATION_SLOT while streaming");
+  ARROW_RETURN_NOT_OK(ValidateSlotName(slot));
+  ARROW_ASSIGN_OR_RAISE(std::string ident, QuoteIdentifier(slot));
+  ResultPtr res = Exec(conn_, "ALTER_REPLICATION_SLOT " + ident + " (FAILOVER " +
+                                  (failover ? "true" : "false") + ")");
+  if (!res || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    return ResultError(conn_, res.get(),
+                       "could not alter replication slot \"" + std::string(slot) + "\"");
+  }
+  return arrow::Status::OK();
+}
+
 arrow::Result<SystemIdentity> ReplicationConnection::IdentifySystem() {
   if (streaming_) return arrow::Status::Invalid("IDENTIFY_SYSTEM while streaming");
   ResultPtr res = Exec(conn_, "IDENTIFY_SYSTEM");
@@ -570,11 +630,13 @@ arrow::Status StatusKeeper::status() const {
 arrow::Result<std::optional<SlotState>> ReadSlotState(PgConnection& sql,
                                                       std::string_view slot) {
   const bool has_two_phase = PQserverVersion(sql.raw()) >= 140000;
+  const bool has_failover = PQserverVersion(sql.raw()) >= 170000;
   const std::string query =
       std::string(
           "SELECT slot_name, plugin, slot_type, database, active, restart_lsn, "
           "confirmed_flush_lsn, wal_status, ") +
-      (has_two_phase ? "two_phase" : "false") +
+      (has_two_phase ? "two_phase" : "false") + ", " +
+      (has_failover ? "failover" : "false") +
       " FROM pg_catalog.pg_replication_slots WHERE slot_name = $1";
   ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(query, {std::string(slot)}));
   if (rows.empty()) return std::nullopt;
@@ -589,6 +651,7 @@ arrow::Result<std::optional<SlotState>> ReadSlotState(PgConnection& sql,
   ARROW_ASSIGN_OR_RAISE(s.confirmed_flush_lsn, ParseOptionalLsn(row[6]));
   s.wal_status = row[7].value_or("");
   s.two_phase = row[8].value_or("f") == "t";
+  s.failover = row[9].value_or("f") == "t";
   return s;
 }
 

@@ -145,6 +145,18 @@ struct SystemIdentity {
   std::string dbname;
 };
 
+/// One line of a timeline history file: `timeline` ended at `switchpoint`, where the
+/// next timeline of the history began.
+struct TimelineSwitch {
+  int timeline = 0;
+  Lsn switchpoint;
+};
+
+/// Parses a timeline history file (TIMELINE_HISTORY's content: a line "<timeline>
+/// <switchpoint X/Y> <reason>" per ancestor, tab-separated, oldest first; blank lines
+/// and # comments skipped).
+arrow::Result<std::vector<TimelineSwitch>> ParseTimelineHistory(std::string_view content);
+
 struct CreatedSlot {
   std::string slot_name;
   /// Changes committed after this LSN are streamed from the slot.
@@ -178,6 +190,13 @@ class ReplicationConnection {
   int max_protocol_version() const { return MaxProtocolVersionFor(server_version_); }
 
   arrow::Result<SystemIdentity> IdentifySystem();
+
+  /// TIMELINE_HISTORY `timeline` (> 1): the content of its history file, which
+  /// ParseTimelineHistory reads.
+  arrow::Result<std::string> TimelineHistory(int timeline);
+
+  /// ALTER_REPLICATION_SLOT `slot` (FAILOVER `failover`) (PostgreSQL 17+).
+  arrow::Status SetSlotFailover(std::string_view slot, bool failover);
 
   /// CREATE_REPLICATION_SLOT `slot` LOGICAL pgoutput. Fails (SQLSTATE 42710) when the
   /// slot exists; EnsureSlot handles that.
@@ -297,6 +316,8 @@ struct SlotState {
   /// reserved / extended / unreserved / lost; empty when the server has none.
   std::string wal_status;
   bool two_phase = false;
+  /// A failover slot (PostgreSQL 17+; false before).
+  bool failover = false;
 };
 
 /// The slot's row of pg_replication_slots, or nullopt when there is none.

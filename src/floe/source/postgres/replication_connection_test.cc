@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "floe/common/test_util.h"
 #include "floe/source/postgres/pg_connection.h"
 
 namespace floe::postgres {
@@ -344,6 +345,23 @@ TEST(ServerVersion, OlderThan15IsRefusedWithTheFixAndNewerThan18IsAWarning) {
   ASSERT_TRUE(CheckServerVersion(190001, &warning).ok());
   EXPECT_NE(warning.find("PostgreSQL 19.1, newer than"), std::string::npos) << warning;
   EXPECT_NE(warning.find("floe silver verify"), std::string::npos) << warning;
+}
+
+TEST(TimelineHistory, ParsesEachAncestorAndRefusesBadLines) {
+  ASSERT_OK_AND_ASSIGN(
+      auto history,
+      ParseTimelineHistory("1\t0/3000148\tno recovery target specified\n\n"
+                           "# comment\n2\t1/A0\tat restore point \"x y\"\n"));
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[0].timeline, 1);
+  EXPECT_EQ(history[0].switchpoint, Lsn(0x3000148));
+  EXPECT_EQ(history[1].timeline, 2);
+  EXPECT_EQ(history[1].switchpoint, Lsn((uint64_t{1} << 32) | 0xA0));
+  ASSERT_OK_AND_ASSIGN(auto empty, ParseTimelineHistory(""));
+  EXPECT_TRUE(empty.empty());
+  for (const char* bad : {"1\n", "x\t0/1\ty\n", "1\tnot-an-lsn\n", "0\t0/1\n"}) {
+    EXPECT_FALSE(ParseTimelineHistory(bad).ok()) << bad;
+  }
 }
 
 }  // namespace
