@@ -12,6 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgcluster import pg_version
+
 # The session settings floe pins on its connections: the values Postgres renders in
 # such a session are what the decoded stream must carry.
 PINNED = ("SET DateStyle = ISO; SET IntervalStyle = postgres; SET TimeZone = 'UTC'; "
@@ -123,8 +125,9 @@ TEXT_COLUMNS = ", ".join(f"CASE WHEN {c} IS NOT NULL THEN format('%s', {c}) END 
 
 def test_info_reports_the_server_and_its_protocol(tool, pg):
     info = run_tool(tool, "--dsn", pg.dsn, "info")[0]
-    assert info["server_version"] // 10000 == 15
-    assert info["max_proto_version"] == 3
+    assert info["server_version"] // 10000 == pg_version()
+    # pgoutput's protocol: 3 on 15, 4 (parallel streaming) from 16.
+    assert info["max_proto_version"] == (3 if pg_version() == 15 else 4)
     assert info["dbname"] == pg.name
     assert lsn_int(info["xlogpos"]) > 0
     assert info["system_id"] == pg.execute(
@@ -364,7 +367,10 @@ def test_large_transactions_stream_and_rolled_back_ones_leave_no_rows(
     out = stream(tool, pg, "s", "pub", "end", "--streaming", "on")
     types = [m["type"] for m in out]
     assert "STREAM START" in types and "STREAM STOP" in types
-    assert "STREAM COMMIT" in types and "STREAM ABORT" in types
+    assert "STREAM COMMIT" in types
+    # PostgreSQL 18 no longer streams a large transaction it knows was rolled back
+    # (nothing of it is sent); before, it streams and then aborts it.
+    assert ("STREAM ABORT" in types) == (pg_version() < 18), types
     got = [m for m in changes(out) if m["type"] == "INSERT"]
     ids = [int(m["new"]["id"]) for m in got]
     assert ids == list(range(1, 3001)) + [9000]

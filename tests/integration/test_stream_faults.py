@@ -374,16 +374,16 @@ def copy_rows(conn, rows) -> None:
 def multi_inserts(pg, start: str, end: str, relfilenode: int) -> dict[int, int]:
     """LSN -> tuple count of every MULTI_INSERT record on the relation between the
     two WAL positions (pg_walinspect; PostgreSQL 15 describes one as
-    'N tuples flags 0x..')."""
+    'N tuples flags 0x..', 16 and later as 'ntuples: N, flags: 0x..')."""
     import re
     out = {}
     for lsn, desc in pg.execute(
             "SELECT start_lsn::text, description FROM pg_get_wal_records_info(%s, %s) "
             "WHERE resource_manager = 'Heap2' AND record_type LIKE 'MULTI_INSERT%%' "
             "AND block_ref ~ %s", (start, end, rf"rel \d+/\d+/{relfilenode}( |$)")):
-        m = re.search(r"(\d+) tuples", desc)
+        m = re.search(r"(\d+) tuples|ntuples: (\d+)", desc)
         assert m, desc
-        out[lsn_int(lsn)] = int(m.group(1))
+        out[lsn_int(lsn)] = int(m.group(1) or m.group(2))
     return out
 
 
