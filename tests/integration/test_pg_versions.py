@@ -6,12 +6,14 @@ Bronze read by PyIceberg."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 
 import psycopg
 import pytest
 
+from conftest import PgDatabase
 from floerun import FloeRun, duckdb_setup, floe  # noqa: F401
 from oracle import check_silver
 from pgcluster import PgCluster, pg_version
@@ -74,12 +76,13 @@ def test_generated_columns_a_postgres_18_publication_sends_reach_bronze_and_silv
     run.stop()
 
 
-class FailoverDatabase:
+class FailoverDatabase(PgDatabase):
     """A database on a primary and its standby, reached through a conninfo naming
     both (target_session_attrs=read-write): whichever is the primary answers."""
 
     def __init__(self, servers, name: str):
-        self.servers, self.name = servers, name
+        super().__init__(servers[0], name)
+        self.servers = servers
 
     @property
     def dsn(self) -> str:
@@ -88,13 +91,10 @@ class FailoverDatabase:
         return (f"host={hosts} port={ports} user=postgres dbname={self.name} "
                 "target_session_attrs=read-write connect_timeout=5")
 
-    def connect(self, autocommit: bool = True) -> psycopg.Connection:
-        return psycopg.connect(self.dsn, autocommit=autocommit)
 
-    def execute(self, sql: str, params=None) -> list[tuple]:
-        with self.connect() as conn:
-            cur = conn.execute(sql, params)
-            return cur.fetchall() if cur.description else []
+def lsn_of(text: str) -> int:
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -102,6 +102,64 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def primary_and_standby(floe_bin, base, duckdb_con, failover: bool = False):
+    """A primary with case 7's tables (test_run_crash.SETUP), a standby through
+    physical slot standby1, and a floe run (not started) given both hosts; with
+    `failover`, floe's slot is a failover slot and the primary sends floe no change
+    the standby has not (synchronized_standby_slots). Everything is stopped and
+    removed at the end, floe's log printed."""
+    duckdb_setup(duckdb_con)
+    primary = PgCluster().start()
+    standby = PgCluster()
+    run = None
+    try:
+        with psycopg.connect(primary.dsn(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE shop")
+            admin.execute("SELECT pg_create_physical_replication_slot('standby1')")
+            if failover:
+                admin.execute("ALTER SYSTEM SET synchronized_standby_slots = 'standby1'")
+                admin.execute("SELECT pg_reload_conf()")
+        db = FailoverDatabase([primary], "shop")
+        db.execute(SETUP)
+        standby.start_standby(primary, "standby1")
+        db.servers = [primary, standby]
+        run = FloeRun(floe_bin, db, base, tables=[f"public.{t}" for t in TABLES],
+                      interval="500ms")
+        if failover:
+            text = run.config_path.read_text()
+            run.config_path.write_text(text.replace(
+                "  snapshot: initial\n", "  snapshot: initial\n  failover: true\n"))
+        yield primary, standby, db, run
+    finally:
+        if run is not None:
+            run.kill()
+            print(run.log_tail(200))
+        standby.destroy()
+        primary.destroy()
+
+
+def start_and_copy(run) -> None:
+    run.start()
+    for tbl, n in INITIAL.items():
+        run.wait_until(lambda: run.count(f"public.{tbl}") >= n, 120,
+                       what=f"the initial snapshot of {tbl} ({n} rows)")
+
+
+def confirm_everything(run, db) -> None:
+    target = lsn_of(db.execute("SELECT pg_current_wal_lsn()::text")[0][0])
+    run.wait_until(lambda: (run.slot_confirmed_flush() or 0) >= target, 60,
+                   what="floe to confirm every change")
+
+
+def silver_equals_source(run, db, duckdb_con) -> None:
+    proc = subprocess.run([str(run.floe_bin), "silver", str(run.config_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for tbl, spec in TABLES.items():
+        check_silver(run, db, duckdb_con, f"public.{tbl}", spec["key"])
 
 
 @pytest.mark.every_version
@@ -115,30 +173,9 @@ def test_a_standby_promoted_mid_stream_carries_on_from_its_synced_failover_slot(
     folded and read by PyIceberg and DuckDB, and Silver equals the source."""
     if pg_version() < 17:
         pytest.skip("failover slots are PostgreSQL 17's")
-    duckdb_setup(duckdb_con)
-    primary = PgCluster().start()
-    standby = PgCluster()
-    run = None
-    try:
-        with psycopg.connect(primary.dsn(), autocommit=True) as admin:
-            admin.execute("CREATE DATABASE shop")
-            admin.execute("SELECT pg_create_physical_replication_slot('standby1')")
-            admin.execute("ALTER SYSTEM SET synchronized_standby_slots = 'standby1'")
-            admin.execute("SELECT pg_reload_conf()")
-        db = FailoverDatabase([primary], "shop")
-        db.execute(SETUP)
-        standby.start_standby(primary, "standby1")
-        db.servers = [primary, standby]
-        run = FloeRun(floe_bin, db, tmp_path / "floe", tables=[
-            "public.accounts", "public.lines", "public.docs"],
-            extra_yaml="", interval="500ms")
-        text = run.config_path.read_text()
-        run.config_path.write_text(text.replace("  snapshot: initial\n",
-                                                "  snapshot: initial\n  failover: true\n"))
-        run.start()
-        for tbl, n in INITIAL.items():
-            run.wait_until(lambda: run.count(f"public.{tbl}") >= n, 120,
-                           what=f"the initial snapshot of {tbl} ({n} rows)")
+    with primary_and_standby(floe_bin, tmp_path / "floe", duckdb_con,
+                             failover=True) as (primary, standby, db, run):
+        start_and_copy(run)
         assert db.execute("SELECT failover FROM pg_replication_slots "
                           "WHERE slot_name = %s", (run.slot,)) == [(True,)]
         workload = Workload(db.dsn, seed=18)
@@ -163,19 +200,7 @@ def test_a_standby_promoted_mid_stream_carries_on_from_its_synced_failover_slot(
                        what="a change made on the new primary in Bronze", interval=0.5)
         assert "moved from timeline 1 to 2" in run.log_text(), run.log_tail()
         check_against_audit(run, db, duckdb_con)
-        for tbl, spec in TABLES.items():
-            assert "r" in {r["cdc_op"] for r in run.rows_pyiceberg(f"public.{tbl}")}
-        proc = subprocess.run([str(run.floe_bin), "silver", str(run.config_path)],
-                              capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        for tbl, spec in TABLES.items():
-            check_silver(run, db, duckdb_con, f"public.{tbl}", spec["key"])
-    finally:
-        if run is not None:
-            run.kill()
-            print(run.log_tail(200))
-        standby.destroy()
-        primary.destroy()
+        silver_equals_source(run, db, duckdb_con)
 
 
 @pytest.mark.every_version
@@ -184,40 +209,21 @@ def test_a_promoted_standby_without_floes_slot_is_refused_and_resnapshot_recover
     """The slot is not on the standby at promotion (an ordinary slot, never synced):
     floe refuses, exit code 2, saying how to recover, and `floe run --resnapshot`
     copies every table again from the new primary; Silver equals the source."""
-    duckdb_setup(duckdb_con)
-    primary = PgCluster().start()
-    standby = PgCluster()
-    run = None
-    try:
-        with psycopg.connect(primary.dsn(), autocommit=True) as admin:
-            admin.execute("CREATE DATABASE shop")
-            admin.execute("SELECT pg_create_physical_replication_slot('standby1')")
-        db = FailoverDatabase([primary], "shop")
-        db.execute(SETUP)
-        standby.start_standby(primary, "standby1")
-        db.servers = [primary, standby]
-        run = FloeRun(floe_bin, db, tmp_path / "floe", tables=[
-            "public.accounts", "public.lines", "public.docs"], interval="500ms")
-        run.start()
-        for tbl, n in INITIAL.items():
-            run.wait_until(lambda: run.count(f"public.{tbl}") >= n, 120,
-                           what=f"the initial snapshot of {tbl} ({n} rows)")
+    with primary_and_standby(floe_bin, tmp_path / "floe", duckdb_con) as (
+            primary, standby, db, run):
+        start_and_copy(run)
         db.execute("UPDATE accounts SET balance = -balance WHERE id % 10 = 0")
-        run.wait_until(lambda: (run.slot_confirmed_flush() or 0) >= lsn_of(
-            db.execute("SELECT pg_current_wal_lsn()::text")[0][0]), 60,
-            what="floe to confirm the update")
+        confirm_everything(run, db)
         # Everything reached the standby before the primary goes: same history.
-        end = db.execute("SELECT pg_current_wal_lsn()::text")[0][0]
+        end = lsn_of(db.execute("SELECT pg_current_wal_lsn()::text")[0][0])
         with psycopg.connect(standby.dsn(), autocommit=True) as conn:
             wait_for(lambda: lsn_of(conn.execute(
-                "SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]) >= lsn_of(end),
+                "SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]) >= end,
                 60, "the standby to replay everything")
         primary.stop(mode="immediate")
         standby.promote()
-        db.servers = [standby]
         db.execute("DELETE FROM lines WHERE order_id % 7 = 0")
-        rc = run.wait_exit(120)
-        assert rc == 2, run.log_tail()
+        assert run.wait_exit(120) == 2, run.log_tail()
         log = run.log_text()
         assert 'replication slot "floe_svc" does not exist' in log, run.log_tail()
         assert "floe run --resnapshot" in log, run.log_tail()
@@ -228,22 +234,7 @@ def test_a_promoted_standby_without_floes_slot_is_refused_and_resnapshot_recover
         run.wait_until(lambda: run.has_row("public.docs", id=5000), 120,
                        what="a change made on the new primary in Bronze", interval=0.5)
         run.stop()
-        proc = subprocess.run([str(run.floe_bin), "silver", str(run.config_path)],
-                              capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        for tbl, spec in TABLES.items():
-            check_silver(run, db, duckdb_con, f"public.{tbl}", spec["key"])
-    finally:
-        if run is not None:
-            run.kill()
-            print(run.log_tail(200))
-        standby.destroy()
-        primary.destroy()
-
-
-def lsn_of(text: str) -> int:
-    high, low = text.split("/")
-    return (int(high, 16) << 32) | int(low, 16)
+        silver_equals_source(run, db, duckdb_con)
 
 
 @pytest.mark.every_version
@@ -254,37 +245,19 @@ def test_a_promoted_standby_behind_what_bronze_holds_is_refused_even_with_resnap
     other changes at their LSNs. floe refuses, exit code 2, with or without
     --resnapshot (copies would sort before the changes Bronze holds), and says to
     start a new Bronze; nothing is written to the old one."""
-    duckdb_setup(duckdb_con)
-    primary = PgCluster().start()
-    standby = PgCluster()
-    run = None
-    try:
-        with psycopg.connect(primary.dsn(), autocommit=True) as admin:
-            admin.execute("CREATE DATABASE shop")
-            admin.execute("SELECT pg_create_physical_replication_slot('standby1')")
-        db = FailoverDatabase([primary], "shop")
-        db.execute(SETUP)
-        standby.start_standby(primary, "standby1")
-        db.servers = [primary, standby]
-        run = FloeRun(floe_bin, db, tmp_path / "floe", tables=[
-            "public.accounts", "public.lines", "public.docs"], interval="500ms")
-        run.start()
-        for tbl, n in INITIAL.items():
-            run.wait_until(lambda: run.count(f"public.{tbl}") >= n, 120,
-                           what=f"the initial snapshot of {tbl} ({n} rows)")
+    with primary_and_standby(floe_bin, tmp_path / "floe", duckdb_con) as (
+            primary, standby, db, run):
+        start_and_copy(run)
         standby.stop()  # receives nothing more
         db.servers = [primary]
         db.execute("UPDATE accounts SET balance = -balance WHERE id % 10 = 0")
-        run.wait_until(lambda: (run.slot_confirmed_flush() or 0) >= lsn_of(
-            db.execute("SELECT pg_current_wal_lsn()::text")[0][0]), 60,
-            what="floe to confirm the update")
+        confirm_everything(run, db)
         primary.stop(mode="immediate")
         standby.restart_stopped()
         standby.promote()
         db.servers = [primary, standby]
         db.execute("UPDATE accounts SET name = 'other history' WHERE id % 10 = 1")
-        rc = run.wait_exit(120)
-        assert rc == 2, run.log_tail()
+        assert run.wait_exit(120) == 2, run.log_tail()
         assert "the source was promoted: its timeline 2 branched off timeline 1" in \
             run.log_text(), run.log_tail()
         assert "new `service:` name" in run.log_text()
@@ -293,9 +266,3 @@ def test_a_promoted_standby_behind_what_bronze_holds_is_refused_even_with_resnap
         assert run.wait_exit(120) == 2, run.log_tail()
         assert run.log_text().count("branched off timeline 1") == 2, run.log_tail()
         assert run.count("public.accounts") == bronze
-    finally:
-        if run is not None:
-            run.kill()
-            print(run.log_tail(200))
-        standby.destroy()
-        primary.destroy()
