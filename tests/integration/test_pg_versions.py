@@ -105,20 +105,24 @@ def wait_for(predicate, timeout: float, what: str) -> None:
 
 
 @contextlib.contextmanager
-def primary_and_standby(floe_bin, base, duckdb_con, failover: bool = False):
+def primary_and_standby(floe_bin, base, duckdb_con, failover: bool = False,
+                        second_standby: bool = False):
     """A primary with case 7's tables (test_run_crash.SETUP), a standby through
     physical slot standby1, and a floe run (not started) given both hosts; with
     `failover`, floe's slot is a failover slot and the primary sends floe no change
     the standby has not (synchronized_standby_slots). Everything is stopped and
-    removed at the end, floe's log printed."""
+    removed at the end, floe's log printed. With `second_standby`, another standby
+    (slot standby2) is the conninfo's third host, db.servers[2]."""
     duckdb_setup(duckdb_con)
     primary = PgCluster().start()
     standby = PgCluster()
+    spare = PgCluster()
     run = None
     try:
         with psycopg.connect(primary.dsn(), autocommit=True) as admin:
             admin.execute("CREATE DATABASE shop")
             admin.execute("SELECT pg_create_physical_replication_slot('standby1')")
+            admin.execute("SELECT pg_create_physical_replication_slot('standby2')")
             if failover:
                 admin.execute("ALTER SYSTEM SET synchronized_standby_slots = 'standby1'")
                 admin.execute("SELECT pg_reload_conf()")
@@ -126,6 +130,8 @@ def primary_and_standby(floe_bin, base, duckdb_con, failover: bool = False):
         db.execute(SETUP)
         standby.start_standby(primary, "standby1")
         db.servers = [primary, standby]
+        if second_standby:
+            db.servers.append(spare.start_standby(primary, "standby2"))
         run = FloeRun(floe_bin, db, base, tables=[f"public.{t}" for t in TABLES],
                       interval="500ms")
         if failover:
@@ -137,6 +143,7 @@ def primary_and_standby(floe_bin, base, duckdb_con, failover: bool = False):
         if run is not None:
             run.kill()
             print(run.log_tail(200))
+        spare.destroy()
         standby.destroy()
         primary.destroy()
 
@@ -266,3 +273,73 @@ def test_a_promoted_standby_behind_what_bronze_holds_is_refused_even_with_resnap
         assert run.wait_exit(120) == 2, run.log_tail()
         assert run.log_text().count("branched off timeline 1") == 2, run.log_tail()
         assert run.count("public.accounts") == bronze
+
+
+@pytest.mark.every_version
+def test_another_standby_promoted_to_the_same_timeline_number_is_refused(
+        floe_bin, tmp_path, duckdb_con):
+    """Two standbys of one primary: the first is promoted (timeline 2) and floe
+    carries on from it; then it goes too and the second, which stopped receiving
+    earlier, is promoted: timeline 2 as well, begun at another point, and once it has
+    written past what Bronze holds only where its timeline began tells it from the
+    first. floe refuses, exit code 2 (a break-it run: it carried on, skipping the
+    second's changes below what Bronze held, and Silver kept rows the source does not
+    have)."""
+    with primary_and_standby(floe_bin, tmp_path / "floe", duckdb_con,
+                             second_standby=True) as (primary, first, db, run):
+        second = db.servers[2]
+        start_and_copy(run)
+        second.stop()  # receives nothing more
+        db.execute("UPDATE accounts SET balance = -balance WHERE id % 10 = 0")
+        confirm_everything(run, db)
+        end = lsn_of(db.execute("SELECT pg_current_wal_lsn()::text")[0][0])
+        with psycopg.connect(first.dsn(), autocommit=True) as conn:
+            wait_for(lambda: lsn_of(conn.execute(
+                "SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]) >= end,
+                60, "the first standby to replay everything")
+        primary.stop(mode="immediate")
+        first.promote()
+        # An ordinary slot: not on the standby; --resnapshot carries on from it.
+        assert run.wait_exit(120) == 2, run.log_tail()
+        assert "moved from timeline 1 to 2" in run.log_text(), run.log_tail()
+        run.start("--resnapshot")
+        run.wait_until(lambda: "--resnapshot is done" in run.log_text(), 120,
+                       what="the copies of --resnapshot")
+        db.execute("UPDATE accounts SET name = 'on the first' WHERE id % 10 = 1")
+        confirm_everything(run, db)
+        held = lsn_of(db.execute("SELECT pg_current_wal_lsn()::text")[0][0])
+        first.stop(mode="immediate")
+        second.restart_stopped()
+        second.promote()
+        with psycopg.connect(second.dsn("shop"), autocommit=True) as conn:
+            while lsn_of(conn.execute("SELECT pg_current_wal_lsn()::text"
+                                      ).fetchone()[0]) <= held:
+                conn.execute("UPDATE accounts SET name = 'on the second' "
+                             "WHERE id % 10 = 2")
+        assert run.wait_exit(120) == 2, run.log_tail()
+        assert "the source is on timeline 2 begun at LSN" in run.log_text(), \
+            run.log_tail()
+        assert "whose history does not hold timeline 2 begun at LSN" in \
+            run.log_text(), run.log_tail()
+
+
+@pytest.mark.every_version
+def test_floe_run_against_a_standby_is_refused(floe_bin, tmp_path, duckdb_con):
+    """Decoding from a standby is not supported yet: floe run pointed at one stops,
+    exit code 2, saying to point it at the primary, and leaves no slot there (a
+    break-it run: it made a slot of its own on the standby and retried its heartbeat
+    for ever)."""
+    with primary_and_standby(floe_bin, tmp_path / "floe", duckdb_con) as (
+            primary, standby, db, run):
+        on_standby = FloeRun(floe_bin, PgDatabase(standby, "shop"), tmp_path / "standby",
+                             tables=[f"public.{t}" for t in TABLES])
+        try:
+            on_standby.start()
+            assert on_standby.wait_exit(60) == 2, on_standby.log_tail()
+            assert "the source is a standby (in recovery)" in on_standby.log_text()
+            assert "target_session_attrs=read-write" in on_standby.log_text()
+        finally:
+            on_standby.kill()
+        with psycopg.connect(standby.dsn("shop"), autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_replication_slots "
+                                "WHERE slot_type = 'logical'").fetchone()[0] == 0

@@ -44,6 +44,16 @@ void Pipeline::ResetRun() {
 arrow::Status Pipeline::StartUp() {
   const std::string& conninfo = config_.source.conninfo;
   ARROW_ASSIGN_OR_RAISE(sql_, pg::PgConnection::Connect(conninfo));
+  // Decoding from a standby is not supported yet: on one, floe would create a slot
+  // that is not the primary's, fail to write its heartbeats, and never see a
+  // failover slot it could use.
+  ARROW_ASSIGN_OR_RAISE(auto recovery, sql_->Query("SELECT pg_is_in_recovery()"));
+  if (!recovery.empty() && !recovery[0].empty() && recovery[0][0] == "t") {
+    return Fatal(
+        "the source is a standby (in recovery); floe reads from the primary (decoding "
+        "from a standby is not supported yet). Point source.conninfo at the primary, "
+        "or, naming several hosts, add target_session_attrs=read-write");
+  }
   source_ = pg::MakeSourceSession(sql_.get());
   ARROW_RETURN_NOT_OK(LockService(*source_));
   types_ = std::make_unique<pg::PgTypeResolver>(sql_.get());

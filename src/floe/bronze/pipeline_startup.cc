@@ -100,12 +100,13 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
                        .who = who,
                        .resnapshot = resnapshot_,
                        .failover = config_.source.failover};
-  // Another timeline than Bronze was fed from: its history, and what Bronze holds.
+  // The server's timeline history; on another timeline than Bronze was fed from,
+  // what Bronze holds.
+  if (who.timeline > 1) {
+    ARROW_ASSIGN_OR_RAISE(input.timeline_history, repl.TimelineHistory(who.timeline));
+  }
   if (auto fed = state_.find(lake::kStateTimeline);
       fed != state_.end() && fed->second != std::to_string(who.timeline)) {
-    if (who.timeline > 1) {
-      ARROW_ASSIGN_OR_RAISE(input.timeline_history, repl.TimelineHistory(who.timeline));
-    }
     ARROW_ASSIGN_OR_RAISE(input.bronze_holds, HighestBronzeCommit());
   }
   ARROW_ASSIGN_OR_RAISE(SlotCheckResult checked,

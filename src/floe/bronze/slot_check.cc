@@ -87,14 +87,25 @@ arrow::Status CheckRecorded(const SlotCheckInput& in, const Recorded& recorded) 
 // A server on another timeline than the one Bronze was fed from (a promoted standby,
 // or a server restored and recovered to a point) holds the same history only up to
 // where its timeline branched off Bronze's: Bronze's changes after that point never
-// happened on it, and it reuses their LSNs for others. --resnapshot does not help
-// (the copies would sort before those changes): the same recovery as a source that
-// went backwards.
-arrow::Status CheckTimeline(const SlotCheckInput& in, const Recorded& recorded) {
+// happened on it, and it reuses their LSNs for others. Two servers promoted from one
+// primary at different points are both on timeline 2: where each timeline began tells
+// them apart. --resnapshot does not help (the copies would sort before the changes
+// Bronze holds): the same recovery as a source that went backwards. Returns where the
+// server's timeline began, to record.
+arrow::Result<uint64_t> CheckTimeline(const SlotCheckInput& in,
+                                      const Recorded& recorded) {
+  // history[i].timeline ended at history[i].switchpoint, where history[i + 1]'s (or
+  // the server's own) began.
+  ARROW_ASSIGN_OR_RAISE(auto history, pg::ParseTimelineHistory(in.timeline_history));
+  const uint64_t current_start = history.empty() ? 0 : history.back().switchpoint.value();
   auto it = in.state.find(lake::kStateTimeline);
-  if (it == in.state.end()) return arrow::Status::OK();
+  if (it == in.state.end()) return current_start;
   const std::optional<int> fed = ParseInteger<int>(it->second);
-  if (!fed || *fed == in.who.timeline) return arrow::Status::OK();
+  if (!fed) return current_start;
+  std::optional<uint64_t> fed_start;
+  if (auto s = in.state.find(lake::kStateTimelineStart); s != in.state.end()) {
+    fed_start = ParseUint64(s->second);
+  }
   const std::string& ns = in.namespace_name;
   const std::string recovery =
       " floe cannot continue this Bronze. Start a new one: give the pipeline file a "
@@ -102,28 +113,35 @@ arrow::Status CheckTimeline(const SlotCheckInput& in, const Recorded& recorded) 
       ns +
       " and its Silver tables) and run floe run again, which copies every table; see "
       "\"Failover\" in docs/running.md";
-  std::optional<Lsn> branched;
-  if (in.who.timeline > *fed) {
-    ARROW_ASSIGN_OR_RAISE(auto history, pg::ParseTimelineHistory(in.timeline_history));
-    for (const pg::TimelineSwitch& s : history) {
-      if (s.timeline == *fed) branched = s.switchpoint;
+  // Where timeline `fed` began and ended in the server's history.
+  std::optional<uint64_t> began, branched;
+  if (*fed == in.who.timeline) {
+    began = current_start;
+  } else {
+    for (size_t i = 0; i < history.size(); ++i) {
+      if (history[i].timeline != *fed) continue;
+      began = i == 0 ? 0 : history[i - 1].switchpoint.value();
+      branched = history[i].switchpoint.value();
     }
   }
-  if (!branched) {
+  if (!began || (fed_start && *fed_start != *began)) {
     return Refuse("the source is on timeline " + std::to_string(in.who.timeline) +
+                  (began ? " begun at LSN " + Lsn(current_start).ToString() : "") +
                   ", whose history does not hold timeline " + std::to_string(*fed) +
+                  (fed_start ? " begun at LSN " + Lsn(*fed_start).ToString() : "") +
                   " that " + ns +
-                  " was fed from: it is not that server's successor (rewound, or "
-                  "restored from an older backup), and its changes may differ from "
-                  "what Bronze holds." +
+                  " was fed from: it is not that server or its successor (another "
+                  "standby promoted at another point, rewound, or restored from an "
+                  "older backup), and its changes may differ from what Bronze holds." +
                   recovery);
   }
+  if (!branched) return current_start;  // the same timeline
   const uint64_t held = std::max(recorded.confirmed.value_or(0), in.bronze_holds);
-  if (held > branched->value()) {
+  if (held > *branched) {
     return Refuse("the source was promoted: its timeline " +
                   std::to_string(in.who.timeline) + " branched off timeline " +
-                  std::to_string(*fed) + " at LSN " + branched->ToString() + ", but " +
-                  ns + " holds changes up to LSN " + Lsn(held).ToString() +
+                  std::to_string(*fed) + " at LSN " + Lsn(*branched).ToString() +
+                  ", but " + ns + " holds changes up to LSN " + Lsn(held).ToString() +
                   " of the old timeline, which the new primary never received (set "
                   "synchronized_standby_slots on the primary so that floe never gets "
                   "ahead of the standby)." +
@@ -132,8 +150,8 @@ arrow::Status CheckTimeline(const SlotCheckInput& in, const Recorded& recorded) 
   spdlog::info(
       "the source moved from timeline {} to {} at LSN {}; Bronze holds up to {}: "
       "carrying on",
-      *fed, in.who.timeline, branched->ToString(), Lsn(held).ToString());
-  return arrow::Status::OK();
+      *fed, in.who.timeline, Lsn(*branched).ToString(), Lsn(held).ToString());
+  return current_start;
 }
 
 // --resnapshot over an existing slot: one that lost WAL is dropped (it cannot stream
@@ -201,7 +219,7 @@ arrow::Result<SlotCheckResult> CheckSlot(pg::SourceSession& source,
   recorded.same_slot =
       in.state.contains(lake::kStateSlot) && in.state.at(lake::kStateSlot) == in.slot;
   ARROW_RETURN_NOT_OK(CheckRecorded(in, recorded));
-  ARROW_RETURN_NOT_OK(CheckTimeline(in, recorded));
+  ARROW_ASSIGN_OR_RAISE(const uint64_t timeline_start, CheckTimeline(in, recorded));
   ARROW_ASSIGN_OR_RAISE(auto slot_state, source.ReadSlot(in.slot));
   if (slot_state) {
     // Another kind of slot under the name (physical, another plugin, another
@@ -245,6 +263,7 @@ arrow::Result<SlotCheckResult> CheckSlot(pg::SourceSession& source,
   out.updates = {{lake::kStateSlot, in.slot},
                  {lake::kStateSystemId, in.who.system_id},
                  {lake::kStateTimeline, std::to_string(in.who.timeline)},
+                 {lake::kStateTimelineStart, std::to_string(timeline_start)},
                  {lake::kStateCleanStop, "false"}};
   if (recorded.confirmed && recorded.same_slot && !in.resnapshot) {
     out.confirmed = Lsn(*recorded.confirmed);

@@ -28,9 +28,10 @@ struct SlotCheckInput {
   bool resnapshot = false;
   /// source.failover: the slot is created, or altered, to be a failover slot.
   bool failover = false;
-  /// When the recorded timeline (lake::kStateTimeline) is not the server's: the
-  /// server's timeline history (TIMELINE_HISTORY), and the highest commit LSN of any
-  /// Bronze table (what Bronze holds may pass what it confirmed).
+  /// The server's timeline history (TIMELINE_HISTORY; empty on timeline 1), and,
+  /// when the recorded timeline (lake::kStateTimeline) is not the server's, the
+  /// highest commit LSN of any Bronze table (what Bronze holds may pass what it
+  /// confirmed).
   std::string timeline_history;
   uint64_t bronze_holds = 0;
 };

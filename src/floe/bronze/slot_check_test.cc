@@ -338,5 +338,33 @@ TEST(SlotCheck, AFailoverPipelineCreatesAFailoverSlot) {
             (std::vector<std::string>{"read floe_svc", "create floe_svc failover"}));
 }
 
+TEST(SlotCheck, TwoServersOnTheSameTimelineNumberAreToldApartByWhereItBegan) {
+  FakeSource source;
+  source.slot = Slot(0x6000);
+  // First start on timeline 2, begun at 0x5000: both are recorded.
+  SlotCheckInput in = Fed(0x6000);
+  in.who.timeline = 2;
+  in.timeline_history = "1\t0/5000\tno recovery target specified\n";
+  ASSERT_OK_AND_ASSIGN(auto first, CheckSlot(source, nullptr, in));
+  EXPECT_EQ(first.updates.at(lake::kStateTimeline), "2");
+  EXPECT_EQ(first.updates.at(lake::kStateTimelineStart), std::to_string(0x5000));
+  in.state[lake::kStateTimeline] = "2";
+  in.state[lake::kStateTimelineStart] = std::to_string(0x5000);
+  EXPECT_TRUE(CheckSlot(source, nullptr, in).ok());
+  // Another standby of the first primary, promoted at 0x4000: timeline 2 too.
+  SlotCheckInput other = in;
+  other.timeline_history = "1\t0/4000\tno recovery target specified\n";
+  ExpectRefused(CheckSlot(source, nullptr, other),
+                "does not hold timeline 2 begun at LSN 0/00005000");
+  // Its successor on timeline 3: the same test on where timeline 2 began.
+  SlotCheckInput next = in;
+  next.who.timeline = 3;
+  next.timeline_history = "1\t0/5000\tx\n2\t0/9000\ty\n";
+  ASSERT_OK_AND_ASSIGN(auto followed, CheckSlot(source, nullptr, next));
+  EXPECT_EQ(followed.updates.at(lake::kStateTimelineStart), std::to_string(0x9000));
+  next.timeline_history = "1\t0/4000\tx\n2\t0/9000\ty\n";
+  ExpectRefused(CheckSlot(source, nullptr, next), "not that server or its successor");
+}
+
 }  // namespace
 }  // namespace floe::bronze

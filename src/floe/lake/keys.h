@@ -19,6 +19,9 @@ inline constexpr char kStateSystemId[] = "floe.system-identifier";
 /// server on another timeline must have this one in its history, branching off at
 /// or after what Bronze holds (bronze/slot_check.cc).
 inline constexpr char kStateTimeline[] = "floe.timeline";
+/// Where that timeline began (decimal LSN; 0 for timeline 1): two servers promoted
+/// from one primary at different points can both be on timeline 2.
+inline constexpr char kStateTimelineStart[] = "floe.timeline-start";
 /// The last position recorded before it was confirmed to the slot (decimal LSN).
 inline constexpr char kStateConfirmed[] = "floe.confirmed-lsn";
 /// "true" when the last `floe run` stopped cleanly (SIGTERM), "false" while running.
