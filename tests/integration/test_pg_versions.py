@@ -161,6 +161,15 @@ def confirm_everything(run, db) -> None:
                    what="floe to confirm every change")
 
 
+def wait_replayed(standby, db) -> None:
+    """Waits until `standby` has replayed everything the primary wrote so far."""
+    end = lsn_of(db.execute("SELECT pg_current_wal_lsn()::text")[0][0])
+    with psycopg.connect(standby.dsn(), autocommit=True) as conn:
+        wait_for(lambda: lsn_of(conn.execute(
+            "SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]) >= end,
+            60, "the standby to replay everything")
+
+
 def silver_equals_source(run, db, duckdb_con) -> None:
     proc = subprocess.run([str(run.floe_bin), "silver", str(run.config_path)],
                           capture_output=True, text=True, timeout=300)
@@ -222,11 +231,7 @@ def test_a_promoted_standby_without_floes_slot_is_refused_and_resnapshot_recover
         db.execute("UPDATE accounts SET balance = -balance WHERE id % 10 = 0")
         confirm_everything(run, db)
         # Everything reached the standby before the primary goes: same history.
-        end = lsn_of(db.execute("SELECT pg_current_wal_lsn()::text")[0][0])
-        with psycopg.connect(standby.dsn(), autocommit=True) as conn:
-            wait_for(lambda: lsn_of(conn.execute(
-                "SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]) >= end,
-                60, "the standby to replay everything")
+        wait_replayed(standby, db)
         primary.stop(mode="immediate")
         standby.promote()
         db.execute("DELETE FROM lines WHERE order_id % 7 = 0")
@@ -292,11 +297,7 @@ def test_another_standby_promoted_to_the_same_timeline_number_is_refused(
         second.stop()  # receives nothing more
         db.execute("UPDATE accounts SET balance = -balance WHERE id % 10 = 0")
         confirm_everything(run, db)
-        end = lsn_of(db.execute("SELECT pg_current_wal_lsn()::text")[0][0])
-        with psycopg.connect(first.dsn(), autocommit=True) as conn:
-            wait_for(lambda: lsn_of(conn.execute(
-                "SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]) >= end,
-                60, "the first standby to replay everything")
+        wait_replayed(first, db)
         primary.stop(mode="immediate")
         first.promote()
         # An ordinary slot: not on the standby; --resnapshot carries on from it.
