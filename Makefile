@@ -74,6 +74,12 @@ test-asan: bootstrap
 bench: build
 	bench/run
 
+# The streaming benchmark on PostgreSQL 15, 16, 17 and 18 (BENCHMARKS.md).
+bench-versions: build
+	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python bench/versions_bench.py \
+	  > $(BUILD_DIR)/versions_bench.json
+	.venv/bin/python bench/versions_bench.py --render $(BUILD_DIR)/versions_bench.json
+
 demo: bootstrap build
 	FLOE_BIN=$(CURDIR)/$(BUILD_DIR)/src/floe/cli/floe scripts/demo
 

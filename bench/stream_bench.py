@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Streaming and snapshot benchmarks of floe against their physical limits.
 
-Run by bench/run after the Iceberg bench; prints one JSON document on stdout,
-progress on stderr. Everything happens on one throwaway PostgreSQL 15 cluster
-(tests/integration/pgcluster.py).
+Run by bench/run after the Iceberg bench, and by bench/versions_bench.py once per
+PostgreSQL version; prints one JSON document on stdout, progress on stderr.
+Everything happens on one throwaway cluster (tests/integration/pgcluster.py) of
+FLOE_PG_VERSION (15 by default), read by that version's pg_recvlogical (18's for
+17, whose binaries carry no client programs).
 
 Streaming (issues 4, 5). For each workload, one logical `pgoutput` slot per
 consumer and run is created BEFORE the backlog is generated, so every consumer
@@ -55,7 +57,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from pgcluster import PgCluster, pg_bindir  # noqa: E402
+from pgcluster import PgCluster, client_tool  # noqa: E402
 
 import psycopg  # noqa: E402
 
@@ -172,7 +174,6 @@ class Bench:
         self.pg = pg
         self.work = work
         self.conn = psycopg.connect(pg.dsn(), autocommit=True)
-        self.bindir = pg_bindir()
 
     def sql(self, query: str, params=None):
         cur = self.conn.execute(query, params)
@@ -198,7 +199,7 @@ class Bench:
 
     def recvlogical_args(self, slot: str, pub: str, proto: int, end: str, out: str,
                          binary: bool = False):
-        return [str(self.bindir / "pg_recvlogical"), "-h", "127.0.0.1",
+        return [str(client_tool("pg_recvlogical")), "-h", "127.0.0.1",
                 "-p", str(self.pg.port), "-U", "postgres", "-d", "postgres",
                 "--slot", slot, "--start", "--no-loop",
                 "-o", f"proto_version={proto}", "-o", f"publication_names={pub}",
@@ -517,7 +518,7 @@ def snapshot_bench(b: Bench) -> dict:
     b.sql("CHECKPOINT")
     table_bytes = b.one("SELECT pg_table_size('snap_orders')")
     copy_sql = "COPY (SELECT * FROM snap_orders) TO STDOUT"
-    psql = [str(b.bindir / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(b.pg.port),
+    psql = [str(client_tool("psql")), "-X", "-q", "-h", "127.0.0.1", "-p", str(b.pg.port),
             "-U", "postgres", "-d", "postgres", "-c", copy_sql]
     # Warm-up (untimed): the table into the page cache.
     with open(os.devnull, "wb") as devnull:
@@ -691,7 +692,7 @@ def main() -> int:
             b = Bench(pg, work)
             server = b.one("SHOW server_version")
             recv_version = subprocess.run(
-                [str(b.bindir / "pg_recvlogical"), "--version"], capture_output=True,
+                [str(client_tool("pg_recvlogical")), "--version"], capture_output=True,
                 text=True, check=True).stdout.strip()
             mixed_changes = MIXED_TX
             workloads = []

@@ -75,7 +75,8 @@ class FloeRun:
                  make_warehouse: bool = True, snapshot_workers: int | None = None,
                  warehouse_uri: str | None = None, catalog_props: dict | None = None,
                  catalog_yaml: str | None = None,
-                 catalog_factory: Callable[[], Any] | None = None):
+                 catalog_factory: Callable[[], Any] | None = None,
+                 source_yaml: str = ""):
         self.floe_bin = Path(floe_bin).resolve()
         self.pg = pg
         self.base = Path(base)
@@ -122,6 +123,7 @@ class FloeRun:
             f"  slot: {self.slot}\n"
             f"{pub_yaml}"
             f"  snapshot: {snapshot}\n"
+            + source_yaml
             + (f"  snapshot_workers: {snapshot_workers}\n" if snapshot_workers else "")
             + (f"warehouse: {warehouse_uri}\n{catalog_yaml}" if catalog_yaml else
                f"warehouse: {warehouse_uri}\ncatalog:\n  path: {self.warehouse}/catalog.db\n"

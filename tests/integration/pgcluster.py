@@ -60,6 +60,16 @@ def pg_bindir() -> Path:
     return _readable_installation(bindir)
 
 
+def client_tool(name: str) -> Path:
+    """A client program (pg_basebackup, pg_recvlogical) of the tests' version, or
+    18's when its installation has none (17's binaries carry the server only; 18's
+    clients speak to the older servers)."""
+    tool = pg_bindir() / name
+    if tool.exists():
+        return tool
+    return _readable_installation(ROOT / ".venv" / "postgres" / "18" / "bin") / name
+
+
 def _readable_installation(bindir: Path) -> Path:
     """As root the server runs as FLOE_PG_USER, which may not reach an installation
     inside the checkout (a clone under /root): such an installation is copied once
@@ -224,11 +234,7 @@ class PgCluster:
         (self.base / OWNER_FILE).write_text(str(os.getpid()))
         if self._run_as is not None:
             os.chown(self.base, self._run_as.pw_uid, self._run_as.pw_gid)
-        tool = self.bindir / "pg_basebackup"
-        if not tool.exists():  # 17's binaries have no client tools: 18's takes older
-            tool = _readable_installation(ROOT / ".venv" / "postgres" / "18" / "bin") \
-                / "pg_basebackup"
-        self._run([str(tool), "-h", "127.0.0.1", "-p", str(primary.port), "-U",
+        self._run([str(client_tool("pg_basebackup")), "-h", "127.0.0.1", "-p", str(primary.port), "-U",
                    "postgres", "-D", str(self.data_dir), "-X", "stream", "-S", slot, "-c", "fast",
                    "--no-sync"])
         (self.data_dir / "standby.signal").touch()

@@ -322,25 +322,3 @@ def test_another_standby_promoted_to_the_same_timeline_number_is_refused(
             run.log_tail()
         assert "whose history does not hold timeline 2 begun at LSN" in \
             run.log_text(), run.log_tail()
-
-
-@pytest.mark.every_version
-def test_floe_run_against_a_standby_is_refused(floe_bin, tmp_path, duckdb_con):
-    """Decoding from a standby is not supported yet: floe run pointed at one stops,
-    exit code 2, saying to point it at the primary, and leaves no slot there (a
-    break-it run: it made a slot of its own on the standby and retried its heartbeat
-    for ever)."""
-    with primary_and_standby(floe_bin, tmp_path / "floe", duckdb_con) as (
-            primary, standby, db, run):
-        on_standby = FloeRun(floe_bin, PgDatabase(standby, "shop"), tmp_path / "standby",
-                             tables=[f"public.{t}" for t in TABLES])
-        try:
-            on_standby.start()
-            assert on_standby.wait_exit(60) == 2, on_standby.log_tail()
-            assert "the source is a standby (in recovery)" in on_standby.log_text()
-            assert "target_session_attrs=read-write" in on_standby.log_text()
-        finally:
-            on_standby.kill()
-        with psycopg.connect(standby.dsn("shop"), autocommit=True) as conn:
-            assert conn.execute("SELECT count(*) FROM pg_replication_slots "
-                                "WHERE slot_type = 'logical'").fetchone()[0] == 0

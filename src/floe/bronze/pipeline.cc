@@ -34,6 +34,9 @@ void Pipeline::ResetRun() {
   pending_messages_.clear();
   pending_message_times_.clear();
   pending_quarantine_.clear();
+  primary_source_.reset();
+  primary_sql_.reset();
+  standby_ = false;
   streaming_ = nullptr;
   stream_ = nullptr;
   last_commit_lsn_ = last_end_lsn_ = position_ = Lsn();
@@ -44,18 +47,10 @@ void Pipeline::ResetRun() {
 arrow::Status Pipeline::StartUp() {
   const std::string& conninfo = config_.source.conninfo;
   ARROW_ASSIGN_OR_RAISE(sql_, pg::PgConnection::Connect(conninfo));
-  // Decoding from a standby is not supported yet: on one, floe would create a slot
-  // that is not the primary's, fail to write its heartbeats, and never see a
-  // failover slot it could use.
-  ARROW_ASSIGN_OR_RAISE(auto recovery, sql_->Query("SELECT pg_is_in_recovery()"));
-  if (!recovery.empty() && !recovery[0].empty() && recovery[0][0] == "t") {
-    return Fatal(
-        "the source is a standby (in recovery); floe reads from the primary (decoding "
-        "from a standby is not supported yet). Point source.conninfo at the primary, "
-        "or, naming several hosts, add target_session_attrs=read-write");
-  }
   source_ = pg::MakeSourceSession(sql_.get());
   ARROW_RETURN_NOT_OK(LockService(*source_));
+  // A hot standby as the source: its primary takes floe's writes.
+  ARROW_RETURN_NOT_OK(ConnectPrimary());
   types_ = std::make_unique<pg::PgTypeResolver>(sql_.get());
   ARROW_ASSIGN_OR_RAISE(repl_, pg::ReplicationConnection::Connect(conninfo));
   std::string newer;
@@ -87,11 +82,16 @@ arrow::Status Pipeline::StartUp() {
   for (const auto& t : config_.source.publication_tables) {
     pub.tables.push_back({t.schema, t.table});
   }
-  auto ensured_pub = source_->EnsurePublication(pub);
+  ARROW_ASSIGN_OR_RAISE(pg::SourceSession * writer, Writer());
+  auto ensured_pub = writer->EnsurePublication(pub);
   if (!ensured_pub.ok()) {
     return Fatal(ensured_pub.status().message());
   }
-  if (ensured_pub->created) spdlog::info("created publication {}", pub.name);
+  if (ensured_pub->created) {
+    spdlog::info("created publication {}", pub.name);
+    // Created on the primary: the standby's slot starts after it.
+    ARROW_RETURN_NOT_OK(AwaitStandby(*sql_));
+  }
 
   ARROW_RETURN_NOT_OK(CheckSlot(*repl_, who));
   WarnIfUnprotected(*source_);
@@ -178,7 +178,7 @@ arrow::Status Pipeline::AtSafePoint(bool got, SafePointClock* clock) {
   if (now - clock->last_activity >= options_.heartbeat_interval &&
       now - clock->last_heartbeat >= options_.heartbeat_interval) {
     clock->last_heartbeat = now;
-    ARROW_RETURN_NOT_OK(source_->EmitMessage(std::string(lake::kHeartbeatPrefix), ""));
+    ARROW_RETURN_NOT_OK(Heartbeat());
   }
   return arrow::Status::OK();
 }

@@ -259,7 +259,14 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   Watermark mark{table_name, chunk_nonce_ + "." + std::to_string(++chunk_counter_),
                  Watermark::Kind::kLow};
   const std::string prefix(lake::kWatermarkPrefix);
-  ARROW_RETURN_NOT_OK(source.EmitMessage(prefix, mark.ToContent()));
+  // A standby's watermarks are written on its primary (pipeline_standby.cc). Its
+  // chunk may be read before it replayed the low one: the window still counts every
+  // change the chunk's snapshot could not see (watermark_backfill.h).
+  pg::SourceSession* writer = &source;
+  if (standby_) {
+    ARROW_ASSIGN_OR_RAISE(writer, PrimarySession());
+  }
+  ARROW_RETURN_NOT_OK(writer->EmitMessage(prefix, mark.ToContent()));
   // Selected by name, a chunk reads the columns Bronze knows under those names. A
   // rename, a swap of names or a type change the stream has not delivered yet (it
   // may not until the table's next change) would put values under the wrong field
@@ -311,7 +318,7 @@ arrow::Status Pipeline::IssueChunk(Backfill* backfill) {
   // The chunk read and its transaction ended, its high watermark not yet emitted.
   Failpoint("backfill.before-high-watermark");
   mark.kind = Watermark::Kind::kHigh;
-  return source.EmitMessage(prefix, mark.ToContent());
+  return writer->EmitMessage(prefix, mark.ToContent());
 }
 
 arrow::Status Pipeline::TrackBackfill(Backfill* backfill, const pg::TransactionInfo& tx,

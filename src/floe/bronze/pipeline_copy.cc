@@ -171,6 +171,8 @@ arrow::Result<pg::CreatedSlot> Pipeline::CreateCopySlot(pg::ReplicationConnectio
             "WHERE backend_xid IS NOT NULL ORDER BY xact_start, and SELECT * FROM "
             "pg_prepared_xacts",
         std::chrono::seconds(5));
+    // On a standby it waits for the primary's running transactions too.
+    StandbySnapshotRequests requests(standby_ ? primary_sql_.get() : nullptr);
     creating = temp->CreateSlot(temp_name, slot_options);
   }
   return creating;

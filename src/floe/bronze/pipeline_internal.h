@@ -19,6 +19,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -28,6 +29,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -97,6 +99,24 @@ int32_t FirstSeqOf(const arrow::RecordBatch& batch);
 
 // pipeline_startup.cc
 void WarnIfUnprotected(pg::SourceSession& source);
+
+/// While a slot is created on a standby, PostgreSQL waits for the primary to log
+/// its running transactions (its background writer does every 15 s, and only while
+/// the primary writes): this asks the primary for one every second, on a thread of
+/// its own, for as long as it lives (nothing with a null primary).
+class StandbySnapshotRequests {
+ public:
+  explicit StandbySnapshotRequests(pg::PgConnection* primary);
+  ~StandbySnapshotRequests();
+  StandbySnapshotRequests(const StandbySnapshotRequests&) = delete;
+  StandbySnapshotRequests& operator=(const StandbySnapshotRequests&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable done_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 // A published table's identity (lake::kSourceIdentityProperty's value) is
 // pg::SourceSession::PublishedIdentities'; a change of it means a copy again.
@@ -350,6 +370,21 @@ class Pipeline : public pg::ChangeSink {
     return {config_.naming.bronze_namespace, config_.service};
   }
   arrow::Status LockService(pg::SourceSession& source);
+  /// A standby as the source (pipeline_standby.cc): checks it may be decoded from
+  /// and connects to its primary (nothing on a primary).
+  arrow::Status ConnectPrimary();
+  /// The primary's session for floe's writes (connected again when it was lost).
+  arrow::Result<pg::SourceSession*> PrimarySession();
+  /// Waits until `standby` replayed what the primary wrote so far (nothing when
+  /// the source is a primary): a publication floe created there.
+  arrow::Status AwaitStandby(pg::PgConnection& standby);
+  /// A heartbeat message into the WAL: the source's own, or its primary's.
+  arrow::Status Heartbeat();
+  /// Where floe's writes go: the primary's session on a standby, else `source_`.
+  arrow::Result<pg::SourceSession*> Writer() {
+    if (standby_) return PrimarySession();
+    return source_.get();
+  }
   void WarnIfAnInsertLacksValues(BronzeTable* table, const arrow::RecordBatch& batch,
                                  const int32_t* op_offsets, const uint8_t* op_chars);
   arrow::Status CheckSlot(pg::ReplicationConnection& repl, const pg::SystemIdentity& who);
@@ -564,6 +599,13 @@ class Pipeline : public pg::ChangeSink {
   std::unique_ptr<pg::SourceSession> source_;
   std::unique_ptr<pg::PgTypeResolver> types_;
   std::unique_ptr<pg::ReplicationConnection> repl_;
+  /// The source is a hot standby; its primary's session takes floe's writes.
+  bool standby_ = false;
+  std::unique_ptr<pg::PgConnection> primary_sql_;
+  std::unique_ptr<pg::SourceSession> primary_source_;
+  bool primary_unused_said_ = false;
+  bool no_primary_slot_said_ = false;
+  bool standby_said_ = false;
   pg::ReplicationConnection* streaming_ = nullptr;
   /// The change stream reading streaming_ (null while not streaming).
   pg::ChangeStream* stream_ = nullptr;

@@ -109,8 +109,12 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
       fed != state_.end() && fed->second != std::to_string(who.timeline)) {
     ARROW_ASSIGN_OR_RAISE(input.bronze_holds, HighestBronzeCommit());
   }
-  ARROW_ASSIGN_OR_RAISE(SlotCheckResult checked,
-                        bronze::CheckSlot(*source_, &repl, input));
+  SlotCheckResult checked;
+  {
+    // A slot created on a standby waits for the primary's running transactions.
+    StandbySnapshotRequests requests(standby_ ? primary_sql_.get() : nullptr);
+    ARROW_ASSIGN_OR_RAISE(checked, bronze::CheckSlot(*source_, &repl, input));
+  }
   if (!crash_checked_) {
     crash_checked_ = true;
     auto clean = state_.find(lake::kStateCleanStop);

@@ -158,13 +158,14 @@ arrow::Result<uint64_t> CheckTimeline(const SlotCheckInput& in,
 // any more); of one that can, what its changes become is said.
 arrow::Status ResnapshotOverSlot(pg::SourceSession& source, const std::string& slot,
                                  std::optional<pg::SlotState>* slot_state) {
-  if ((*slot_state)->wal_status == "lost") {
-    // --resnapshot is the recovery from a lost slot: it cannot stream any more, so
-    // it is dropped and created again, and every table is copied afresh.
+  if ((*slot_state)->wal_status == "lost" || (*slot_state)->conflicting) {
+    // --resnapshot is the recovery from a lost or invalidated slot: it cannot stream
+    // any more, so it is dropped and created again, and every table is copied afresh.
     spdlog::warn(
-        "replication slot {} lost WAL it needed; dropping it and creating it "
-        "again for --resnapshot",
-        slot);
+        "replication slot {} {}; dropping it and creating it again for --resnapshot",
+        slot,
+        (*slot_state)->conflicting ? "was invalidated by a conflict with recovery"
+                                   : "lost WAL it needed");
     ARROW_RETURN_NOT_OK(source.DropSlot(slot));
     slot_state->reset();
     return arrow::Status::OK();
@@ -188,6 +189,17 @@ arrow::Status ResnapshotOverSlot(pg::SourceSession& source, const std::string& s
 // The rules on the slot as it is: lost WAL, or moved past what floe confirmed.
 arrow::Status CheckExistingSlot(const SlotCheckInput& in, const Recorded& recorded,
                                 const pg::SlotState& slot_state) {
+  // PostgreSQL 16 shows such a slot as lost too.
+  if (slot_state.conflicting) {
+    return Refuse("replication slot \"" + in.slot +
+                  "\" on this standby was invalidated by a conflict with recovery: "
+                  "the primary removed catalog rows the slot still needed (set "
+                  "hot_standby_feedback = on on the standby and give it a physical "
+                  "slot on the primary, primary_slot_name), and the slot cannot "
+                  "stream any more. " +
+                  kResnapshotHint +
+                  " (it drops the invalidated slot and creates it again)");
+  }
   if (slot_state.wal_status == "lost") {
     return Refuse("replication slot \"" + in.slot +
                   "\" lost WAL it still needed (wal_status = lost; "

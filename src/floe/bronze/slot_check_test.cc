@@ -197,11 +197,13 @@ TEST(SlotCheck, AMissingSlotBronzeWasFedFromIsRefusedAndResnapshotCreatesIt) {
             std::to_string(0x5000));
 }
 
-TEST(SlotCheck, ASlotThatLostWalIsRefusedAndResnapshotDropsAndCreatesIt) {
+// A slot that cannot stream any more is refused with `needle`; --resnapshot drops it,
+// creates it again and starts where the new one does.
+void ExpectRefusedThenRecreated(const pg::SlotState& slot, const std::string& needle) {
   FakeSource source;
-  source.slot = Slot(0x4000, "lost");
+  source.slot = slot;
   SlotCheckInput in = Fed(0x4000);
-  ExpectRefused(CheckSlot(source, nullptr, in), "wal_status = lost");
+  ExpectRefused(CheckSlot(source, nullptr, in), needle);
   EXPECT_EQ(source.journal, std::vector<std::string>{"read floe_svc"});
   source.journal.clear();
   in.resnapshot = true;
@@ -209,6 +211,16 @@ TEST(SlotCheck, ASlotThatLostWalIsRefusedAndResnapshotDropsAndCreatesIt) {
   EXPECT_EQ(source.journal, (std::vector<std::string>{"read floe_svc", "drop floe_svc",
                                                       "create floe_svc"}));
   EXPECT_EQ(checked.confirmed, Lsn(0x5000));
+}
+
+TEST(SlotCheck, ASlotThatLostWalIsRefusedAndResnapshotDropsAndCreatesIt) {
+  ExpectRefusedThenRecreated(Slot(0x4000, "lost"), "wal_status = lost");
+}
+
+TEST(SlotCheck, AStandbySlotInvalidatedByRecoveryIsRefusedAndResnapshotRecreatesIt) {
+  pg::SlotState slot = Slot(0x4000, "lost");  // as PostgreSQL 16 shows it
+  slot.conflicting = true;
+  ExpectRefusedThenRecreated(slot, "hot_standby_feedback = on");
 }
 
 TEST(SlotCheck, ASlotPastWhatFloeConfirmedIsRefused) {

@@ -7,7 +7,7 @@ namespace floe::config::keys {
 
 namespace {
 
-constexpr std::array<const Key*, 54> kAll = {
+constexpr std::array<const Key*, 55> kAll = {
     &kService,
     &kSourceConninfo,
     &kSourceSlot,
@@ -19,6 +19,7 @@ constexpr std::array<const Key*, 54> kAll = {
     &kBackfillChunkRows,
     &kSnapshotWorkers,
     &kSourceFailover,
+    &kSourcePrimaryConninfo,
     &kCatalogType,
     &kCatalogPath,
     &kCatalogConninfo,

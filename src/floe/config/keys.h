@@ -123,6 +123,11 @@ inline constexpr Key kSourceFailover{
     "true|false",
     "true: a failover slot, which standbys with sync_replication_slots keep (PostgreSQL "
     "17 or newer); false: an ordinary slot (the default)"};
+inline constexpr Key kSourcePrimaryConninfo{
+    "source.primary_conninfo", Kind::kSecret, "none",
+    "libpq conninfo of the primary when `conninfo` names a hot standby (PostgreSQL "
+    "16+): floe decodes from the standby and writes only its heartbeats and backfill "
+    "watermarks on the primary; secret"};
 inline constexpr Key kCatalogType{
     "catalog.type",
     Kind::kChoice,

@@ -50,7 +50,8 @@ TEST(ConfigKeys, EachSectionAllowsItsDeclaredKeys) {
   EXPECT_EQ(keys::KeysOf("source"),
             (std::vector<std::string>{"conninfo", "conninfo_file", "slot", "publication",
                                       "snapshot", "backfill_chunk_rows",
-                                      "snapshot_workers", "failover"}));
+                                      "snapshot_workers", "failover", "primary_conninfo",
+                                      "primary_conninfo_file"}));
   EXPECT_EQ(keys::KeysOf("source.publication"),
             (std::vector<std::string>{"name", "create", "tables"}));
   EXPECT_EQ(
@@ -140,6 +141,7 @@ TEST(ConfigKeys, TheRedactedDumpHoldsEveryKeyAndNoSecret) {
   const std::string common =
       "service: shop\n"
       "source:\n  conninfo: \"dbname=shop password=SOURCE-SECRET\"\n"
+      "  primary_conninfo: \"host=primary dbname=shop password=SOURCE-SECRET-2\"\n"
       "  publication: {name: p, create: tables, tables: [public.a]}\n"
       "warehouse: /w\n"
       "s3: {access_key_id: S3-KEY-ID, secret_access_key: S3-SECRET, session_token: "

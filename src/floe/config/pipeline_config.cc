@@ -186,6 +186,13 @@ void ParseSource(Reader& r, const YAML::Node& node, PipelineConfig* cfg) {
       cfg->source.snapshot_workers = static_cast<int>(*n);
     }
   }
+  if (auto primary = r.Secret(node, "primary_conninfo", "source", /*required=*/false)) {
+    const YAML::Node at = node["primary_conninfo"] ? node["primary_conninfo"]
+                                                   : node["primary_conninfo_file"];
+    if (CheckConninfo(r, at, *primary, "source.primary_conninfo")) {
+      cfg->source.primary_conninfo = *primary;
+    }
+  }
   if (const YAML::Node failover = node["failover"]) {
     if (auto f = r.Choice(failover, keys::kSourceFailover))
       cfg->source.failover = *f == "true";
@@ -617,6 +624,9 @@ std::string PipelineConfig::ToRedactedYaml() const {
   out << YAML::Key << "backfill_chunk_rows" << YAML::Value << source.backfill_chunk_rows;
   out << YAML::Key << "snapshot_workers" << YAML::Value << source.snapshot_workers;
   out << YAML::Key << "failover" << YAML::Value << (source.failover ? "true" : "false");
+  if (!source.primary_conninfo.empty()) {
+    out << YAML::Key << "primary_conninfo" << YAML::Value << kRedacted;
+  }
   out << YAML::EndMap;
   out << YAML::Key << "catalog" << YAML::Value << YAML::BeginMap;
   EmitCatalog(out, catalog);

@@ -76,6 +76,10 @@ struct SourceConfig {
   /// Create the slot with FAILOVER, so that standbys with sync_replication_slots keep
   /// it (PostgreSQL 17+; docs/running.md, "Failover").
   bool failover = false;
+  /// The primary's conninfo when `conninfo` names a hot standby (secret): floe
+  /// decodes from the standby and writes heartbeats and backfill watermarks here
+  /// (docs/running.md, "Decoding from a standby"). Empty: none.
+  std::string primary_conninfo;
 };
 
 struct CatalogConfig {

@@ -187,6 +187,33 @@ TEST(PipelineConfig, SecretsComeFromFilesAndNeverAppearInTheRedactedDump) {
   EXPECT_NE(AllErrors(both).find("both"), std::string::npos);
 }
 
+TEST(PipelineConfig, ThePrimaryConninfoOfAStandbySourceIsASecretThatMustParse) {
+  auto dir = std::filesystem::temp_directory_path() / "floe_config_test_primary";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "primary") << "host=primary dbname=shop password=hunter3\n";
+  }
+  auto r = ParsePipelineConfig(
+      "source:\n  conninfo: host=standby dbname=shop\n  primary_conninfo_file: "
+      "primary\nwarehouse: wh\n",
+      dir.string(), Env({}));
+  ASSERT_TRUE(r.config) << AllErrors(r);
+  EXPECT_EQ(r.config->source.primary_conninfo,
+            "host=primary dbname=shop password=hunter3");
+  const std::string dump = r.config->ToRedactedYaml();
+  EXPECT_EQ(dump.find("hunter3"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("primary_conninfo: <redacted>"), std::string::npos) << dump;
+  std::filesystem::remove_all(dir);
+
+  auto bad = Parse(
+      "source:\n  conninfo: dbname=shop\n  primary_conninfo: \"host=p password=Sekr1t "
+      "nonsense\"\nwarehouse: /w\n");
+  ASSERT_FALSE(bad.config);
+  EXPECT_NE(AllErrors(bad).find("source.primary_conninfo"), std::string::npos)
+      << AllErrors(bad);
+  EXPECT_EQ(AllErrors(bad).find("Sekr1t"), std::string::npos) << AllErrors(bad);
+}
+
 TEST(PipelineConfig, ServiceNameIsRequiredWhenTheConninfoHasNoDatabase) {
   auto r = Parse("source:\n  conninfo: host=db\nwarehouse: /w\n");
   ASSERT_FALSE(r.config);

@@ -240,19 +240,21 @@ SourceStatus QuerySource(const config::PipelineConfig& config) {
     return out;
   }
   out.reachable = true;
-  auto wal = (*conn)->Query("SELECT pg_current_wal_lsn()::text");
+  // A hot standby's end is what it replayed.
+  auto wal = (*conn)->Query(std::string("SELECT ") + pg::kWalEndSql + "::text");
   if (!wal.ok() || wal->empty()) {
     out.error = OneLine(RedactConninfoSecrets(
-        wal.ok() ? "pg_current_wal_lsn() returned no row" : wal.status().message(),
+        wal.ok() ? "the WAL position query returned no row" : wal.status().message(),
         conninfo));
     return out;
   }
   out.current_wal_lsn = ParseLsnOrZero((*wal)[0][0]);
   auto rows = (*conn)->Query(
-      "SELECT active::text, wal_status, restart_lsn::text, confirmed_flush_lsn::text, "
-      "(pg_current_wal_lsn() - restart_lsn)::bigint::text, "
-      "(pg_current_wal_lsn() - confirmed_flush_lsn)::bigint::text "
-      "FROM pg_replication_slots WHERE slot_name = $1",
+      std::string("SELECT active::text, wal_status, restart_lsn::text, "
+                  "confirmed_flush_lsn::text, (") +
+          pg::kWalEndSql + " - restart_lsn)::bigint::text, (" + pg::kWalEndSql +
+          " - confirmed_flush_lsn)::bigint::text "
+          "FROM pg_replication_slots WHERE slot_name = $1",
       {config.source.slot});
   if (!rows.ok()) {
     out.error = OneLine(RedactConninfoSecrets(rows.status().message(), conninfo));

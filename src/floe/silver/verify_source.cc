@@ -54,8 +54,8 @@ SourceReader PostgresSourceReader(std::string conninfo, std::string publication)
     ARROW_RETURN_NOT_OK(
         conn->Query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").status());
     // The first statement takes the snapshot; the LSN is read inside it.
-    ARROW_ASSIGN_OR_RAISE(auto lsn_rows,
-                          conn->Query("SELECT pg_current_wal_lsn()::text"));
+    ARROW_ASSIGN_OR_RAISE(
+        auto lsn_rows, conn->Query(std::string("SELECT ") + pg::kWalEndSql + "::text"));
     ARROW_ASSIGN_OR_RAISE(std::string schema_q, conn->QuoteIdentifier(table.schema));
     ARROW_ASSIGN_OR_RAISE(std::string table_q, conn->QuoteIdentifier(table.table));
     // The columns floe replicates, as every path describes them (no generated

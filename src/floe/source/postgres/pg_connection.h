@@ -112,4 +112,10 @@ std::string GetSqlState(const arrow::Status& status);
 /// SQLSTATE attached when the server sent one. `result` may be null.
 arrow::Status ResultError(PGconn* conn, const PGresult* result, std::string_view context);
 
+/// The server's WAL end as an SQL expression of type pg_lsn: what a primary wrote,
+/// what a hot standby replayed (pg_current_wal_lsn() fails in recovery).
+inline constexpr char kWalEndSql[] =
+    "(CASE WHEN pg_catalog.pg_is_in_recovery() THEN "
+    "pg_catalog.pg_last_wal_replay_lsn() ELSE pg_catalog.pg_current_wal_lsn() END)";
+
 }  // namespace floe::postgres

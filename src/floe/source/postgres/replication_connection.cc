@@ -631,12 +631,14 @@ arrow::Result<std::optional<SlotState>> ReadSlotState(PgConnection& sql,
                                                       std::string_view slot) {
   const bool has_two_phase = PQserverVersion(sql.raw()) >= 140000;
   const bool has_failover = PQserverVersion(sql.raw()) >= 170000;
+  const bool has_conflicting = PQserverVersion(sql.raw()) >= 160000;
   const std::string query =
       std::string(
           "SELECT slot_name, plugin, slot_type, database, active, restart_lsn, "
           "confirmed_flush_lsn, wal_status, ") +
       (has_two_phase ? "two_phase" : "false") + ", " +
-      (has_failover ? "failover" : "false") +
+      (has_failover ? "failover" : "false") + ", " +
+      (has_conflicting ? "coalesce(conflicting, false)" : "false") +
       " FROM pg_catalog.pg_replication_slots WHERE slot_name = $1";
   ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(query, {std::string(slot)}));
   if (rows.empty()) return std::nullopt;
@@ -652,6 +654,7 @@ arrow::Result<std::optional<SlotState>> ReadSlotState(PgConnection& sql,
   s.wal_status = row[7].value_or("");
   s.two_phase = row[8].value_or("f") == "t";
   s.failover = row[9].value_or("f") == "t";
+  s.conflicting = row[10].value_or("f") == "t";
   return s;
 }
 

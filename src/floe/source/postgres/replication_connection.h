@@ -318,6 +318,9 @@ struct SlotState {
   bool two_phase = false;
   /// A failover slot (PostgreSQL 17+; false before).
   bool failover = false;
+  /// A slot of a standby invalidated by a conflict with recovery: the primary
+  /// removed catalog rows it needed (PostgreSQL 16+; false before).
+  bool conflicting = false;
 };
 
 /// The slot's row of pg_replication_slots, or nullopt when there is none.

@@ -1,5 +1,7 @@
 #include "floe/source/postgres/source_session.h"
 
+#include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "floe/common/failpoint.h"
@@ -128,9 +130,9 @@ class PgSourceSession : public SourceSession {
   }
 
   arrow::Result<std::optional<int64_t>> WalBytesSince(Lsn lsn) override {
-    ARROW_ASSIGN_OR_RAISE(
-        auto rows, conn_.Query("SELECT (pg_current_wal_lsn() - $1::pg_lsn)::bigint::text",
-                               {lsn.ToString()}));
+    ARROW_ASSIGN_OR_RAISE(auto rows, conn_.Query(std::string("SELECT (") + kWalEndSql +
+                                                     " - $1::pg_lsn)::bigint::text",
+                                                 {lsn.ToString()}));
     if (rows.empty() || !rows[0][0]) return std::nullopt;
     return ParseInt64(*rows[0][0]);
   }
@@ -138,9 +140,10 @@ class PgSourceSession : public SourceSession {
   arrow::Result<SlotSample> SampleSlot(const std::string& slot, Lsn confirmed) override {
     ARROW_ASSIGN_OR_RAISE(
         auto rows,
-        conn_.Query("SELECT (pg_current_wal_lsn() - $1::pg_lsn)::bigint::text, "
-                    "(pg_current_wal_lsn() - restart_lsn)::bigint::text, "
-                    "wal_status FROM pg_replication_slots WHERE slot_name = $2",
+        conn_.Query(std::string("SELECT (") + kWalEndSql +
+                        " - $1::pg_lsn)::bigint::text, (" + kWalEndSql +
+                        " - restart_lsn)::bigint::text, "
+                        "wal_status FROM pg_replication_slots WHERE slot_name = $2",
                     {confirmed.ToString(), slot}));
     SlotSample out;
     if (rows.empty()) return out;
@@ -292,6 +295,31 @@ class PgSourceSession : public SourceSession {
 
 std::unique_ptr<SourceSession> MakeSourceSession(PgConnection* conn) {
   return std::make_unique<PgSourceSession>(conn);
+}
+
+arrow::Status AwaitReplay(PgConnection& standby, PgConnection& primary,
+                          std::chrono::milliseconds timeout) {
+  ARROW_ASSIGN_OR_RAISE(auto written,
+                        primary.Query("SELECT pg_catalog.pg_current_wal_lsn()::text"));
+  const std::string target = written.at(0).at(0).value_or("0/0");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    ARROW_ASSIGN_OR_RAISE(
+        auto rows, standby.Query("SELECT pg_catalog.pg_last_wal_replay_lsn() >= "
+                                 "$1::pg_lsn, pg_catalog.pg_last_wal_replay_lsn()::text",
+                                 {target}));
+    if (rows.at(0).at(0).value_or("f") == "t") return arrow::Status::OK();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return arrow::Status::IOError(
+          "the standby has replayed the primary's WAL up to ",
+          rows.at(0).at(1).value_or("nothing"), " only, not yet to ", target,
+          " (is replay paused? SELECT pg_get_wal_replay_pause_state() on the "
+          "standby); retrying");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace floe::postgres

@@ -7,6 +7,7 @@
 // are tested with a fake instead of a server.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -142,5 +143,11 @@ class SourceSession {
 
 /// The SourceSession of a PgConnection (which it does not own).
 std::unique_ptr<SourceSession> MakeSourceSession(PgConnection* conn);
+
+/// Waits until the hot standby `standby` replayed all the WAL the primary `primary`
+/// wrote before this call, so that whatever committed there before is visible
+/// there; an error naming how far replay got when it has not after `timeout`.
+arrow::Status AwaitReplay(PgConnection& standby, PgConnection& primary,
+                          std::chrono::milliseconds timeout);
 
 }  // namespace floe::postgres
