@@ -7,6 +7,7 @@ Bronze read by PyIceberg."""
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import time
 
@@ -215,6 +216,10 @@ def test_a_standby_promoted_mid_stream_carries_on_from_its_synced_failover_slot(
         run.wait_until(lambda: run.has_row("public.docs", id=5000), 120,
                        what="a change made on the new primary in Bronze", interval=0.5)
         assert "moved from timeline 1 to 2" in run.log_text(), run.log_tail()
+        # The new server is said, as the first one was (a break-it run: only once).
+        said = re.findall(r"source: PostgreSQL \S+, system \d+, timeline (\d+)",
+                          run.log_text())
+        assert said == ["1", "2"], run.log_tail()
         check_against_audit(run, db, duckdb_con)
         silver_equals_source(run, db, duckdb_con)
 
@@ -242,6 +247,11 @@ def test_a_promoted_standby_without_floes_slot_is_refused_and_resnapshot_recover
         run.start("--resnapshot")
         run.wait_until(lambda: "--resnapshot is done" in run.log_text(), 120,
                        what="the copies of --resnapshot")
+        # The run before was cut off by the promotion, and its slot is gone: the
+        # start-up must not say that nothing is lost (a break-it run).
+        assert "did not stop cleanly; --resnapshot copies every table again" in \
+            run.log_text(), run.log_tail()
+        assert "nothing is lost" not in run.log_text(), run.log_tail()
         db.execute("INSERT INTO docs VALUES (5000, 'after the failover', 1)")
         run.wait_until(lambda: run.has_row("public.docs", id=5000), 120,
                        what="a change made on the new primary in Bronze", interval=0.5)

@@ -240,6 +240,8 @@ def test_a_standby_slot_invalidated_by_recovery_is_refused_and_resnapshot_recove
             run.start("--resnapshot")
             run.wait_until(lambda: "--resnapshot is done" in run.log_text(), 120,
                            what="the copies of --resnapshot")
+            # The changes the invalidated slot missed are not "nothing".
+            assert "nothing is lost" not in run.log_text(), run.log_tail()
             primary_db.execute("INSERT INTO docs VALUES (5000, 'after', 1)")
             run.wait_until(lambda: run.has_row("public.docs", id=5000), 60,
                            what="a change on the primary in Bronze", interval=0.5)

@@ -19,6 +19,8 @@
 #include <arrow/array.h>
 #include <arrow/record_batch.h>
 #include <arrow/scalar.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -336,6 +338,9 @@ int main(int argc, char** argv) {
                "pgoutput option binary: values in their types' send format (every "
                "published column's type needs a binary decoder)");
   CLI11_PARSE(app, argc, argv);
+  // stdout carries the JSON lines: the library's log lines (a spill directory a
+  // killed process left, removed) go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("stream_tool"));
   arrow::Status st = Stream(dsn, args);
   if (!st.ok()) return Fail(st);
   return 0;

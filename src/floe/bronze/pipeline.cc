@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <libpq-fe.h>
+
 #include "floe/bronze/pipeline_internal.h"
 #include "floe/bronze/sink.h"
 #include "floe/common/error.h"
@@ -58,7 +60,6 @@ arrow::Status Pipeline::StartUp() {
       !supported.ok()) {
     return Fatal(supported.message());
   }
-  if (!newer.empty() && !version_said_) spdlog::warn("{}", newer);
   if (config_.source.failover && repl_->server_version() < 170000) {
     return Fatal(
         "source.failover: true needs PostgreSQL 17 or newer (failover slots); "
@@ -67,12 +68,17 @@ arrow::Status Pipeline::StartUp() {
         ". Remove the setting, or upgrade the source");
   }
   ARROW_ASSIGN_OR_RAISE(pg::SystemIdentity who, repl_->IdentifySystem());
-  if (!version_said_) {
+  // Said once per server, not at every reconnect: again after a failover.
+  const std::string said = std::to_string(repl_->server_version()) + " " + who.system_id +
+                           " " + std::to_string(who.timeline) + " " +
+                           PQhost(sql_->raw()) + ":" + PQport(sql_->raw());
+  if (version_said_ != said) {
+    if (!newer.empty()) spdlog::warn("{}", newer);
     spdlog::info("source: PostgreSQL {}, system {}, timeline {}",
                  pg::ServerVersionText(repl_->server_version()), who.system_id,
                  who.timeline);
   }
-  version_said_ = true;
+  version_said_ = said;
 
   pg::PublicationOptions pub;
   pub.name = config_.source.publication;

@@ -591,8 +591,9 @@ class Pipeline : public pg::ChangeSink {
   bool crash_checked_ = false;
   /// Whether WarnUnusedRoutes ran (once per process).
   bool routes_checked_ = false;
-  // The source's version and identity are logged once, not at every reconnect.
-  bool version_said_ = false;
+  // The source's version and identity are logged once per server, not at every
+  // reconnect: what was said last (version, system, timeline, host and port).
+  std::string version_said_;
 
   // Per connection (reset by RunOnce). `source_` asks `sql_` every question.
   std::unique_ptr<pg::PgConnection> sql_;

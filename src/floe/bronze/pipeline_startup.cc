@@ -120,8 +120,17 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
     auto clean = state_.find(lake::kStateCleanStop);
     if (clean != state_.end() && clean->second != "true") {
       metrics_->restarts.Inc({"crash"});
-      spdlog::warn("the previous floe run did not stop cleanly; carrying on from what "
-                   "Bronze holds (nothing is lost or repeated)");
+      // Under --resnapshot the slot may be new (the old one lost or gone): what it
+      // missed is not "nothing", and the copies say what Bronze gets instead.
+      if (resnapshot_) {
+        spdlog::warn(
+            "the previous floe run did not stop cleanly; --resnapshot copies "
+            "every table again");
+      } else {
+        spdlog::warn(
+            "the previous floe run did not stop cleanly; carrying on from what "
+            "Bronze holds (nothing is lost or repeated)");
+      }
     }
   }
   confirmed_ = checked.confirmed;
