@@ -141,8 +141,9 @@ def test_a_standby_source_that_cannot_work_is_refused_with_the_fix(
         floe_bin, tmp_path, duckdb_con):
     """floe run against a standby stops, exit code 2, saying what to change, and
     leaves no slot behind, when: the server is older than 16; no
-    source.primary_conninfo is set; it names the standby itself; source.failover is
-    set; hot_standby_feedback is off. With every fix made, it runs."""
+    source.primary_conninfo is set; it names the standby itself, or another database
+    of the primary; source.failover is set; hot_standby_feedback is off. With every
+    fix made, it runs."""
     duckdb_setup(duckdb_con)
     with primary_with_standby({"hot_standby_feedback": "off"}) as (
             primary, standby, primary_db, standby_db):
@@ -178,6 +179,10 @@ def test_a_standby_source_that_cannot_work_is_refused_with_the_fix(
             conn.execute("SELECT pg_reload_conf()")
         refused("itself", "names a server in recovery, not the primary",
                 primary_conninfo=standby_db.dsn)
+        # The primary's other database: watermarks there never reach the stream (a
+        # break-it run: a backfill stalled without a word).
+        refused("other_db", 'source.primary_conninfo names database "postgres"',
+                primary_conninfo=primary.dsn("postgres"))
         run = on_standby(floe_bin, standby_db, primary_db, tmp_path / "fixed",
                          tables=[f"public.{t}" for t in TABLES])
         try:
@@ -248,6 +253,47 @@ def test_a_standby_slot_invalidated_by_recovery_is_refused_and_resnapshot_recove
             run.stop()
             wait_replayed(standby, primary_db)
             silver_equals_source(run, primary_db, duckdb_con)
+        finally:
+            run.kill()
+            print(run.log_tail(200))
+
+
+@pytest.mark.every_version
+def test_a_standby_promoted_while_floe_reads_it_is_read_as_a_primary(
+        floe_bin, tmp_path, duckdb_con):
+    """The standby floe reads is promoted (the old primary stays up, diverging): floe
+    notices, reconnects and reads it as a primary, its changes of the new timeline
+    reach Bronze, and a restart carries on (a break-it run: the restart was refused
+    for ever, Bronze's changes past the switch taken for the old timeline's). Silver
+    equals the promoted server's tables."""
+    needs_standby_decoding()
+    duckdb_setup(duckdb_con)
+    with primary_with_standby() as (primary, standby, primary_db, standby_db):
+        primary_db.execute(SETUP)
+        run = on_standby(floe_bin, standby_db, primary_db, tmp_path / "floe",
+                         tables=[f"public.{t}" for t in TABLES])
+        try:
+            start_and_copy_accounts(run)
+            primary_db.execute("UPDATE accounts SET balance = -balance WHERE id % 10 = 0")
+            wait_replayed(standby, primary_db)
+            standby.promote()
+            standby_db.execute("UPDATE accounts SET name = 'promoted' WHERE id % 10 = 1")
+            standby_db.execute("DELETE FROM lines WHERE order_id % 11 = 0")
+            standby_db.execute("INSERT INTO docs VALUES (5000, 'on the promoted one', 1)")
+            run.wait_until(lambda: run.has_row("public.docs", id=5000), 60,
+                           what="a change on the promoted standby in Bronze",
+                           interval=0.5)
+            run.wait_until(lambda: "the source standby was promoted" in run.log_text(),
+                           60, what="floe to notice the promotion")
+            run.stop()
+            run.start()
+            standby_db.execute("INSERT INTO docs VALUES (5001, 'after a restart', 1)")
+            run.wait_until(lambda: run.has_row("public.docs", id=5001), 60,
+                           what="a change after the restart in Bronze", interval=0.5)
+            assert "the source was promoted while floe read it" in run.log_text(), \
+                run.log_tail()
+            run.stop()
+            silver_equals_source(run, standby_db, duckdb_con)
         finally:
             run.kill()
             print(run.log_tail(200))

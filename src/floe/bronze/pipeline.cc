@@ -79,6 +79,7 @@ arrow::Status Pipeline::StartUp() {
                  who.timeline);
   }
   version_said_ = said;
+  ARROW_RETURN_NOT_OK(CheckPrimaryTimeline(who.timeline));
 
   pg::PublicationOptions pub;
   pub.name = config_.source.publication;
@@ -180,6 +181,7 @@ arrow::Status Pipeline::AtSafePoint(bool got, SafePointClock* clock) {
   if (now - clock->last_sample >= std::chrono::seconds(5)) {
     clock->last_sample = now;
     SampleSource();
+    ARROW_RETURN_NOT_OK(NoticePromotion());
   }
   if (now - clock->last_activity >= options_.heartbeat_interval &&
       now - clock->last_heartbeat >= options_.heartbeat_interval) {

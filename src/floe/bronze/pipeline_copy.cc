@@ -163,14 +163,18 @@ arrow::Result<pg::CreatedSlot> Pipeline::CreateCopySlot(pg::ReplicationConnectio
   arrow::Result<pg::CreatedSlot> creating;
   {
     pg::StatusKeeper keeper(streaming_);
-    WaitNotice notice(
-        "copying " + std::to_string(tables) +
-            " table(s): the copy's snapshot waits until every transaction that was "
-            "running in the cluster has ended (the stream is paused meanwhile); find "
-            "them with SELECT pid, datname, state, xact_start FROM pg_stat_activity "
-            "WHERE backend_xid IS NOT NULL ORDER BY xact_start, and SELECT * FROM "
-            "pg_prepared_xacts",
-        std::chrono::seconds(5));
+    // On a standby StandbySnapshotRequests says what the wait is instead.
+    std::optional<WaitNotice> notice;
+    if (!standby_) {
+      notice.emplace(
+          "copying " + std::to_string(tables) +
+              " table(s): the copy's snapshot waits until every transaction that was "
+              "running in the cluster has ended (the stream is paused meanwhile); find "
+              "them with SELECT pid, datname, state, xact_start FROM pg_stat_activity "
+              "WHERE backend_xid IS NOT NULL ORDER BY xact_start, and SELECT * FROM "
+              "pg_prepared_xacts",
+          std::chrono::seconds(5));
+    }
     // On a standby it waits for the primary's running transactions too.
     StandbySnapshotRequests requests(standby_ ? primary_sql_.get() : nullptr);
     creating = temp->CreateSlot(temp_name, slot_options);

@@ -378,6 +378,12 @@ class Pipeline : public pg::ChangeSink {
   /// Waits until `standby` replayed what the primary wrote so far (nothing when
   /// the source is a primary): a publication floe created there.
   arrow::Status AwaitStandby(pg::PgConnection& standby);
+  /// An error (reconnect) once the standby the source is was promoted: it is read as
+  /// a primary from then on, and floe's writes go to it.
+  arrow::Status NoticePromotion();
+  /// An error (retried) when the primary is on another timeline than the standby
+  /// replays (`timeline`): not the standby's primary (a promoted sibling).
+  arrow::Status CheckPrimaryTimeline(int64_t timeline);
   /// A heartbeat message into the WAL: the source's own, or its primary's.
   arrow::Status Heartbeat();
   /// Where floe's writes go: the primary's session on a standby, else `source_`.

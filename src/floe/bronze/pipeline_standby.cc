@@ -8,6 +8,7 @@
 
 #include "floe/bronze/pipeline_internal.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -43,19 +44,41 @@ std::string SystemIdentifier(pg::PgConnection& sql) {
 StandbySnapshotRequests::StandbySnapshotRequests(pg::PgConnection* primary) {
   if (primary == nullptr) return;
   thread_ = std::thread([this, primary] {
+    const auto started = std::chrono::steady_clock::now();
+    auto say_at = started + std::chrono::seconds(5);
+    bool asking = true;
     std::unique_lock<std::mutex> lock(mu_);
     auto wait = std::chrono::milliseconds(250);
     while (!done_.wait_for(lock, wait, [this] { return stop_; })) {
       wait = std::chrono::seconds(1);
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= say_at) {
+        say_at += std::chrono::minutes(1);
+        spdlog::warn(
+            "creating a replication slot on the standby waits until the primary logs "
+            "its running transactions and the standby replays that (is replay paused, "
+            "SELECT pg_is_wal_replay_paused(), or the standby not receiving WAL, "
+            "pg_stat_wal_receiver?) (waiting {} s so far)",
+            std::chrono::duration_cast<std::chrono::seconds>(now - started).count());
+      }
+      if (!asking) continue;
       lock.unlock();
       auto logged = primary->Query("SELECT pg_catalog.pg_log_standby_snapshot()::text");
       lock.lock();
       if (!logged.ok()) {
-        // Not granted to floe's role: the primary's background writer logs one
-        // every 15 s while it writes anything.
-        spdlog::debug("pg_log_standby_snapshot() on the primary: {}",
-                      logged.status().message());
-        return;
+        asking = false;
+        // Once per process: the primary's background writer logs one every 15 s
+        // while it writes anything.
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true)) {
+          spdlog::warn(
+              "pg_log_standby_snapshot() on the primary failed ({}): a slot on the "
+              "standby waits until the primary's background writer logs its running "
+              "transactions, every 15 s while it writes. Grant it, in the database "
+              "source.primary_conninfo names: GRANT EXECUTE ON FUNCTION "
+              "pg_log_standby_snapshot() TO <floe's role>",
+              logged.status().message());
+        }
       }
     }
   });
@@ -130,6 +153,18 @@ arrow::Status Pipeline::ConnectPrimary() {
         "heartbeats and watermarks must be written where the standby's WAL comes "
         "from. Point it at the primary (or add target_session_attrs=read-write)");
   }
+  ARROW_ASSIGN_OR_RAISE(auto standby_dbs, sql_->Query("SELECT current_database()"));
+  ARROW_ASSIGN_OR_RAISE(auto primary_dbs,
+                        primary_sql_->Query("SELECT current_database()"));
+  const std::string read_db = standby_dbs.at(0).at(0).value_or("");
+  const std::string write_db = primary_dbs.at(0).at(0).value_or("");
+  if (read_db != write_db) {
+    return Fatal("source.primary_conninfo names database \"" + write_db +
+                 "\", source.conninfo database \"" + read_db +
+                 "\": floe's heartbeats and watermarks must be written in the database "
+                 "it decodes. Put dbname=" +
+                 read_db + " in source.primary_conninfo");
+  }
   const std::string standby_system = SystemIdentifier(*sql_);
   const std::string primary_system = SystemIdentifier(*primary_sql_);
   if (!standby_system.empty() && !primary_system.empty() &&
@@ -151,6 +186,34 @@ arrow::Status Pipeline::AwaitStandby(pg::PgConnection& standby) {
   if (!standby_) return arrow::Status::OK();
   ARROW_RETURN_NOT_OK(PrimarySession().status());
   return pg::AwaitReplay(standby, *primary_sql_, std::chrono::minutes(2));
+}
+
+arrow::Status Pipeline::NoticePromotion() {
+  if (!standby_) return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(bool in_recovery, InRecovery(*sql_));
+  if (in_recovery) return arrow::Status::OK();
+  return arrow::Status::IOError(
+      "the source standby was promoted: reconnecting to read it as a primary (floe's "
+      "writes go to it from now on, not to source.primary_conninfo)");
+}
+
+arrow::Status Pipeline::CheckPrimaryTimeline(int64_t timeline) {
+  if (!standby_) return arrow::Status::OK();
+  ARROW_RETURN_NOT_OK(PrimarySession().status());
+  // The timeline of the primary's current WAL file (the first 8 hex digits).
+  ARROW_ASSIGN_OR_RAISE(auto rows,
+                        primary_sql_->Query("SELECT substr(pg_catalog.pg_walfile_name("
+                                            "pg_catalog.pg_current_wal_lsn()), 1, 8)"));
+  const std::string hex = rows.at(0).at(0).value_or("");
+  const int64_t primary_timeline =
+      hex.empty() ? timeline : static_cast<int64_t>(std::stoull(hex, nullptr, 16));
+  if (primary_timeline == timeline) return arrow::Status::OK();
+  return arrow::Status::IOError(
+      "source.primary_conninfo names a server on timeline ", primary_timeline,
+      ", but the standby replays timeline ", timeline,
+      ": it is not the standby's primary (another standby that was promoted?), and "
+      "floe's watermarks written there would never reach the standby. Point "
+      "source.primary_conninfo at the server the standby replicates from; retrying");
 }
 
 arrow::Result<pg::SourceSession*> Pipeline::PrimarySession() {

@@ -92,8 +92,8 @@ arrow::Status CheckRecorded(const SlotCheckInput& in, const Recorded& recorded) 
 // them apart. --resnapshot does not help (the copies would sort before the changes
 // Bronze holds): the same recovery as a source that went backwards. Returns where the
 // server's timeline began, to record.
-arrow::Result<uint64_t> CheckTimeline(const SlotCheckInput& in,
-                                      const Recorded& recorded) {
+arrow::Result<uint64_t> CheckTimeline(const SlotCheckInput& in, const Recorded& recorded,
+                                      const std::optional<pg::SlotState>& slot) {
   // history[i].timeline ended at history[i].switchpoint, where history[i + 1]'s (or
   // the server's own) began.
   ARROW_ASSIGN_OR_RAISE(auto history, pg::ParseTimelineHistory(in.timeline_history));
@@ -137,6 +137,20 @@ arrow::Result<uint64_t> CheckTimeline(const SlotCheckInput& in,
   }
   if (!branched) return current_start;  // the same timeline
   const uint64_t held = std::max(recorded.confirmed.value_or(0), in.bronze_holds);
+  // Bronze's slot on this server confirmed a position past the branch: floe read
+  // this server's new timeline through it (a standby it read was promoted under it).
+  // A slot synced to a standby never gets past what the standby received, where its
+  // timeline branched off; so Bronze's changes past the branch are this timeline's.
+  if (held > *branched && slot && recorded.same_slot &&
+      slot->confirmed_flush_lsn.value() > *branched) {
+    spdlog::info(
+        "the source was promoted while floe read it: timeline {} began at LSN {}, "
+        "and slot {} confirmed up to {} on it; Bronze's changes past the switch are "
+        "the new timeline's: carrying on",
+        in.who.timeline, Lsn(*branched).ToString(), in.slot,
+        slot->confirmed_flush_lsn.ToString());
+    return current_start;
+  }
   if (held > *branched) {
     return Refuse("the source was promoted: its timeline " +
                   std::to_string(in.who.timeline) + " branched off timeline " +
@@ -231,8 +245,9 @@ arrow::Result<SlotCheckResult> CheckSlot(pg::SourceSession& source,
   recorded.same_slot =
       in.state.contains(lake::kStateSlot) && in.state.at(lake::kStateSlot) == in.slot;
   ARROW_RETURN_NOT_OK(CheckRecorded(in, recorded));
-  ARROW_ASSIGN_OR_RAISE(const uint64_t timeline_start, CheckTimeline(in, recorded));
   ARROW_ASSIGN_OR_RAISE(auto slot_state, source.ReadSlot(in.slot));
+  ARROW_ASSIGN_OR_RAISE(const uint64_t timeline_start,
+                        CheckTimeline(in, recorded, slot_state));
   if (slot_state) {
     // Another kind of slot under the name (physical, another plugin, another
     // database's) cannot stream to floe, and is not floe's to drop, --resnapshot or

@@ -312,7 +312,9 @@ TEST(SlotCheck, TheTimelineIsRecordedAndAPromotionAfterWhatBronzeHoldsIsFollowed
 
 TEST(SlotCheck, APromotionBeforeWhatBronzeHoldsOrAnotherHistoryIsRefused) {
   FakeSource source;
-  source.slot = Slot(0x4000);
+  // The new primary's copy of the slot, synced while it was a standby: no further
+  // than where its timeline branched off (0x3FFF at most below).
+  source.slot = Slot(0x3000);
   // Branched before what floe confirmed.
   ExpectRefused(CheckSlot(source, nullptr, Promoted(0x3FFF)),
                 "branched off timeline 1 at LSN 0/00003FFF, but bronze.svc holds changes "
@@ -338,6 +340,26 @@ TEST(SlotCheck, APromotionBeforeWhatBronzeHoldsOrAnotherHistoryIsRefused) {
   SlotCheckInput corrupt = Promoted(0x7000);
   corrupt.timeline_history = "1 zz\n";
   EXPECT_FALSE(CheckSlot(source, nullptr, corrupt).ok());
+}
+
+TEST(SlotCheck, AStandbyPromotedWhileFloeReadItIsFollowedThroughItsOwnSlot) {
+  // floe read a standby through slot floe_svc on it; the standby was promoted at
+  // 0x3000 and floe carried on reading it, confirming 0x4000 of the new timeline
+  // before Bronze recorded the new timeline (a break-it run: refused, for ever).
+  FakeSource source;
+  source.slot = Slot(0x4000);
+  SlotCheckInput in = Promoted(0x3000);
+  in.bronze_holds = 0x4100;  // committed past what was confirmed
+  ASSERT_OK_AND_ASSIGN(auto checked, CheckSlot(source, nullptr, in));
+  EXPECT_EQ(checked.confirmed, Lsn(0x4000));
+  // A slot that got no further than the branch (synced to a standby, which never
+  // receives past where its timeline begins) is no proof: refused.
+  source.slot = Slot(0x3000);
+  ExpectRefused(CheckSlot(source, nullptr, in), "holds changes up to LSN 0/00004100");
+  // Nor is another slot under another name than Bronze was fed from.
+  source.slot = Slot(0x4000);
+  in.state[std::string(lake::kStateSlot)] = "floe_other";
+  EXPECT_FALSE(CheckSlot(source, nullptr, in).ok());
 }
 
 TEST(SlotCheck, AFailoverPipelineCreatesAFailoverSlot) {
