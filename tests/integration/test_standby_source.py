@@ -52,6 +52,16 @@ def on_standby(floe_bin, standby_db, primary_db, base, primary_conninfo=None,
     return FloeRun(floe_bin, standby_db, base, source_yaml=source, **kwargs)
 
 
+def last_change_then_silver(run, source_db, duckdb_con, key: int) -> None:
+    """A last change on `source_db` (where the workload writes), waited for in
+    Bronze; floe stopped; Silver checked equal to `source_db`."""
+    source_db.execute("INSERT INTO docs VALUES (%s, 'the last change', 1)", (key,))
+    run.wait_until(lambda: run.has_row("public.docs", id=key), 60,
+                   what="the last change in Bronze", interval=0.5)
+    run.stop()
+    silver_equals_source(run, source_db, duckdb_con)
+
+
 def start_and_copy_accounts(run) -> None:
     run.start()
     run.wait_until(lambda: run.count("public.accounts") >= 20000, 120,
@@ -125,12 +135,8 @@ def test_a_backfill_from_a_lagging_standby_reads_each_chunk_after_its_low_waterm
             workload.join(30)
             assert workload.error is None, workload.error
             assert workload.commits > 100, workload.commits
-            primary_db.execute("INSERT INTO docs VALUES (5000, 'the last change', 1)")
-            run.wait_until(lambda: run.has_row("public.docs", id=5000), 60,
-                           what="the last change in Bronze", interval=0.5)
-            run.stop()
+            last_change_then_silver(run, primary_db, duckdb_con, 5000)
             assert "heartbeat on the primary" not in run.log_text(), run.log_tail()
-            silver_equals_source(run, primary_db, duckdb_con)
         finally:
             run.kill()
             print(run.log_tail(200))
@@ -247,12 +253,7 @@ def test_a_standby_slot_invalidated_by_recovery_is_refused_and_resnapshot_recove
                            what="the copies of --resnapshot")
             # The changes the invalidated slot missed are not "nothing".
             assert "nothing is lost" not in run.log_text(), run.log_tail()
-            primary_db.execute("INSERT INTO docs VALUES (5000, 'after', 1)")
-            run.wait_until(lambda: run.has_row("public.docs", id=5000), 60,
-                           what="a change on the primary in Bronze", interval=0.5)
-            run.stop()
-            wait_replayed(standby, primary_db)
-            silver_equals_source(run, primary_db, duckdb_con)
+            last_change_then_silver(run, primary_db, duckdb_con, 5000)
         finally:
             run.kill()
             print(run.log_tail(200))
@@ -287,13 +288,9 @@ def test_a_standby_promoted_while_floe_reads_it_is_read_as_a_primary(
                            60, what="floe to notice the promotion")
             run.stop()
             run.start()
-            standby_db.execute("INSERT INTO docs VALUES (5001, 'after a restart', 1)")
-            run.wait_until(lambda: run.has_row("public.docs", id=5001), 60,
-                           what="a change after the restart in Bronze", interval=0.5)
+            last_change_then_silver(run, standby_db, duckdb_con, 5001)
             assert "the source was promoted while floe read it" in run.log_text(), \
                 run.log_tail()
-            run.stop()
-            silver_equals_source(run, standby_db, duckdb_con)
         finally:
             run.kill()
             print(run.log_tail(200))

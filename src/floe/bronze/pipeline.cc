@@ -79,7 +79,7 @@ arrow::Status Pipeline::StartUp() {
                  who.timeline);
   }
   version_said_ = said;
-  ARROW_RETURN_NOT_OK(CheckPrimaryTimeline(who.timeline));
+  ARROW_RETURN_NOT_OK(CheckPrimaryOf(who));
 
   pg::PublicationOptions pub;
   pub.name = config_.source.publication;

@@ -381,9 +381,10 @@ class Pipeline : public pg::ChangeSink {
   /// An error (reconnect) once the standby the source is was promoted: it is read as
   /// a primary from then on, and floe's writes go to it.
   arrow::Status NoticePromotion();
-  /// An error (retried) when the primary is on another timeline than the standby
-  /// replays (`timeline`): not the standby's primary (a promoted sibling).
-  arrow::Status CheckPrimaryTimeline(int64_t timeline);
+  /// Refuses a primary of another cluster than the standby (`who`), and retries
+  /// while it is on another timeline than the standby replays: not the standby's
+  /// primary (a promoted sibling).
+  arrow::Status CheckPrimaryOf(const pg::SystemIdentity& who);
   /// A heartbeat message into the WAL: the source's own, or its primary's.
   arrow::Status Heartbeat();
   /// Where floe's writes go: the primary's session on a standby, else `source_`.

@@ -31,7 +31,8 @@ arrow::Result<bool> InRecovery(pg::PgConnection& sql) {
   return !rows.empty() && !rows[0].empty() && rows[0][0].value_or("") == "t";
 }
 
-// The cluster's system identifier ("" when the role may not read it).
+// The cluster's system identifier ("" when the role may not read it): the primary's,
+// beside the standby's IDENTIFY_SYSTEM.
 std::string SystemIdentifier(pg::PgConnection& sql) {
   auto rows =
       sql.Query("SELECT system_identifier::text FROM pg_catalog.pg_control_system()");
@@ -165,14 +166,6 @@ arrow::Status Pipeline::ConnectPrimary() {
                  "it decodes. Put dbname=" +
                  read_db + " in source.primary_conninfo");
   }
-  const std::string standby_system = SystemIdentifier(*sql_);
-  const std::string primary_system = SystemIdentifier(*primary_sql_);
-  if (!standby_system.empty() && !primary_system.empty() &&
-      standby_system != primary_system) {
-    return Fatal("source.primary_conninfo names another cluster (system " +
-                 primary_system + ") than the standby source.conninfo names (system " +
-                 standby_system + "). Point it at the standby's primary");
-  }
   if (!standby_said_) {
     standby_said_ = true;
     spdlog::info(
@@ -197,9 +190,16 @@ arrow::Status Pipeline::NoticePromotion() {
       "writes go to it from now on, not to source.primary_conninfo)");
 }
 
-arrow::Status Pipeline::CheckPrimaryTimeline(int64_t timeline) {
+arrow::Status Pipeline::CheckPrimaryOf(const pg::SystemIdentity& who) {
   if (!standby_) return arrow::Status::OK();
   ARROW_RETURN_NOT_OK(PrimarySession().status());
+  const std::string primary_system = SystemIdentifier(*primary_sql_);
+  if (!primary_system.empty() && primary_system != who.system_id) {
+    return Fatal("source.primary_conninfo names another cluster (system " +
+                 primary_system + ") than the standby source.conninfo names (system " +
+                 who.system_id + "). Point it at the standby's primary");
+  }
+  const int64_t timeline = who.timeline;
   // The timeline of the primary's current WAL file (the first 8 hex digits).
   ARROW_ASSIGN_OR_RAISE(auto rows,
                         primary_sql_->Query("SELECT substr(pg_catalog.pg_walfile_name("
