@@ -518,6 +518,60 @@ def test_a_copy_waiting_for_an_open_transaction_keeps_the_connection_and_says_so
     assert all(r["d"] == 7 for r in folded.values()), folded
 
 
+def stop_promptly(run) -> str:
+    """SIGTERM: floe exits 0 within 15 s; the log from the signal on."""
+    before = len(run.log_text())
+    run.stop(timeout=15)
+    return run.log_text()[before:]
+
+
+def test_sigterm_while_a_slot_or_a_copy_waits_for_an_open_transaction_stops_floe(
+        floe, pg):
+    """Creating a replication slot waits until every transaction running in the
+    cluster has ended: floe's own slot at its first start, and each copy's
+    temporary slot. A SIGTERM during either wait stops floe at once, exit code 0,
+    saying what it stopped, with nothing half made (no slot left behind); the next
+    start, once the transaction has ended, does what the stopped one could not.
+    Before: floe ignored SIGTERM until the transaction ended, for ever if it never
+    did (found while building standby decoding, where the wait is longer)."""
+    pg.execute("CREATE TABLE waits (id int PRIMARY KEY, v int);"
+               "INSERT INTO waits SELECT g, g FROM generate_series(1, 20) g;"
+               "CREATE TABLE elsewhere (id int)")
+    run = floe(service=SERVICE, tables=["public.waits"])
+    with psycopg.connect(pg.dsn, autocommit=False) as blocker:
+        blocker.execute("INSERT INTO elsewhere VALUES (1)")  # holds a transaction id
+        run.start()
+        run.wait_until(lambda: pg.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE backend_type = 'walsender' "
+            "AND query LIKE 'CREATE_REPLICATION_SLOT%'"), 60, what="the slot's creation")
+        time.sleep(1)  # floe waits in it
+        said = stop_promptly(run)
+        assert "stopped while creating replication slot" in said, said
+        assert "error" not in said.lower(), said
+        assert pg.execute("SELECT slot_name FROM pg_replication_slots") == []
+    run.start().wait_streaming()
+    assert run.count("public.waits") == 20
+    with psycopg.connect(pg.dsn, autocommit=False) as blocker:
+        blocker.execute("INSERT INTO elsewhere VALUES (2)")
+        pg.execute("ALTER TABLE waits ADD COLUMN d int NOT NULL DEFAULT 7")
+        pg.execute("UPDATE waits SET v = -v WHERE id = 1")  # the stream meets d
+        notice = "the copy's snapshot waits until every transaction"
+        run.wait_until(lambda: notice in run.log_text(), 60, what="the wait notice")
+        said = stop_promptly(run)
+        assert "stopped while the copy of 1 table(s) waited for its snapshot" in said, said
+        assert "error" not in said.lower(), said
+        slots = pg.execute("SELECT slot_name FROM pg_replication_slots")
+        assert slots == [(run.slot,)], slots
+    run.start()
+    wait_copied(run, "waits")
+    wait_flushed(run, pg)
+    run.stop()
+    folded = fold(run.rows_pyiceberg("public.waits"), ["id"])
+    assert sorted(folded) == [(i,) for i in range(1, 21)]
+    assert all(r["d"] == 7 for r in folded.values()), folded
+    assert folded[(1,)]["v"] == -1, folded[(1,)]
+
+
 def fill(directory, name: str = "filler") -> int:
     """Writes a file under `directory` until its filesystem is full; its size."""
     written = 0

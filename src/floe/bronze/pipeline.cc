@@ -318,6 +318,11 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
       pipeline.MarkCleanStop();
       return st;
     }
+    // A wait SIGTERM cancelled (pg::CancelWhen) is no error.
+    if (st.IsCancelled() && pipeline.stop_requested()) {
+      spdlog::info("stopped {}", st.message());
+      return arrow::Status::OK();
+    }
     metrics->errors.Inc({std::string(floe::ErrorKindName(floe::ErrorKindOf(st)))});
     if (IsFatal(st)) return st;
     if (pipeline.stop_requested()) {
@@ -337,7 +342,10 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
     while (Clock::now() < wake && !pipeline.stop_requested()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (pipeline.stop_requested()) return arrow::Status::OK();
+    if (pipeline.stop_requested()) {
+      spdlog::info("stopped while waiting to reconnect");
+      return arrow::Status::OK();
+    }
     backoff = std::min(options.max_backoff, backoff * 2);
     metrics->restarts.Inc({"reconnect"});
   }

@@ -177,7 +177,13 @@ arrow::Result<pg::CreatedSlot> Pipeline::CreateCopySlot(pg::ReplicationConnectio
     }
     // On a standby it waits for the primary's running transactions too.
     StandbySnapshotRequests requests(standby_ ? primary_sql_.get() : nullptr);
+    pg::CancelWhen cancel(temp->raw(), [this] { return stop_requested(); });
     creating = temp->CreateSlot(temp_name, slot_options);
+    if (!creating.ok() && cancel.cancelled()) {
+      return arrow::Status::Cancelled("while the copy of ", tables,
+                                      " table(s) waited for its snapshot (they are "
+                                      "copied at the next start)");
+    }
   }
   return creating;
 }

@@ -109,12 +109,20 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
       fed != state_.end() && fed->second != std::to_string(who.timeline)) {
     ARROW_ASSIGN_OR_RAISE(input.bronze_holds, HighestBronzeCommit());
   }
-  SlotCheckResult checked;
+  arrow::Result<SlotCheckResult> checking;
   {
     // A slot created on a standby waits for the primary's running transactions.
     StandbySnapshotRequests requests(standby_ ? primary_sql_.get() : nullptr);
-    ARROW_ASSIGN_OR_RAISE(checked, bronze::CheckSlot(*source_, &repl, input));
+    // Creating one waits for every running transaction: SIGTERM cancels the wait.
+    pg::CancelWhen cancel(repl.raw(), [this] { return stop_requested(); });
+    checking = bronze::CheckSlot(*source_, &repl, input);
+    if (!checking.ok() && cancel.cancelled()) {
+      return arrow::Status::Cancelled("while creating replication slot ",
+                                      config_.source.slot,
+                                      " (it is created at the next start)");
+    }
   }
+  ARROW_ASSIGN_OR_RAISE(SlotCheckResult checked, std::move(checking));
   if (!crash_checked_) {
     crash_checked_ = true;
     auto clean = state_.find(lake::kStateCleanStop);

@@ -1,5 +1,6 @@
 #include "floe/source/postgres/pg_connection.h"
 
+#include <chrono>
 #include <memory>
 
 namespace floe::postgres {
@@ -191,6 +192,37 @@ arrow::Result<std::string> PgConnection::QuoteIdentifier(std::string_view name) 
   std::string out(quoted);
   PQfreemem(quoted);
   return out;
+}
+
+CancelWhen::CancelWhen(PGconn* conn, std::function<bool()> stop)
+    : cancel_(PQgetCancel(conn)), stop_(std::move(stop)) {
+  if (cancel_ == nullptr) return;
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (
+        !wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return done_; })) {
+      if (!stop_()) continue;
+      char error[256];
+      // A failed request changes nothing: the statement goes on as if none was sent.
+      cancelled_ = PQcancel(cancel_, error, sizeof error) == 1;
+      return;
+    }
+  });
+}
+
+CancelWhen::~CancelWhen() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (cancel_ != nullptr) PQfreeCancel(cancel_);
+}
+
+bool CancelWhen::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
 }
 
 }  // namespace floe::postgres

@@ -8,11 +8,15 @@
 // errors can echo fragments of the string, so their quoted parts are redacted.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -111,6 +115,32 @@ std::string GetSqlState(const arrow::Status& status);
 /// An error for a failed libpq result: `context: <server message>`, with the
 /// SQLSTATE attached when the server sent one. `result` may be null.
 arrow::Status ResultError(PGconn* conn, const PGresult* result, std::string_view context);
+
+/// Cancels the statement running on `conn` (PQcancel, from a thread of its own) once
+/// `stop` returns true, asking it every 100 ms for as long as this lives. For the
+/// statements a server may keep waiting for ever (creating a replication slot waits
+/// for every transaction running in the cluster, on a standby for the primary too),
+/// so that a SIGTERM meanwhile is not ignored. Made before the statement is sent.
+class CancelWhen {
+ public:
+  CancelWhen(PGconn* conn, std::function<bool()> stop);
+  ~CancelWhen();
+  CancelWhen(const CancelWhen&) = delete;
+  CancelWhen& operator=(const CancelWhen&) = delete;
+
+  /// Whether the cancel request was sent (the statement then fails, SQLSTATE 57014,
+  /// unless it ended first).
+  bool cancelled() const;
+
+ private:
+  PGcancel* cancel_;
+  std::function<bool()> stop_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  bool cancelled_ = false;
+  std::thread thread_;
+};
 
 /// The server's WAL end as an SQL expression of type pg_lsn: what a primary wrote,
 /// what a hot standby replayed (pg_current_wal_lsn() fails in recovery).
