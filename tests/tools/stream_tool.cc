@@ -7,9 +7,9 @@
 // --quiet it prints only START, errors and END (for benchmarks: the stream's cost
 // without this tool's JSON output); END carries the last commit's LSNs either way.
 // Exit codes: 0 done, 2 bad arguments, 3 floe error (printed as {"error": ...}).
-#include <sys/resource.h>
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -31,6 +31,18 @@
 #include "floe/source/postgres/type_mapping.h"
 
 namespace {
+
+// This process's peak RSS in KiB: VmHWM, the peak of the address space exec gave it.
+// Not getrusage's ru_maxrss, which keeps the parent's pages counted until the exec
+// (a child of a pytest worker holding 500 MB read as 500 MB).
+int64_t PeakRssKb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
 
 using namespace floe::postgres;
 using floe::Lsn;
@@ -290,8 +302,6 @@ arrow::Status Stream(const std::string& dsn, const Args& args) {
   stream.reset();
   ARROW_RETURN_NOT_OK(repl->StopReplication());
 
-  struct rusage usage {};
-  ::getrusage(RUSAGE_SELF, &usage);
   Print(Json{{"type", "END"},
              {"reason", reason},
              {"transactions", stats.transactions_delivered},
@@ -308,7 +318,7 @@ arrow::Status Stream(const std::string& dsn, const Args& args) {
              {"sent_flush", repl->sent_flush_lsn().ToString()},
              {"last_commit_lsn", sink.last_commit_lsn().ToString()},
              {"last_end_lsn", sink.last_end_lsn().ToString()},
-             {"peak_rss_kb", usage.ru_maxrss}});
+             {"peak_rss_kb", PeakRssKb()}});
   std::cout << std::flush;
   return arrow::Status::OK();
 }
