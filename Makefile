@@ -1,8 +1,10 @@
 # floe's user interface: every target installs what it needs first.
 #   make build      configure + build the release preset (build/release)
-#   make test       build; unit tests (ctest), the same under ASan+UBSan, then the
-#                   integration tests (pytest) against real PostgreSQL and readers
-#   make test-asan  only the ASan+UBSan build and its unit tests
+#   make test       build; unit tests (ctest), then the integration tests (pytest, on
+#                   PYTEST_WORKERS processes) against real PostgreSQL and readers: the
+#                   whole suite on 15, the every_version tests on 16, 17 and 18
+#   make test-asan  the unit tests again, built with ASan+UBSan (a separate target:
+#                   its build alone takes 7 of the 30 minutes `make test` may take)
 #   make demo       a throwaway PostgreSQL, a live workload and `floe run --duration 30s`
 #                   into build/demo/, then what landed, read through DuckDB
 #   make bench      run the benchmarks and write BENCHMARKS.md (minutes)
@@ -25,6 +27,12 @@
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 PYTEST_ARGS ?=
+# The integration tests mostly wait on servers, so more workers than cores pays
+# (pytest-xdist; a test file is one worker's whole, conftest.py orders them).
+PYTEST_WORKERS ?= 4
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+# The every_version tests, a few long ones in few files: each test on its own.
+XDIST_VERSIONS := -n $(PYTEST_WORKERS) --dist load
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= pgoutput copy_binary type_text message_json manifest table_metadata
 SOAK_SECONDS ?= 3600
@@ -47,23 +55,23 @@ unit-test: build
 
 integration-test: build
 	FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python -m pytest tests/integration \
-	  --durations=25 $(PYTEST_ARGS)
+	  $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 # The tests marked every_version, on each PostgreSQL of the matrix besides 15.
 integration-versions: build
 	set -e; for v in $(PG_VERSIONS); do \
 	  FLOE_PG_VERSION=$$v FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python -m pytest \
-	    tests/integration -m every_version $(PYTEST_ARGS); \
+	    tests/integration -m every_version $(XDIST_VERSIONS) $(PYTEST_ARGS); \
 	done
 
 test-matrix: build
 	set -e; for v in $(PG_VERSIONS); do \
 	  FLOE_PG_VERSION=$$v FLOE_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) .venv/bin/python -m pytest \
-	    tests/integration --durations=10 $(PYTEST_ARGS); \
+	    tests/integration $(XDIST) --durations=10 $(PYTEST_ARGS); \
 	done
 
-# The sanitizer run comes before pytest so that pytest's summary closes the output.
-test: unit-test test-asan integration-versions integration-test
+# pytest's summary of the whole suite closes the output.
+test: unit-test integration-versions integration-test
 
 # Only the unit-test executables (ctest runs nothing else): no CLI, tools or benches.
 test-asan: bootstrap

@@ -30,8 +30,26 @@ def build_dir() -> Path:
 
 
 # test_run_idle.py checks a five-minute watch (idlewatch.py) that runs beside the
-# other tests: started once collection is done, checked last.
+# other tests: started once collection is done, checked last. Under pytest-xdist
+# (`make test` runs the suite on several workers, each collecting every test) the
+# file goes first instead, and its test starts the watch and waits it out on its
+# worker while the other workers run the rest.
 _IDLE_TEST_FILE = "test_run_idle.py"
+
+
+def _xdist_worker() -> bool:
+    return "PYTEST_XDIST_WORKER" in os.environ
+
+
+# Under pytest-xdist (`--dist loadfile --no-loadscope-reorder`) the files go to the
+# workers in this order: the longest first (`--durations=0`, summed by file), so no
+# long file starts last and keeps one worker busy while the others are done.
+_LONGEST_FILES_FIRST = (
+    "test_run_watermark.py", "test_divergences.py", "test_silver_memory.py",
+    "test_source_faults.py", "test_stream_faults.py", "test_differential.py",
+    "test_rest_catalog.py", "test_s3_warehouse.py", "test_source_shapes.py",
+    "test_routing.py", "test_failpoints.py", "test_run_crash.py", "test_run.py",
+)
 
 
 def pytest_report_header(config):
@@ -46,11 +64,18 @@ def pytest_collection_modifyitems(session, config, items):
     idle = [i for i in items if i.path.name == _IDLE_TEST_FILE]
     for item in idle:
         items.remove(item)
-        items.append(item)
+    if _xdist_worker():
+        rank = {name: i for i, name in enumerate(_LONGEST_FILES_FIRST)}
+        items.sort(key=lambda i: rank.get(i.path.name, len(rank)))  # stable
+        items[:0] = idle
+    else:
+        items.extend(idle)
 
 
 def pytest_collection_finish(session):
     floe_bin = _build_dir() / "src" / "floe" / "cli" / "floe"
+    if _xdist_worker():
+        return
     if floe_bin.exists() and any(i.path.name == _IDLE_TEST_FILE for i in session.items):
         import idlewatch
         idlewatch.start(floe_bin, Path(tempfile.mkdtemp(prefix="floe-idle-watch-")))
