@@ -287,7 +287,8 @@ class CatalogFaultProxy:
     `match(method, path)` gets the path without the query string; `is_commit` picks
     table commits. `count(method, pattern)` and `counts()` tell how many requests
     reached the proxy per (method, path_pattern(path)); `events` lists what was done to
-    each (method, path, action). Thread-safe."""
+    each (method, path, action); `answered(status, match)` how many forwarded requests
+    the server itself answered with `status`. Thread-safe."""
 
     _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
             "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"}
@@ -298,6 +299,7 @@ class CatalogFaultProxy:
         self._rules: list[_Rule] = []
         self._counts: dict[tuple[str, str], int] = {}
         self.events: list[tuple[str, str, str]] = []
+        self._answers: list[tuple[str, str, int]] = []
         self._rng: random.Random | None = None
         self._rate = 0.0
         self._kinds: tuple = ()
@@ -376,6 +378,12 @@ class CatalogFaultProxy:
         with self._lock:
             return sum(1 for _, _, a in self.events
                        if a != "forward" and (action is None or a == action))
+
+    def answered(self, status: int, match: Match = any_request) -> int:
+        """How many forwarded requests matching `match` the server answered with
+        `status` (a 409 a concurrent writer caused, say)."""
+        with self._lock:
+            return sum(1 for m, p, s in self._answers if s == status and match(m, p))
 
     def close(self) -> None:
         self._server.shutdown()
@@ -467,6 +475,7 @@ class CatalogFaultProxy:
         loads = (method == "GET" and pattern.endswith("/tables/{table}")) or (
             method == "POST" and pattern.endswith("/register"))
         with self._lock:
+            self._answers.append((method, path, resp.status))
             vended = self._vended
             if loads:
                 self.delegation_headers.append(

@@ -33,10 +33,12 @@ POINTS = ["checkpoint.before-commit", "checkpoint.after-table-commit",
           "checkpoint.before-record", "checkpoint.before-confirm"]
 
 
-def start_copied(floe, pg):
+def start_copied(floe, pg, **pipeline):
+    """The crash test's tables, copied, floe streaming (a pipeline of floe(**pipeline):
+    test_routing.py puts two of them in another catalog)."""
     pg.execute(SETUP)
     run = floe(tables=["public.accounts", "public.lines", "public.docs"],
-               interval="300ms")
+               interval="300ms", **pipeline)
     run.start()
     for tbl, n in INITIAL.items():
         run.wait_until(lambda: run.count(f"public.{tbl}") >= n, 90,
@@ -54,29 +56,36 @@ def test_a_kill_at_each_checkpoint_window_loses_nothing_and_repeats_nothing(
     standby status update (case 2), with one table committed and another not
     (case 10)."""
     run = start_copied(floe, pg)
-    workload = Workload(pg.dsn, seed=11)
+    kills_at(run, pg, duckdb_con, [(point, hit) for point in POINTS for hit in (2, 5)],
+             seed=11)
+
+
+def kills_at(run, pg, duckdb_con, where: list[tuple[str, int]], seed: int) -> None:
+    """Under the crash test's workload, floe started with each (failpoint, hit) of
+    `where` in turn, dies there and is started again; then Bronze against the audit
+    trail (check_against_audit)."""
+    workload = Workload(pg.dsn, seed=seed)
     workload.start()
     fired = 0
     try:
-        for point in POINTS:
-            for hit in (2, 5):
-                run.kill()
-                run.start(env={"FLOE_FAILPOINT": f"{point}@{hit}"})
-                rc = run.wait_exit(120)
-                assert rc == -9, f"floe exited {rc}, not by its failpoint\n{run.log_tail()}"
-                this_start = run.log_text().rsplit("===== floe run start", 1)[-1]
-                assert f"failpoint {point} (hit {hit}): killing" in this_start, \
-                    run.log_tail()
-                fired += 1
-                assert workload.error is None, workload.error
-                run.start()
-                run.wait_streaming(120)
+        for point, hit in where:
+            run.kill()
+            run.start(env={"FLOE_FAILPOINT": f"{point}@{hit}"})
+            rc = run.wait_exit(120)
+            assert rc == -9, f"floe exited {rc}, not by its failpoint\n{run.log_tail()}"
+            this_start = run.log_text().rsplit("===== floe run start", 1)[-1]
+            assert f"failpoint {point} (hit {hit}): killing" in this_start, \
+                run.log_tail()
+            fired += 1
+            assert workload.error is None, workload.error
+            run.start()
+            run.wait_streaming(120)
     finally:
         workload.stop_event.set()
         workload.join(30)
     assert workload.error is None, workload.error
     assert workload.commits > 100, workload.commits
-    assert fired == 2 * len(POINTS)
+    assert fired == len(where)
     check_against_audit(run, pg, duckdb_con)
 
 

@@ -37,11 +37,13 @@ SERVICE = "svc"
 OLD = 4 * 24 * 3600  # seconds: older than remove-orphans' default 3d
 
 
-def maint(run, command: str, *args: str, expect_rc: int | None = 0) -> str:
-    """Runs `floe <command> <pipeline file> <args>`; returns stdout + stderr."""
+def maint(run, command: str, *args: str, expect_rc: int | None = 0,
+          env: dict[str, str] | None = None) -> str:
+    """Runs `floe <command> <pipeline file> <args>` (`env` added to the environment);
+    returns stdout + stderr."""
     proc = subprocess.run([str(run.floe_bin), command, str(run.config_path), *args],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=run.base,
-                          timeout=300)
+                          timeout=300, env={**os.environ, **env} if env else None)
     out = proc.stdout.decode(errors="replace")
     with open(run.base / "maintenance.log", "a") as log:
         log.write(f"===== floe {command} {' '.join(args)} -> {proc.returncode}\n{out}")

@@ -8,18 +8,19 @@ with the server writing the metadata file.
   `expire`, `remove-orphans`, `silver verify`, `status`) works on s3 + REST, with a
   bearer token the server requires; PyIceberg's RestCatalog and DuckDB (by metadata
   file, and attached to the REST catalog itself) read the same tables and equal the
-  source;
+  source; remove-orphans keeps young objects and deletes thousands of old ones;
 * through a fault proxy, commits whose answer is lost after the server applied them
   are recognised as committed (not written twice), 409s are retried after a reload,
   503s are resolved: Bronze equals the source change for change;
 * OAuth2 client credentials: the token is fetched, refreshed before it expires, and
   the client secret is never printed;
-* the token, the S3 secret and the client secret are in no log, output, metadata
-  object or table property;
+* the token, the S3 secret and the client secret are in no log, output, /metrics
+  scrape, metadata object or table property;
 * the crash test of test_run_crash.py (22 SIGKILLs, audit trigger) on s3 + REST."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import random
@@ -27,6 +28,8 @@ import subprocess
 import threading
 import time
 import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -35,9 +38,10 @@ from floerun import floe  # noqa: F401
 from oracle import check_silver
 from restserver import CatalogFaultProxy, RestCatalogServer, is_commit
 from s3server import SECRET_KEY, S3Server
-from test_maintenance import maint
+from test_maintenance import floe_loop, items_workload, maint, race_state
 from test_s3_warehouse import first_changes
 from test_silver import silver, wait_bronze
+from test_stream_faults import audit_events, audited
 
 BUCKET = "lake"
 PREFIX = "warehouse/rest"
@@ -109,6 +113,9 @@ def test_the_whole_product_on_s3_and_a_rest_catalog(floe, pg, duckdb_con, s3, re
     pg.execute("INSERT INTO pairs VALUES (99, 'x', 1)")
     wait_bronze(run, pg, "public.items", ["id"])
     wait_bronze(run, pg, "public.pairs", ["a", "b"])
+    with urllib.request.urlopen(run.metrics_url() + "/metrics", timeout=10) as r:
+        scraped = r.read().decode()
+    assert "floe_events_total" in scraped, scraped[:500]
     run.stop()
     silver(run)
     check_silver(run, pg, con, "public.items", ["id"])
@@ -142,6 +149,24 @@ def test_the_whole_product_on_s3_and_a_rest_catalog(floe, pg, duckdb_con, s3, re
     assert "0 failed" in out, out
     assert stray in s3.keys(BUCKET)
     assert wanted <= set(s3.keys(BUCKET))
+    # Orphans old enough are deleted: thousands in one table's prefix (listed a page
+    # of 1,000 at a time), the stray above too, with the clock two hours ahead (an
+    # object's LastModified cannot be set back); every referenced object stays.
+    silver_items = tables[3].metadata.location.removeprefix(f"s3://{BUCKET}/")
+    orphans = {f"{silver_items}/data/orphan-{i:04}.parquet" for i in range(2500)}
+    putter = s3.client()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: putter.put_object(Bucket=BUCKET, Key=k, Body=b"orphan"),
+                      sorted(orphans)))
+    out = maint(run, "remove-orphans", "--older-than", "1h", env={
+        "FLOE_FAILPOINT": "remove-orphans.clock-ahead=7200000"})
+    assert "0 failed" in out, out
+    left = set(s3.keys(BUCKET))
+    assert not orphans & left, f"{len(orphans & left)} orphans left"
+    assert stray not in left
+    assert wanted <= left, f"deleted referenced objects: {sorted(wanted - left)[:5]}"
+    check_silver(run, pg, con, "public.items", ["id"])
+    check_silver(run, pg, con, "public.pairs", ["a", "b"])
 
     # DuckDB attached to the REST catalog itself (its iceberg extension speaking the
     # protocol, httpfs reading the files) sees what psql sees.
@@ -183,7 +208,7 @@ def test_the_whole_product_on_s3_and_a_rest_catalog(floe, pg, duckdb_con, s3, re
         assert t.metadata_location.startswith(f"{WAREHOUSE}/"), t.metadata_location
 
     # No secret anywhere: logs, outputs, metadata objects, properties, summaries.
-    texts = [run.log_text(), (run.base / "silver.log").read_text(),
+    texts = [run.log_text(), scraped, (run.base / "silver.log").read_text(),
              (run.base / "maintenance.log").read_text(), text,
              status.stdout.decode(errors="replace"), status.stderr.decode(errors="replace")]
     client = s3.client()
@@ -245,6 +270,69 @@ def test_lost_answers_conflicts_and_503s_on_commits(floe, pg, duckdb_con, s3, re
     assert len(events) >= rows
     silver(run)
     check_silver(run, pg, duckdb_con, "public.t", ["id"])
+    proxy.close()
+
+
+def test_concurrent_writers_get_the_servers_409s_and_lose_nothing(floe, pg, duckdb_con,
+                                                                     s3, rest):
+    """`floe run`, `floe silver` and `floe compact` write the same tables through
+    REST at once: the server itself refuses each commit another one overtook (409:
+    its assert-ref-snapshot-id requirement failed), and the writer reloads and
+    retries (or, for a compaction, plans again). In the end Bronze holds the audit
+    trail's changes exactly once and Silver equals the source. (The other 409s of
+    these tests come from the fault proxy without reaching the server.)"""
+    con = duckdb_con
+    s3.duckdb_secret(con)
+    proxy = CatalogFaultProxy(rest.port)
+    pg.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty int, pad text)")
+    pg.execute("INSERT INTO items SELECT g, 'item ' || g, 0, repeat(md5(g::text), 4) "
+               "FROM generate_series(1, 5000) g")
+    audited(pg, "items")  # from here on: the copy holds what came before
+    run = rest_run(floe, s3, rest, uri=proxy.uri, interval="200ms").start().wait_streaming()
+    wait_bronze(run, pg, "public.items", ["id"])
+    silver(run)
+    stop = threading.Event()
+    errors: list[str] = []
+    results: dict[str, list[int]] = {"silver": [], "compact": []}
+    threads = [threading.Thread(target=items_workload, args=(pg, stop, errors),
+                                kwargs=dict(seed=17, next_id=5001, max_ops=8, pause=0.01)),
+               threading.Thread(target=floe_loop,
+                                args=(run, "silver", [["silver"]], stop, errors, results),
+                                kwargs=dict(pause=[0.0, 1.0])),
+               threading.Thread(target=floe_loop,
+                                args=(run, "compact", [["compact"]], stop, errors, results))]
+    for t in threads:
+        t.start()
+
+    def raced_enough():
+        # The server refused several commits, compactions and merges both landed.
+        return (proxy.answered(409, is_commit) >= 3 and results["compact"].count(0) >= 2
+                and results["silver"].count(0) >= 2 and not errors)
+
+    try:
+        run.wait_until(raced_enough, timeout=600, what=lambda: (
+            f"3 commits refused by the server ({proxy.answered(409, is_commit)} so far) "
+            f"amid compactions and merges ({race_state(run, errors, results)})"))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=300)
+    assert not errors, errors
+    wait_bronze(run, pg, "public.items", ["id"])
+    run.stop()
+    silver(run)
+    check_silver(run, pg, con, "public.items", ["id"])
+    cols = ["id", "name", "qty", "pad"]
+    want = audit_events(pg, {"items": {"cols": cols, "key": ["id"]}})
+    got = [("items", r["cdc_op"], r["cdc_source_tx_id"],
+            tuple(None if r[c] is None else str(r[c]) for c in cols))
+           for r in run.rows_pyiceberg("public.items") if r["cdc_op"] != "r"]
+    assert len(want) > 100, len(want)
+    missing = collections.Counter(want) - collections.Counter(got)
+    extra = collections.Counter(got) - collections.Counter(want)
+    assert not missing and not extra, (f"{sum(missing.values())} missing, "
+                                       f"{sum(extra.values())} extra: "
+                                       f"{list(missing)[:3]} {list(extra)[:3]}")
     proxy.close()
 
 

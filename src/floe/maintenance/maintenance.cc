@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "floe/common/error.h"
+#include "floe/common/failpoint.h"
 #include "floe/common/spill_dir.h"
 #include "floe/iceberg/expression.h"
 #include "floe/iceberg/literal.h"
@@ -590,7 +591,13 @@ arrow::Result<std::vector<TableReport>> RemoveOrphansService(
       located.emplace_back(id, table->metadata().location);
     }
   }
-  const int64_t now = options.now_ms.value_or(ice::CurrentTimeMs());
+  int64_t now = options.now_ms.value_or(ice::CurrentTimeMs());
+  // An object store's LastModified cannot be set back: a test ages what it made by
+  // moving this clock ahead (FLOE_FAILPOINT=remove-orphans.clock-ahead=<ms>).
+  if (const std::string ahead = FailpointAction("remove-orphans.clock-ahead");
+      !ahead.empty()) {
+    now += std::stoll(ahead);
+  }
   return ForEachTable(opened, [&](ice::Table& table, bool) -> arrow::Result<std::string> {
     ice::RemoveOrphanFilesOptions remove;
     remove.older_than_ms = now - options.older_than_ms;
