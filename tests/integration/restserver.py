@@ -306,6 +306,11 @@ class CatalogFaultProxy:
         self._random_match: Match = any_request
         # vend(): credentials added to loadTable-shaped answers.
         self._vended: dict[str, str] | None = None
+        # serve_prefix(): the path prefix /v1/config hands out, stripped on the way in.
+        self._prefix: str | None = None
+        self.unprefixed: list[str] = []
+        # What each request carried: (method, path with query, headers).
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.delegation_headers: list[str] = []
         proxy = self
 
@@ -354,6 +359,14 @@ class CatalogFaultProxy:
         `delegation_headers` records each such request's X-Iceberg-Access-Delegation."""
         with self._lock:
             self._vended = dict(config) if config is not None else None
+
+    def serve_prefix(self, prefix: str | None) -> None:
+        """Hands out `prefix` in /v1/config's overrides, as a catalog serving several
+        warehouses does, and strips it from /v1/<prefix>/... before forwarding (the
+        server behind serves no prefix); `unprefixed` lists requests under /v1/ other
+        than /v1/config that lacked it."""
+        with self._lock:
+            self._prefix = prefix
 
     def clear(self) -> None:
         """Drop pending rules and the random mode (counts stay)."""
@@ -442,6 +455,16 @@ class CatalogFaultProxy:
         return resp, data
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.requests.append((h.command, h.path, dict(h.headers.items())))
+            prefix = self._prefix
+        if prefix is not None and h.path.startswith("/v1/"):
+            if h.path.startswith(f"/v1/{prefix}/"):
+                h.path = "/v1/" + h.path[len(f"/v1/{prefix}/"):]
+            elif not h.path.startswith("/v1/config") and \
+                    not h.path.startswith("/v1/oauth"):
+                with self._lock:
+                    self.unprefixed.append(h.path)
         method, path = h.command, h.path.split("?", 1)[0]
         body = self._read_body(h)
         kind, status, err = self._decide(method, path)
@@ -483,6 +506,10 @@ class CatalogFaultProxy:
         if vended is not None and loads and resp.status == 200:
             answer = json.loads(data)
             answer["config"] = {**answer.get("config", {}), **vended}
+            data = json.dumps(answer).encode()
+        if prefix is not None and path == "/v1/config" and resp.status == 200:
+            answer = json.loads(data)
+            answer["overrides"] = {**answer.get("overrides", {}), "prefix": prefix}
             data = json.dumps(answer).encode()
         h.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():

@@ -336,6 +336,49 @@ def test_concurrent_writers_get_the_servers_409s_and_lose_nothing(floe, pg, duck
     proxy.close()
 
 
+def test_the_servers_prefix_the_warehouse_asked_for_and_the_headers_reach_it(
+        floe, pg, duckdb_con, s3, rest):
+    """`GET /v1/config` is asked with `?warehouse=` (catalog.warehouse), every request
+    carries the `headers` entries, and the path prefix the config's overrides hand out
+    (a proxy hands one out, as a catalog serving several warehouses does, and strips
+    it before the server, which serves none) is in every later request's path:
+    `floe run` and `floe silver` work through it, Silver equals the source, and the
+    header's value is never printed."""
+    s3.duckdb_secret(duckdb_con)
+    proxy = CatalogFaultProxy(rest.port)
+    proxy.serve_prefix("wh-7")
+    tenant = "tenant-header-value-never-printed-51"
+    pg.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    pg.execute("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 40) g")
+    run = rest_run(floe, s3, rest, uri=proxy.uri,
+                   catalog_extra=f"  warehouse: analytics\n  headers:\n    X-Tenant: {tenant}\n")
+    run.start().wait_streaming()
+    pg.execute("UPDATE t SET v = v || '!' WHERE id % 3 = 0")
+    pg.execute("DELETE FROM t WHERE id > 35")
+    wait_bronze(run, pg, "public.t", ["id"])
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.t", ["id"])
+    requests = list(proxy.requests)
+    configs = [p for _, p, _ in requests if p.startswith("/v1/config")]
+    assert configs, requests[:5]
+    for p in configs:
+        assert urllib.parse.parse_qs(urllib.parse.urlsplit(p).query).get("warehouse") \
+            == ["analytics"], p
+    without = [(m, p) for m, p, h in requests
+               if {k.lower(): v for k, v in h.items()}.get("x-tenant") != tenant]
+    assert not without, without[:5]
+    assert not proxy.unprefixed, proxy.unprefixed[:5]
+    prefixed = [p for _, p, _ in requests if p.startswith("/v1/wh-7/")]
+    assert len(prefixed) > 10, len(prefixed)
+    printed = subprocess.run([str(run.floe_bin), "validate", str(run.config_path), "--print"],
+                             capture_output=True, timeout=60)
+    texts = [run.log_text(), (run.base / "silver.log").read_text(),
+             printed.stdout.decode(errors="replace"), printed.stderr.decode(errors="replace")]
+    assert not [t[:200] for t in texts if tenant in t]
+    proxy.close()
+
+
 class _TokenEndpoint:
     """An OAuth2 token endpoint (client credentials) that hands out the REST server's
     token with a short life, counting the grants and checking the client's secret."""
