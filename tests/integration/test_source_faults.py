@@ -20,6 +20,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -566,10 +567,52 @@ def test_sigterm_while_a_slot_or_a_copy_waits_for_an_open_transaction_stops_floe
     wait_copied(run, "waits")
     wait_flushed(run, pg)
     run.stop()
+    # Each stop was one asked for: no start reports a crash.
+    assert "did not stop cleanly" not in run.log_text(), run.log_tail()
     folded = fold(run.rows_pyiceberg("public.waits"), ["id"])
     assert sorted(folded) == [(i,) for i in range(1, 21)]
     assert all(r["d"] == 7 for r in folded.values()), folded
     assert folded[(1,)]["v"] == -1, folded[(1,)]
+
+
+class _Unanswering:
+    """What libpq would wait on for ever: a port that accepts connections (the
+    kernel's backlog) and never answers, as a stopped server or a balancer in front
+    of a dead one does."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+
+    def close(self):
+        self.sock.close()
+
+
+def test_sigterm_while_connecting_to_a_server_that_never_answers_stops_floe(floe, pg):
+    """floe started against a server that accepts connections and never answers:
+    libpq has no connect timeout by default, so floe waited for ever and ignored
+    SIGTERM until the server answered (a break-it run froze the postmaster: 594 s).
+    floe sets connect_timeout (15 s unless the conninfo or PGCONNECT_TIMEOUT gives
+    one): the attempt fails, floe says so and would retry, and the SIGTERM stops it
+    within the timeout, exit code 0, after the reconnect line (or as it comes)."""
+    hole = _Unanswering()
+    try:
+        run = floe(service=SERVICE, tables=["public.none"])
+        text = run.config_path.read_text()
+        dsn = pg.dsn
+        run.config_path.write_text(text.replace(
+            dsn.replace('"', '\\"'), f"host=127.0.0.1 port={hole.port} dbname=x user=y"))
+        assert f"port={hole.port}" in run.config_path.read_text()
+        run.start()
+        time.sleep(1)  # connecting
+        started = time.monotonic()
+        run.stop(timeout=40)
+        assert time.monotonic() - started < 30
+        assert "timeout expired" in run.log_text(), run.log_tail()
+    finally:
+        hole.close()
 
 
 def fill(directory, name: str = "filler") -> int:

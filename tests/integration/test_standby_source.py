@@ -69,6 +69,43 @@ def start_and_copy_accounts(run) -> None:
 
 
 @pytest.mark.every_version
+def test_sigterm_while_the_standby_slot_waits_for_the_primary_stops_floe(
+        floe_bin, tmp_path, duckdb_con):
+    """A slot made on a standby waits until the transactions running on the primary
+    have ended, and the standby's walsender acts on a cancel only after that wait
+    (PostgreSQL 16-18): floe cancels, then drops its connection, so a SIGTERM during
+    the wait stops it within seconds, exit code 0, saying what it stopped; once the
+    transaction has ended the next start streams and Bronze gets the change. Before:
+    floe stopped only when the primary's transaction ended (break-it finding)."""
+    needs_standby_decoding()
+    duckdb_setup(duckdb_con)
+    with primary_with_standby() as (primary, standby, primary_db, standby_db):
+        primary_db.execute("CREATE TABLE t (id int PRIMARY KEY, v int);"
+                           "CREATE TABLE other (id int)")
+        run = on_standby(floe_bin, standby_db, primary_db, tmp_path / "floe",
+                         tables=["public.t"])
+        with psycopg.connect(primary_db.dsn, autocommit=False) as blocker:
+            blocker.execute("INSERT INTO other VALUES (1)")  # holds an xid
+            run.start()
+            run.wait_until(lambda: standby_db.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE backend_type = 'walsender' "
+                "AND query LIKE 'CREATE_REPLICATION_SLOT%'"), 60,
+                what="the slot's creation on the standby")
+            time.sleep(1)
+            before = len(run.log_text())
+            run.stop(timeout=15)
+            said = run.log_text()[before:]
+            assert "stopped while creating replication slot" in said, said
+            blocker.commit()
+        primary_db.execute("INSERT INTO t VALUES (1, 1)")
+        run.start()
+        run.wait_until(lambda: run.has_row("public.t", id=1), 90,
+                       what="the change in Bronze", interval=0.5)
+        run.stop()
+        assert primary_db.execute(LOGICAL_SLOTS) == [(0,)]
+
+
+@pytest.mark.every_version
 def test_sigkill_while_decoding_from_a_standby_loses_nothing_and_duplicates_nothing(
         floe_bin, tmp_path, duckdb_con):
     """The crash test (22 SIGKILLs under the mixed workload, several tables,

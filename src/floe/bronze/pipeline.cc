@@ -321,6 +321,7 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
     // A wait SIGTERM cancelled (pg::CancelWhen) is no error.
     if (st.IsCancelled() && pipeline.stop_requested()) {
       spdlog::info("stopped {}", st.message());
+      pipeline.MarkCleanStop();
       return arrow::Status::OK();
     }
     metrics->errors.Inc({std::string(floe::ErrorKindName(floe::ErrorKindOf(st)))});
@@ -344,6 +345,7 @@ arrow::Status RunPipeline(const config::PipelineConfig& config,
     }
     if (pipeline.stop_requested()) {
       spdlog::info("stopped while waiting to reconnect");
+      pipeline.MarkCleanStop();
       return arrow::Status::OK();
     }
     backoff = std::min(options.max_backoff, backoff * 2);

@@ -323,7 +323,10 @@ class Pipeline : public pg::ChangeSink {
     return static_cast<double>(std::max<int64_t>(0, NowUnixMicros() - last) / 1000);
   }
   /// Records a clean stop (the next start is not a crash restart).
+  /// Records a stop asked for (SIGTERM, --duration), once this process recorded
+  /// that it runs (StartUp); then the next start does not report a crash.
   void MarkCleanStop() {
+    if (!running_recorded_) return;
     auto st = catalog_->UpdateNamespaceProperties(ServiceNamespace(),
                                                   {{lake::kStateCleanStop, "true"}});
     if (!st.ok()) spdlog::warn("could not record the clean stop: {}", st.message());
@@ -596,6 +599,8 @@ class Pipeline : public pg::ChangeSink {
   std::atomic<int64_t> last_checkpoint_ms_{0};
   std::atomic<int64_t> last_commit_time_us_{0};
   bool crash_checked_ = false;
+  /// StartUp recorded floe.clean-stop false: MarkCleanStop sets it true.
+  bool running_recorded_ = false;
   /// Whether WarnUnusedRoutes ran (once per process).
   bool routes_checked_ = false;
   // The source's version and identity are logged once per server, not at every

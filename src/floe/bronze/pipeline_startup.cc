@@ -142,7 +142,9 @@ arrow::Status Pipeline::CheckSlot(pg::ReplicationConnection& repl,
     }
   }
   confirmed_ = checked.confirmed;
-  return catalog_->UpdateNamespaceProperties(ns, checked.updates, {});
+  ARROW_RETURN_NOT_OK(catalog_->UpdateNamespaceProperties(ns, checked.updates, {}));
+  running_recorded_ |= checked.updates.contains(std::string(lake::kStateCleanStop));
+  return arrow::Status::OK();
 }
 
 }  // namespace floe::bronze

@@ -1,6 +1,9 @@
 #include "floe/source/postgres/pg_connection.h"
 
+#include <sys/socket.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 
 namespace floe::postgres {
@@ -49,9 +52,11 @@ arrow::Result<std::vector<std::pair<std::string, std::string>>> BuildConnectPara
                                                                      &PQconninfoFree);
   std::vector<std::pair<std::string, std::string>> out;
   std::string user_options;
+  bool timeout_given = std::getenv("PGCONNECT_TIMEOUT") != nullptr;
   for (const PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
     if (o->val == nullptr) continue;
     const std::string_view key = o->keyword;
+    timeout_given |= key == "connect_timeout";
     if (key == "replication" || key == "client_encoding") continue;
     if (key == "options") {
       user_options = o->val;
@@ -59,6 +64,10 @@ arrow::Result<std::vector<std::pair<std::string, std::string>>> BuildConnectPara
     }
     out.emplace_back(o->keyword, o->val);
   }
+  // libpq waits for ever by default: a server that accepts the connection and
+  // never answers (stopped, or a balancer in front of one gone) would hold floe,
+  // and a SIGTERM, until it does.
+  if (!timeout_given) out.emplace_back("connect_timeout", kDefaultConnectTimeout);
   if (kind == ConnectionKind::kReplication) out.emplace_back("replication", "database");
   out.emplace_back("client_encoding", "UTF8");
   std::string options = user_options;
@@ -195,16 +204,24 @@ arrow::Result<std::string> PgConnection::QuoteIdentifier(std::string_view name) 
 }
 
 CancelWhen::CancelWhen(PGconn* conn, std::function<bool()> stop)
-    : cancel_(PQgetCancel(conn)), stop_(std::move(stop)) {
+    : cancel_(PQgetCancel(conn)), socket_(PQsocket(conn)), stop_(std::move(stop)) {
   if (cancel_ == nullptr) return;
   thread_ = std::thread([this] {
     std::unique_lock lock(mu_);
-    while (
-        !wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return done_; })) {
+    auto done = [this] { return done_; };
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(100), done)) {
       if (!stop_()) continue;
       char error[256];
       // A failed request changes nothing: the statement goes on as if none was sent.
       cancelled_ = PQcancel(cancel_, error, sizeof error) == 1;
+      // A walsender on a standby acts on a cancel only once the wait it is in ends
+      // (PostgreSQL 16-18 creating a slot): the connection is shut down instead,
+      // which ends the statement here at once (what the server made meanwhile is
+      // what a SIGKILL would leave).
+      if (!wake_.wait_for(lock, kCancelGrace, done) && socket_ >= 0) {
+        ::shutdown(socket_, SHUT_RDWR);
+        cancelled_ = true;
+      }
       return;
     }
   });

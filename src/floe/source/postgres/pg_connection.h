@@ -8,6 +8,7 @@
 // errors can echo fragments of the string, so their quoted parts are redacted.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -121,6 +122,8 @@ arrow::Status ResultError(PGconn* conn, const PGresult* result, std::string_view
 /// statements a server may keep waiting for ever (creating a replication slot waits
 /// for every transaction running in the cluster, on a standby for the primary too),
 /// so that a SIGTERM meanwhile is not ignored. Made before the statement is sent.
+/// A statement still running kCancelGrace after the cancel request has its
+/// connection shut down (the server may not act on a cancel during such a wait).
 class CancelWhen {
  public:
   CancelWhen(PGconn* conn, std::function<bool()> stop);
@@ -133,7 +136,9 @@ class CancelWhen {
   bool cancelled() const;
 
  private:
+  static constexpr std::chrono::seconds kCancelGrace{3};
   PGcancel* cancel_;
+  int socket_;
   std::function<bool()> stop_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
@@ -141,6 +146,10 @@ class CancelWhen {
   bool cancelled_ = false;
   std::thread thread_;
 };
+
+/// libpq's connect_timeout (seconds) when neither the conninfo nor
+/// PGCONNECT_TIMEOUT sets one.
+inline constexpr char kDefaultConnectTimeout[] = "15";
 
 /// The server's WAL end as an SQL expression of type pg_lsn: what a primary wrote,
 /// what a hot standby replayed (pg_current_wal_lsn() fails in recovery).

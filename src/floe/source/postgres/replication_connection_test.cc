@@ -107,6 +107,17 @@ TEST(ConnectParams, UriConninfoIsParsedAndUserOptionsComeFirst) {
   EXPECT_EQ(p["options"], "-c search_path=sales " + std::string(kPinnedSessionOptions));
 }
 
+TEST(ConnectParams, AConnectTimeoutUnlessTheConninfoGivesOne) {
+  EXPECT_EQ(ParamsOf("dbname=app", ConnectionKind::kSql)["connect_timeout"],
+            std::string(kDefaultConnectTimeout));
+  EXPECT_EQ(ParamsOf("dbname=app connect_timeout=3",
+                     ConnectionKind::kReplication)["connect_timeout"],
+            "3");
+  EXPECT_EQ(ParamsOf("postgresql://db/app?connect_timeout=0",
+                     ConnectionKind::kSql)["connect_timeout"],
+            "0");
+}
+
 TEST(ConnectParams, SqlConnectionDropsAUserReplicationSettingAndForcesUtf8) {
   Params p = ParamsOf("dbname=app replication=true client_encoding=LATIN1",
                       ConnectionKind::kSql);
