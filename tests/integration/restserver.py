@@ -271,6 +271,22 @@ def error_body(status: int, message: str | None = None, type_: str | None = None
         "code": status}}).encode()
 
 
+# The endpoints of the REST specification a server may list in /v1/config.
+SPEC_ENDPOINTS = [
+    f"{m} /v1/{{prefix}}/{p}" for m, p in (
+        ("GET", "namespaces"), ("POST", "namespaces"),
+        ("GET", "namespaces/{namespace}"), ("HEAD", "namespaces/{namespace}"),
+        ("DELETE", "namespaces/{namespace}"),
+        ("POST", "namespaces/{namespace}/properties"),
+        ("GET", "namespaces/{namespace}/tables"), ("POST", "namespaces/{namespace}/tables"),
+        ("GET", "namespaces/{namespace}/tables/{table}"),
+        ("HEAD", "namespaces/{namespace}/tables/{table}"),
+        ("POST", "namespaces/{namespace}/tables/{table}"),
+        ("DELETE", "namespaces/{namespace}/tables/{table}"),
+        ("POST", "namespaces/{namespace}/register"), ("POST", "tables/rename"),
+        ("POST", "transactions/commit"))]
+
+
 class CatalogFaultProxy:
     """An HTTP proxy on 127.0.0.1 in front of a REST catalog (`upstream_port`). It
     forwards every request, except that it can
@@ -306,6 +322,8 @@ class CatalogFaultProxy:
         self._random_match: Match = any_request
         # vend(): credentials added to loadTable-shaped answers.
         self._vended: dict[str, str] | None = None
+        # hide_register(): /v1/config lists no register endpoint, and register fails.
+        self._no_register = False
         # serve_prefix(): the path prefix /v1/config hands out, stripped on the way in.
         self._prefix: str | None = None
         self.unprefixed: list[str] = []
@@ -359,6 +377,16 @@ class CatalogFaultProxy:
         `delegation_headers` records each such request's X-Iceberg-Access-Delegation."""
         with self._lock:
             self._vended = dict(config) if config is not None else None
+
+    def hide_register(self) -> None:
+        """Makes the catalog one without register (as S3 Tables' is): /v1/config's
+        `endpoints` list it not, and a register request is answered 501 without
+        reaching the server."""
+        with self._lock:
+            self._no_register = True
+            self._rules.append(_Rule("fail", 1 << 30,
+                                     lambda m, p: m == "POST" and p.endswith("/register"),
+                                     501, error_body(501, "register is not supported")))
 
     def serve_prefix(self, prefix: str | None) -> None:
         """Hands out `prefix` in /v1/config's overrides, as a catalog serving several
@@ -510,6 +538,11 @@ class CatalogFaultProxy:
         if prefix is not None and path == "/v1/config" and resp.status == 200:
             answer = json.loads(data)
             answer["overrides"] = {**answer.get("overrides", {}), "prefix": prefix}
+            data = json.dumps(answer).encode()
+        if self._no_register and path == "/v1/config" and resp.status == 200:
+            answer = json.loads(data)
+            listed = answer.get("endpoints") or SPEC_ENDPOINTS
+            answer["endpoints"] = [e for e in listed if not e.endswith("/register")]
             data = json.dumps(answer).encode()
         h.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():

@@ -379,6 +379,56 @@ def test_the_servers_prefix_the_warehouse_asked_for_and_the_headers_reach_it(
     proxy.close()
 
 
+def test_a_catalog_without_register_gets_its_tables_by_create_table(floe, pg, duckdb_con,
+                                                                    s3, rest):
+    """A REST catalog that does not offer register (its /v1/config `endpoints` lack
+    it, as S3 Tables' do; a proxy hides it and answers 501 to it): floe creates every
+    table with createTable (`POST .../namespaces/{ns}/tables`, the server writing the
+    first metadata file) at the location it asks for, with the schema, partitioning
+    and sort order it asks for, and commits to them as usual. Bronze and Silver equal
+    the source (TOAST, arrays, numeric, a composite key), the answer to one creation
+    lost after the server applied it is recognised, and no register request is sent.
+    Before: every table was registered, so floe could not write to such a catalog."""
+    s3.duckdb_secret(duckdb_con)
+    proxy = CatalogFaultProxy(rest.port)
+    proxy.hide_register()
+    creates = lambda m, p: m == "POST" and p.endswith("/tables")  # noqa: E731
+    proxy.lose_responses(1, match=creates)
+    pg.execute("CREATE TABLE items (id int PRIMARY KEY, name text, tags text[], "
+               "price numeric(10,2), note text)")
+    pg.execute("ALTER TABLE items ALTER COLUMN note SET STORAGE EXTERNAL")
+    pg.execute("CREATE TABLE pairs (a int, b text, v int, PRIMARY KEY (a, b))")
+    pg.execute("INSERT INTO items SELECT g, 'item ' || g, ARRAY['t' || g, NULL], "
+               "g * 1.25, CASE WHEN g % 10 = 0 THEN repeat('n', 5000) END "
+               "FROM generate_series(1, 200) g")
+    pg.execute("INSERT INTO pairs SELECT g % 10, 'b' || (g / 10), g "
+               "FROM generate_series(1, 60) g")
+    run = rest_run(floe, s3, rest, uri=proxy.uri).start().wait_streaming()
+    pg.execute("UPDATE items SET name = name || '!' WHERE id % 3 = 0")
+    pg.execute("DELETE FROM items WHERE id BETWEEN 50 AND 60")
+    pg.execute("UPDATE pairs SET b = b || '-moved' WHERE a = 4")
+    wait_bronze(run, pg, "public.items", ["id"])
+    wait_bronze(run, pg, "public.pairs", ["a", "b"])
+    run.stop()
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.items", ["id"])
+    check_silver(run, pg, duckdb_con, "public.pairs", ["a", "b"])
+    counts = proxy.counts()
+    created = sum(n for (m, p), n in counts.items()
+                  if m == "POST" and p.endswith("/namespaces/{namespace}/tables"))
+    registered = sum(n for (m, p), n in counts.items()
+                     if m == "POST" and p.endswith("/register"))
+    assert registered == 0 and created >= 5, counts  # Bronze x2, messages, Silver x2
+    assert proxy.injected("lose") == 1
+    cat = rest.pyiceberg_catalog()
+    items = cat.load_table(("silver", "svc", "public", "items"))
+    assert items.metadata.location == f"{WAREHOUSE}/silver/svc/public/items"
+    assert [items.schema().find_column_name(f.source_id)
+            for f in items.sort_order().fields] == ["id"]
+    assert items.spec().fields[0].name == "id_bucket"
+    proxy.close()
+
+
 class _TokenEndpoint:
     """An OAuth2 token endpoint (client credentials) that hands out the REST server's
     token with a short life, counting the grants and checking the client's secret."""

@@ -171,6 +171,11 @@ class SynchronizedCatalog : public Catalog {
     std::lock_guard lock(mutex_);
     return inner_->RegisterTable(id, metadata_location);
   }
+  arrow::Result<std::optional<std::string>> CreateTable(
+      const TableIdentifier& id, const TableMetadata& metadata) override {
+    std::lock_guard lock(mutex_);
+    return inner_->CreateTable(id, metadata);
+  }
   arrow::Result<std::string> LoadTable(const TableIdentifier& id) override {
     std::lock_guard lock(mutex_);
     return inner_->LoadTable(id);

@@ -100,6 +100,17 @@ class Catalog {
   /// Fails with kNoSuchNamespace or kAlreadyExists.
   virtual arrow::Status RegisterTable(const TableIdentifier& id,
                                       const std::string& metadata_location) = 0;
+  /// Creates a new table from its first metadata (no snapshot yet),
+  /// the catalog writing the metadata file, and returns that file's location;
+  /// nullopt when this catalog takes new tables by RegisterTable instead (the
+  /// default: a REST catalog that does not offer register creates them). Fails as
+  /// RegisterTable does.
+  virtual arrow::Result<std::optional<std::string>> CreateTable(
+      const TableIdentifier& id, const TableMetadata& metadata) {
+    (void)id;
+    (void)metadata;
+    return std::nullopt;
+  }
   /// The table's current metadata location, or kNoSuchTable.
   virtual arrow::Result<std::string> LoadTable(const TableIdentifier& id) = 0;
   virtual arrow::Result<bool> TableExists(const TableIdentifier& id) = 0;
@@ -181,6 +192,10 @@ class ForwardingCatalog : public Catalog {
   arrow::Status RegisterTable(const TableIdentifier& id,
                               const std::string& metadata_location) override {
     return inner_->RegisterTable(id, metadata_location);
+  }
+  arrow::Result<std::optional<std::string>> CreateTable(
+      const TableIdentifier& id, const TableMetadata& metadata) override {
+    return inner_->CreateTable(id, metadata);
   }
   arrow::Result<std::string> LoadTable(const TableIdentifier& id) override {
     return inner_->LoadTable(id);

@@ -5,14 +5,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 #include <utility>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "floe/iceberg/rest_http.h"
 #include "floe/iceberg/rest_updates.h"
 #include "floe/iceberg/table.h"
 #include "floe/iceberg/table_metadata.h"
@@ -24,75 +27,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// What a server may say in an error is shown, up to this much of it.
-constexpr size_t kMaxServerMessage = 400;
-
-// A namespace as one path segment: levels joined by the unit separator (0x1F),
-// as the specification says.
-std::string EscapeNamespace(const Namespace& ns) {
-  std::string joined;
-  for (size_t i = 0; i < ns.size(); ++i) {
-    if (i > 0) joined += '\x1f';
-    joined += ns[i];
-  }
-  return UrlEscape(joined);
-}
-
-// `http(s)://host[:port]` and the path after it (no trailing `/`).
-struct BaseUri {
-  std::string scheme_host_port;
-  std::string path;
-};
-
-arrow::Result<BaseUri> SplitUri(const std::string& uri, const char* what) {
-  const size_t scheme_end = uri.find("://");
-  if (scheme_end == std::string::npos || (uri.compare(0, scheme_end, "http") != 0 &&
-                                          uri.compare(0, scheme_end, "https") != 0)) {
-    return arrow::Status::Invalid(what, " `", uri, "` is not an http:// or https:// URI");
-  }
-  const size_t path_start = uri.find('/', scheme_end + 3);
-  BaseUri out;
-  out.scheme_host_port = uri.substr(0, path_start);
-  if (path_start != std::string::npos) out.path = uri.substr(path_start);
-  while (!out.path.empty() && out.path.back() == '/') out.path.pop_back();
-  if (out.scheme_host_port.size() <= scheme_end + 3) {
-    return arrow::Status::Invalid(what, " `", uri, "` names no host");
-  }
-  return out;
-}
-
-struct HttpResponse {
-  int status = 0;
-  std::string body;
-};
-
-// The ErrorModel of a failed response: its message and type, as far as the body has
-// them.
-struct ServerError {
-  std::string type;
-  std::string message;
-};
-
-ServerError ParseError(const HttpResponse& response) {
-  ServerError out;
-  const json body = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-    const json& e = body["error"];
-    if (e.contains("type") && e["type"].is_string()) out.type = e["type"];
-    if (e.contains("message") && e["message"].is_string()) out.message = e["message"];
-  }
-  if (out.message.empty() && out.type.empty()) out.message = response.body;
-  if (out.message.size() > kMaxServerMessage) {
-    out.message.resize(kMaxServerMessage);
-    out.message += "...";
-  }
-  for (char& c : out.message) {
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  }
-  return out;
-}
-
-bool Retryable(int status) { return status == 429 || status >= 500; }
 
 class RestCatalog : public Catalog {
  public:
@@ -130,6 +64,25 @@ class RestCatalog : public Catalog {
     }
     v1_ = base_.path + "/v1";
     if (!prefix_.empty()) v1_ += "/" + prefix_;
+    // A server that lists its endpoints and not register (S3 Tables, say) gets new
+    // tables by createTable; register otherwise (floe writes the first metadata).
+    if (config.contains("endpoints") && config["endpoints"].is_array()) {
+      bool registers = false;
+      bool creates = false;
+      for (const json& e : config["endpoints"]) {
+        if (!e.is_string()) continue;
+        const std::string endpoint = e.get<std::string>();
+        registers |= endpoint == "POST /v1/{prefix}/namespaces/{namespace}/register";
+        creates |= endpoint == "POST /v1/{prefix}/namespaces/{namespace}/tables";
+      }
+      create_tables_ = creates && !registers;
+      if (create_tables_) {
+        spdlog::info(
+            "REST catalog {} does not offer register: floe creates its tables with "
+            "createTable, at the locations it asks for",
+            name_);
+      }
+    }
     return arrow::Status::OK();
   }
 
@@ -241,12 +194,41 @@ class RestCatalog : public Catalog {
   arrow::Status RegisterTable(const TableIdentifier& id,
                               const std::string& metadata_location) override {
     json body = {{"name", id.name}, {"metadata-location", metadata_location}};
-    const std::string what = "register table " + id.ToString();
-    // Once a request may have reached the server, a failure leaves the table maybe
-    // registered: the caller must not delete its metadata file then.
+    // After a lost answer a 409 may be this very registration.
+    auto ours = [&] {
+      auto current = LoadTable(id);
+      return current.ok() && *current == metadata_location;
+    };
+    return PostNewTable(id, "register", body, ours).status();
+  }
+
+  arrow::Result<std::optional<std::string>> CreateTable(
+      const TableIdentifier& id, const TableMetadata& metadata) override {
+    if (!create_tables_) return std::nullopt;
+    ARROW_ASSIGN_OR_RAISE(json body, CreateTableRequest(id.name, metadata));
+    // A table at the location asked for without a snapshot is this very creation
+    // after a lost answer (a twin's would be the same table).
+    ARROW_ASSIGN_OR_RAISE(json answer, PostNewTable(id, "tables", body, [&] {
+                            return CreatedByThis(id, body);
+                          }));
+    if (answer.contains("metadata-location") && answer["metadata-location"].is_string()) {
+      return answer["metadata-location"].get<std::string>();
+    }
+    return LoadTable(id);  // the answer lost: the table loaded
+  }
+
+  // POSTs a new table to .../namespaces/{ns}/<`verb`>: repeated after a failure
+  // that may not have reached the server. Once one may have, a 409 is asked of
+  // `ours` (this very request, applied, its answer lost), and a last failure is of
+  // unknown outcome: the caller must not delete what the table would reference.
+  // The answer (null when it was lost and `ours` said so).
+  arrow::Result<json> PostNewTable(const TableIdentifier& id, const std::string& verb,
+                                   const json& body, const std::function<bool()>& ours) {
+    const std::string what =
+        (verb == "register" ? "register table " : "create table ") + id.ToString();
     bool maybe_applied = false;
     for (int attempt = 1;; ++attempt) {
-      auto sent = Send("POST", NamespacePath(id.ns) + "/register", &body, false);
+      auto sent = Send("POST", NamespacePath(id.ns) + "/" + verb, &body, false);
       if (!sent.ok()) {
         maybe_applied = true;
         if (attempt >= options_.max_attempts) {
@@ -258,16 +240,14 @@ class RestCatalog : public Catalog {
       }
       const HttpResponse& r = *sent;
       if (r.status == 200) {
-        KeepVendedCredentials(id, r);
-        return arrow::Status::OK();
+        json answer = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+        if (!answer.is_object()) answer = json::object();
+        KeepVendedCredentials(id, answer);
+        return answer;
       }
       if (r.status == 404) return NotFound(CatalogErrorKind::kNoSuchNamespace, id.ns, r);
       if (r.status == 409) {
-        // After a lost answer the table may be this very registration.
-        if (maybe_applied) {
-          auto current = LoadTable(id);
-          if (current.ok() && *current == metadata_location) return arrow::Status::OK();
-        }
+        if (maybe_applied && ours()) return json();
         return CatalogError(CatalogErrorKind::kAlreadyExists,
                             "table " + id.ToString() + " already exists");
       }
@@ -283,6 +263,19 @@ class RestCatalog : public Catalog {
       }
       return Failure(what, r);
     }
+  }
+
+  // Whether table `id` is as the createTable `body` makes it: at its location and
+  // without a snapshot.
+  bool CreatedByThis(const TableIdentifier& id, const json& body) {
+    auto r = Send("GET", TablePath(id), nullptr, true);
+    if (!r.ok() || r->status != 200) return false;
+    auto answer = ParseBody(*r, "load table " + id.ToString());
+    if (!answer.ok() || !answer->contains("metadata")) return false;
+    const json& m = (*answer)["metadata"];
+    if (!m.is_object() || m.value("location", json()) != body["location"]) return false;
+    const json snapshot = m.value("current-snapshot-id", json());
+    return snapshot.is_null() || snapshot == -1;
   }
 
   arrow::Result<std::string> LoadTable(const TableIdentifier& id) override {
@@ -535,7 +528,7 @@ class RestCatalog : public Catalog {
     if (body.is_object() && body.contains("error") && body["error"].is_string()) {
       return body["error"].get<std::string>();
     }
-    return ParseError(r).type;
+    return ParseServerError(r).type;
   }
 
   httplib::Headers Headers(const std::string& bearer) const {
@@ -682,7 +675,7 @@ class RestCatalog : public Catalog {
       if (!q.empty()) url += "?" + q;
       ARROW_ASSIGN_OR_RAISE(HttpResponse r, Send("GET", url, nullptr, true));
       if (r.status == 404) {
-        return CatalogError(not_found, what + ": " + ParseError(r).message);
+        return CatalogError(not_found, what + ": " + ParseServerError(r).message);
       }
       if (r.status != 200) return Failure(what, r);
       ARROW_ASSIGN_OR_RAISE(json body, ParseBody(r, what));
@@ -708,7 +701,7 @@ class RestCatalog : public Catalog {
   }
 
   std::string Describe(const std::string& what, const HttpResponse& r) const {
-    const ServerError e = ParseError(r);
+    const ServerError e = ParseServerError(r);
     std::string out =
         "REST catalog " + name_ + ": " + what + ": HTTP " + std::to_string(r.status);
     if (!e.type.empty()) out += " " + e.type;
@@ -730,11 +723,11 @@ class RestCatalog : public Catalog {
   arrow::Status NotFound(CatalogErrorKind kind, const Namespace& ns,
                          const HttpResponse& r) const {
     return CatalogError(kind, "namespace " + NamespaceToString(ns) + " does not exist (" +
-                                  ParseError(r).message + ")");
+                                  ParseServerError(r).message + ")");
   }
 
   arrow::Status NotFoundTable(const TableIdentifier& id, const HttpResponse& r) const {
-    const ServerError e = ParseError(r);
+    const ServerError e = ParseServerError(r);
     const auto kind = e.type == "NoSuchNamespaceException"
                           ? CatalogErrorKind::kNoSuchNamespace
                           : CatalogErrorKind::kNoSuchTable;
@@ -746,6 +739,8 @@ class RestCatalog : public Catalog {
   const RestCatalogOptions options_;
   const BaseUri base_;
   std::string prefix_;
+  /// New tables by createTable, not register (Initialize).
+  bool create_tables_ = false;
   std::string v1_;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<httplib::Client>> idle_;

@@ -73,6 +73,32 @@ VersionedDiff DiffVersioned(const json& base_doc, const json& next_doc,
 
 }  // namespace
 
+arrow::Result<json> CreateTableRequest(const std::string& name,
+                                       const TableMetadata& metadata) {
+  ARROW_ASSIGN_OR_RAISE(const std::string text, TableMetadataToJson(metadata));
+  const json doc = json::parse(text);
+  auto current = [&](const char* array, const char* id_key,
+                     const char* current_key) -> arrow::Result<json> {
+    const auto members = ById(doc, array, id_key);
+    auto it = members.find(doc.at(current_key).get<int64_t>());
+    if (it == members.end()) {
+      return arrow::Status::Invalid("table metadata without its ", current_key);
+    }
+    return it->second;
+  };
+  json body = {{"name", name},
+               {"location", metadata.location},
+               {"properties", doc.value("properties", json::object())},
+               {"stage-create", false}};
+  ARROW_ASSIGN_OR_RAISE(body["schema"],
+                        current("schemas", "schema-id", "current-schema-id"));
+  ARROW_ASSIGN_OR_RAISE(body["partition-spec"],
+                        current("partition-specs", "spec-id", "default-spec-id"));
+  ARROW_ASSIGN_OR_RAISE(body["write-order"],
+                        current("sort-orders", "order-id", "default-sort-order-id"));
+  return body;
+}
+
 arrow::Result<json> TableCommitRequest(const TableMetadata& base,
                                        const TableMetadata& next) {
   if (base.table_uuid != next.table_uuid) {

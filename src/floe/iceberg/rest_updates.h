@@ -34,6 +34,12 @@ namespace floe::iceberg {
 arrow::Result<nlohmann::json> TableCommitRequest(const TableMetadata& base,
                                                  const TableMetadata& next);
 
+/// The createTable request (`CreateTableRequest` of the specification) for a new
+/// table `name` whose first metadata is `metadata`: its location, current schema,
+/// default partition spec and sort order (`write-order`) and properties, not staged.
+arrow::Result<nlohmann::json> CreateTableRequest(const std::string& name,
+                                                 const TableMetadata& metadata);
+
 /// Whether `current` already holds everything `next` changed from any base: the
 /// request from `current` to `next` has no updates. After a commit whose outcome is
 /// unknown, true means it was applied.

@@ -55,6 +55,22 @@ const json* Requirement(const json& request, const std::string& type) {
   return nullptr;
 }
 
+TEST(RestUpdates, ACreateTableRequestCarriesTheFirstMetadatasLayout) {
+  const TableMetadata m = NewTable();
+  auto request = CreateTableRequest("t", m);
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  const json& r = *request;
+  EXPECT_EQ(r["name"], "t");
+  EXPECT_EQ(r["location"], "s3://b/w/t");
+  EXPECT_EQ(r["stage-create"], false);
+  EXPECT_EQ(r["properties"]["owner"], "floe");
+  ASSERT_EQ(r["schema"]["fields"].size(), 2u);
+  EXPECT_EQ(r["schema"]["fields"][0]["id"], 1);
+  EXPECT_EQ(r["schema"]["fields"][1]["name"], "v");
+  EXPECT_EQ(r["partition-spec"]["fields"].size(), 0u);
+  EXPECT_EQ(r["write-order"]["order-id"], 0);
+}
+
 TEST(RestUpdates, AnAppendIsAddSnapshotThenTheBranchAssertingItsOldHead) {
   const TableMetadata base = NewTable();
   const TableMetadata first = Append(base, 11);

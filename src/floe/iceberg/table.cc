@@ -198,6 +198,37 @@ std::string Table::DefaultLocation(const std::string& warehouse,
   return location + "/" + LocationSegment(id.name);
 }
 
+namespace {
+
+// A table a catalog created from floe's first metadata must have what floe asked
+// for: the same schema (field ids, names, types), partitioning and sort order, at
+// the same location; floe writes its files by them. A server may assign ids afresh.
+arrow::Status CheckCreatedAsAsked(const TableIdentifier& id, const TableMetadata& asked,
+                                  const TableMetadata& made) {
+  auto differs = [&](const std::string& what) {
+    return arrow::Status::Invalid(
+        "the catalog created table ", id.ToString(), " with another ", what,
+        " than floe asked for; floe cannot write it. Drop the table and let floe "
+        "create it again, or use a catalog that offers register (POST "
+        ".../namespaces/{namespace}/register)");
+  };
+  if (made.location != asked.location) return differs("location (" + made.location + ")");
+  const Schema* a = asked.CurrentSchema();
+  const Schema* m = made.CurrentSchema();
+  if (a == nullptr || m == nullptr || !(a->fields() == m->fields())) {
+    return differs("schema (field ids, names or types)");
+  }
+  if (!asked.DefaultSpec()->SameFields(*made.DefaultSpec())) {
+    return differs("partitioning");
+  }
+  if (!asked.DefaultSortOrder()->SameFields(*made.DefaultSortOrder())) {
+    return differs("sort order");
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace
+
 arrow::Result<std::unique_ptr<Table>> Table::Create(
     Catalog* catalog, std::shared_ptr<FileIO> io, const TableIdentifier& id,
     const Schema& schema, const PartitionSpec& spec, const SortOrder& sort_order,
@@ -207,6 +238,16 @@ arrow::Result<std::unique_ptr<Table>> Table::Create(
       TableMetadataBuilder::NewTable(schema, spec, sort_order, std::move(location),
                                      std::move(properties))
           .Build());
+  // A catalog that makes the metadata file itself (a REST catalog without register).
+  ARROW_ASSIGN_OR_RAISE(std::optional<std::string> created,
+                        catalog->CreateTable(id, metadata));
+  if (created) {
+    ARROW_ASSIGN_OR_RAISE(std::string made, io->ReadAll(*created));
+    ARROW_ASSIGN_OR_RAISE(TableMetadata as_made, TableMetadataFromJson(made));
+    ARROW_RETURN_NOT_OK(CheckCreatedAsAsked(id, metadata, as_made));
+    return std::unique_ptr<Table>(
+        new Table(catalog, std::move(io), id, std::move(as_made), *created));
+  }
   const std::string metadata_location = NewMetadataFileLocation(metadata, "");
   ARROW_ASSIGN_OR_RAISE(std::string json, TableMetadataToJson(metadata));
   ARROW_RETURN_NOT_OK(io->WriteAtomically(metadata_location, json, /*exclusive=*/true));

@@ -59,6 +59,11 @@ class RoutingCatalog : public iceberg::Catalog {
                               const std::string& metadata_location) override {
     return Of(id).RegisterTable(id, metadata_location);
   }
+  arrow::Result<std::optional<std::string>> CreateTable(
+      const iceberg::TableIdentifier& id,
+      const iceberg::TableMetadata& metadata) override {
+    return Of(id).CreateTable(id, metadata);
+  }
   arrow::Result<std::string> LoadTable(const iceberg::TableIdentifier& id) override {
     return Of(id).LoadTable(id);
   }
