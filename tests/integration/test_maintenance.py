@@ -154,6 +154,26 @@ def floe_loop(run, name: str, commands: list[list[str]], stop: threading.Event,
         errors.append(f"{name}: {e!r}")
 
 
+def start_race(run, pg, *, seed: int, next_id: int, silver_pauses: list[float]):
+    """The race tests' threads, started: items_workload, and `floe silver` and `floe
+    compact` each in a loop (the merges pausing `silver_pauses` in turn). Returns
+    (stop event, errors, results, threads)."""
+    stop = threading.Event()
+    errors: list[str] = []
+    results: dict[str, list[int]] = {"silver": [], "compact": []}
+    threads = [threading.Thread(target=items_workload, args=(pg, stop, errors),
+                                kwargs=dict(seed=seed, next_id=next_id, max_ops=8,
+                                            pause=0.01)),
+               threading.Thread(target=floe_loop,
+                                args=(run, "silver", [["silver"]], stop, errors, results),
+                                kwargs=dict(pause=silver_pauses)),
+               threading.Thread(target=floe_loop,
+                                args=(run, "compact", [["compact"]], stop, errors, results))]
+    for t in threads:
+        t.start()
+    return stop, errors, results, threads
+
+
 def race_state(run, errors: list[str], results: dict[str, list[int]]) -> str:
     """What the race tests' threads did so far, for a timeout's message: exit codes,
     errors, the floe commands still running and the end of each loop's log."""
@@ -436,23 +456,12 @@ def test_compact_silver_and_run_at_the_same_time(floe, pg, duckdb_con):
     wait_bronze(run, pg, "public.items", ["id"])
     silver(run)
 
-    stop = threading.Event()
-    errors: list[str] = []
-    results: dict[str, list[int]] = {"silver": [], "compact": []}
-
-    threads = [threading.Thread(target=items_workload, args=(pg, stop, errors),
-                                kwargs=dict(seed=7, next_id=30001, max_ops=8, pause=0.01)),
-               # A merge that lands while a compaction rewrites makes it plan again.
-               # Merges back to back can win all ten of a compaction's plans on a
-               # loaded machine (seen in CI): a pause after every third merge leaves
-               # a window, so some compactions land and others meet a merge.
-               threading.Thread(target=floe_loop,
-                                args=(run, "silver", [["silver"]], stop, errors, results),
-                                kwargs=dict(pause=[0.0, 0.0, 3.0])),
-               threading.Thread(target=floe_loop,
-                                args=(run, "compact", [["compact"]], stop, errors, results))]
-    for t in threads:
-        t.start()
+    # A merge that lands while a compaction rewrites makes it plan again. Merges
+    # back to back can win all ten of a compaction's plans on a loaded machine (seen
+    # in CI): a pause after every third merge leaves a window, so some compactions
+    # land and others meet a merge.
+    stop, errors, results, threads = start_race(run, pg, seed=7, next_id=30001,
+                                                silver_pauses=[0.0, 0.0, 3.0])
 
     def compactions(snapshots) -> int:
         return sum(1 for s in snapshots if s.summary.get("floe.maintenance") == "compact")

@@ -38,7 +38,7 @@ from floerun import floe  # noqa: F401
 from oracle import check_silver
 from restserver import CatalogFaultProxy, RestCatalogServer, is_commit
 from s3server import SECRET_KEY, S3Server
-from test_maintenance import floe_loop, items_workload, maint, race_state
+from test_maintenance import maint, race_state, start_race
 from test_s3_warehouse import first_changes
 from test_silver import silver, wait_bronze
 from test_stream_faults import audit_events, audited
@@ -291,18 +291,8 @@ def test_concurrent_writers_get_the_servers_409s_and_lose_nothing(floe, pg, duck
     run = rest_run(floe, s3, rest, uri=proxy.uri, interval="200ms").start().wait_streaming()
     wait_bronze(run, pg, "public.items", ["id"])
     silver(run)
-    stop = threading.Event()
-    errors: list[str] = []
-    results: dict[str, list[int]] = {"silver": [], "compact": []}
-    threads = [threading.Thread(target=items_workload, args=(pg, stop, errors),
-                                kwargs=dict(seed=17, next_id=5001, max_ops=8, pause=0.01)),
-               threading.Thread(target=floe_loop,
-                                args=(run, "silver", [["silver"]], stop, errors, results),
-                                kwargs=dict(pause=[0.0, 1.0])),
-               threading.Thread(target=floe_loop,
-                                args=(run, "compact", [["compact"]], stop, errors, results))]
-    for t in threads:
-        t.start()
+    stop, errors, results, threads = start_race(run, pg, seed=17, next_id=5001,
+                                                silver_pauses=[0.0, 1.0])
 
     def raced_enough():
         # The server refused several commits, compactions and merges both landed.
