@@ -238,6 +238,46 @@ def test_floe_run_stops_when_asked_while_the_object_store_does_not_answer(floe, 
     assert "streaming slot" not in run.log_text()
 
 
+@pytest.mark.parametrize("source", ["files", "environment"])
+def test_s3_keys_from_files_or_the_default_chain_sign_every_request(
+        floe, pg, duckdb_con, s3, tmp_path, source):
+    """The `s3:` keys from files (`access_key_id_file`, `secret_access_key_file`), or
+    from none of the settings (the AWS default chain: AWS_ACCESS_KEY_ID and
+    AWS_SECRET_ACCESS_KEY in floe's environment): every request floe sends to the
+    object store is signed with that key id (read off each request by a proxy; moto
+    itself accepts any key), Bronze folds to the source, and the secret is never
+    printed."""
+    from s3server import REGION, FaultProxy
+
+    s3.make_bucket(BUCKET)
+    proxy = FaultProxy(s3.port, seed=0)
+    key_id, secret = f"{source.upper()}KEYID", f"{source}-secret-never-printed-77"
+    yaml = f"s3:\n  endpoint: {proxy.endpoint}\n  region: {REGION}\n"
+    env = {}
+    if source == "files":
+        (tmp_path / "key_id").write_text(key_id + "\n")
+        (tmp_path / "secret").write_text(secret + "\n")
+        yaml += (f"  access_key_id_file: {tmp_path / 'key_id'}\n"
+                 f"  secret_access_key_file: {tmp_path / 'secret'}\n")
+    else:
+        env = {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
+    pg.execute("CREATE TABLE items (id int PRIMARY KEY, v int)")
+    pg.execute("INSERT INTO items SELECT g, g FROM generate_series(1, 100) g")
+    run = floe(warehouse_uri=f"s3://{BUCKET}/{PREFIX}", catalog_props=s3.pyiceberg_props(),
+               extra_yaml=yaml)
+    try:
+        run.start(env=env).wait_streaming()
+        pg.execute("UPDATE items SET v = -v WHERE id % 4 = 0")
+        wait_bronze(run, pg, "public.items", ["id"])
+        run.stop()
+    finally:
+        proxy.close()
+    keys = {k for _, _, k in proxy.signed}
+    assert keys == {key_id}, keys
+    assert len(proxy.signed) > 5, proxy.signed
+    assert secret not in run.log_text()
+
+
 def test_slowdowns_and_uploads_cut_short_lose_nothing(floe, pg, duckdb_con, s3, tmp_path):
     """floe reaches S3 through a proxy that answers a share of requests `503
     SlowDown` and cuts a share of large uploads in the middle (FaultProxy, seeded:
