@@ -631,14 +631,21 @@ arrow::Result<std::optional<SlotState>> ReadSlotState(PgConnection& sql,
                                                       std::string_view slot) {
   const bool has_two_phase = PQserverVersion(sql.raw()) >= 140000;
   const bool has_failover = PQserverVersion(sql.raw()) >= 170000;
-  const bool has_conflicting = PQserverVersion(sql.raw()) >= 160000;
+  const int version = PQserverVersion(sql.raw());
+  // PostgreSQL 16 sets `conflicting` for a logical slot invalidated for any reason
+  // (its WAL removed too); from 17 only for a conflict with recovery. Such a
+  // conflict happens on a standby only.
+  const char* conflicting =
+      version >= 170000   ? "coalesce(conflicting, false)"
+      : version >= 160000 ? "(coalesce(conflicting, false) AND pg_catalog.pg_is_in_recovery())"
+                          : "false";
   const std::string query =
       std::string(
           "SELECT slot_name, plugin, slot_type, database, active, restart_lsn, "
           "confirmed_flush_lsn, wal_status, ") +
       (has_two_phase ? "two_phase" : "false") + ", " +
       (has_failover ? "failover" : "false") + ", " +
-      (has_conflicting ? "coalesce(conflicting, false)" : "false") +
+      conflicting +
       " FROM pg_catalog.pg_replication_slots WHERE slot_name = $1";
   ARROW_ASSIGN_OR_RAISE(auto rows, sql.Query(query, {std::string(slot)}));
   if (rows.empty()) return std::nullopt;

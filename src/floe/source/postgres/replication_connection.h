@@ -319,7 +319,8 @@ struct SlotState {
   /// A failover slot (PostgreSQL 17+; false before).
   bool failover = false;
   /// A slot of a standby invalidated by a conflict with recovery: the primary
-  /// removed catalog rows it needed (PostgreSQL 16+; false before).
+  /// removed catalog rows it needed (PostgreSQL 16+; false before; on 16, whose
+  /// column is true for any invalidation, only while the server is in recovery).
   bool conflicting = false;
 };
 
