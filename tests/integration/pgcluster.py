@@ -346,3 +346,17 @@ class PgCluster:
 
     def __exit__(self, *exc) -> None:
         self.destroy()
+
+
+def contrib_or_skip(db, sql: str, what: str, params=None) -> None:
+    """Runs `sql` (CREATE EXTENSION, a slot of a contrib plugin) on `db`, skipping the
+    test when this PostgreSQL build lacks the contrib module `what` (pgserver's 16
+    ships neither pg_walinspect nor test_decoding)."""
+    import psycopg
+    import pytest
+
+    try:
+        db.execute(sql, params)
+    except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile) as e:
+        pytest.skip(f"this PostgreSQL build has no {what} (contrib): {e}".splitlines()[0])
+

@@ -31,6 +31,7 @@ import psycopg
 
 from floerun import floe, fold, lsn_int  # noqa: F401
 from oracle import check_silver
+from pgcluster import contrib_or_skip
 from test_divergences import wait_flushed
 from test_silver import silver
 
@@ -48,7 +49,7 @@ def test_a_commit_right_at_the_copys_consistent_point_lands_after_the_copy(floe,
     so does Silver. Before the fix the first pipeline already lost an update."""
     pg.execute("CREATE TABLE acc (id int PRIMARY KEY, n int NOT NULL)")
     pg.execute("INSERT INTO acc SELECT g, 0 FROM generate_series(1, 50) g")
-    pg.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+    contrib_or_skip(pg, "CREATE EXTENSION IF NOT EXISTS pg_walinspect", "pg_walinspect")
     stop = threading.Event()
     commits = [0]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgcluster import pg_version
+from pgcluster import contrib_or_skip, pg_version
 
 # The session settings floe pins on its connections: the values Postgres renders in
 # such a session are what the decoded stream must carry.
@@ -163,7 +163,8 @@ def test_setup_refuses_a_missing_publication_a_foreign_plugin_and_bad_names(tool
     assert 'publication "nope" does not exist' in err
 
     pg.execute("CREATE PUBLICATION p FOR ALL TABLES")
-    pg.execute("SELECT pg_create_logical_replication_slot('td_slot', 'test_decoding')")
+    contrib_or_skip(pg, "SELECT pg_create_logical_replication_slot('td_slot', "
+                    "'test_decoding')", "test_decoding")
     err = run_tool(tool, "--dsn", pg.dsn, "setup", "--slot", "td_slot", "--publication",
                    "p", check=False)[0]["error"]
     assert 'uses output plugin "test_decoding"' in err and "pgoutput" in err

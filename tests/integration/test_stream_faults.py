@@ -25,6 +25,7 @@ import psycopg
 import pytest
 
 from floerun import FloeRun, check_order, compare_events, floe, fold, lsn_int  # noqa: F401
+from pgcluster import contrib_or_skip
 
 @pytest.fixture(autouse=True)
 def floe_tmpdir(tmp_path, monkeypatch):
@@ -130,7 +131,7 @@ def folded_state(rows: list[dict], cols: list[str], key: list[str]) -> dict:
 # that does not go through logical decoding.
 
 def walinspect(pg) -> None:
-    pg.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+    contrib_or_skip(pg, "CREATE EXTENSION IF NOT EXISTS pg_walinspect", "pg_walinspect")
 
 
 def wal_lsn(pg) -> str:
