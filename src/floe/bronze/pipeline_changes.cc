@@ -109,8 +109,18 @@ arrow::Status Pipeline::OnTableChanges(const pg::TransactionInfo& tx,
     // no later transaction changed the table's pg_class row (its xmin is this one),
     // and a rewrite later in this transaction added no value the stream lacks only
     // when no row followed the truncate. Otherwise the baseline stays, and a column
-    // added since counts as added by a rewrite (the table is copied again).
+    // added since counts as added by a rewrite (the table is copied again). Read
+    // before the truncate is visible, the row is the one before it: so first wait
+    // for that (the stream can deliver a commit before other sessions see it).
     table->truncated = false;
+    ARROW_ASSIGN_OR_RAISE(const bool visible, source_->AwaitVisible(tx.xid));
+    if (!visible) {
+      spdlog::warn(
+          "{}: the TRUNCATE of transaction {} was still not visible after 10 s (a "
+          "synchronous standby not answering?): floe cannot tell its relfilenode, so a "
+          "column added to the table before the next TRUNCATE makes floe copy it again",
+          SourceName(table->source), tx.xid);
+    }
     std::string xmin;
     ARROW_ASSIGN_OR_RAISE(table->filenode_after_truncate,
                           RelFilenodeOf(table->source, &xmin));

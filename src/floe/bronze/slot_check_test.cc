@@ -78,6 +78,7 @@ class FakeSource : public pg::SourceSession {
   arrow::Result<pg::TableFile> FileOf(const pg::QualifiedName&) override {
     return Unexpected();
   }
+  arrow::Result<bool> AwaitVisible(pg::TransactionId) override { return Unexpected(); }
   arrow::Status EmitMessage(const std::string&, const std::string&) override {
     return Unexpected();
   }

@@ -166,13 +166,15 @@ RelationDiff Diff(const RelationInfo& before, const RelationInfo& after) {
   return diff;
 }
 
-arrow::Result<bool> PgAttributeLookup::Visible(TransactionId xid) {
+namespace {
+
+arrow::Result<bool> Visible(PgConnection& conn, TransactionId xid) {
   // pgoutput names a transaction by its 32-bit xid; pg_visible_in_snapshot takes the
   // 64-bit one: the xid's epoch is that of the snapshot's next xid, or the one before
   // where the 32-bit counter wrapped since (none before the first: not begun yet).
   ARROW_ASSIGN_OR_RAISE(
       auto rows,
-      conn_->Query(
+      conn.Query(
           "SELECT f >= 0 AND pg_visible_in_snapshot(GREATEST(f, 0)::text::xid8, s) "
           "FROM (SELECT pg_current_snapshot() AS s) q, LATERAL (SELECT "
           "pg_snapshot_xmax(q.s)::text::bigint AS x) n, LATERAL (SELECT x - "
@@ -181,15 +183,23 @@ arrow::Result<bool> PgAttributeLookup::Visible(TransactionId xid) {
   return rows.size() == 1 && rows[0].size() == 1 && rows[0][0] == "t";
 }
 
+}  // namespace
+
+arrow::Result<bool> AwaitVisible(PgConnection& conn, TransactionId xid,
+                                 std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    ARROW_ASSIGN_OR_RAISE(bool visible, Visible(conn, xid));
+    if (visible) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 arrow::Result<std::vector<AttributeInfo>> PgAttributeLookup::Lookup(
     Oid relation_id, TransactionId after_xid) {
   if (after_xid != 0) {
-    const auto deadline = std::chrono::steady_clock::now() + visibility_wait;
-    for (;;) {
-      ARROW_ASSIGN_OR_RAISE(bool visible, Visible(after_xid));
-      if (visible || std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    ARROW_RETURN_NOT_OK(AwaitVisible(*conn_, after_xid, visibility_wait).status());
   }
   ARROW_ASSIGN_OR_RAISE(auto described, DescribeTable(*conn_, relation_id, publication_));
   std::vector<AttributeInfo> out;

@@ -156,6 +156,14 @@ class AttributeLookup {
   }
 };
 
+/// Waits until the transaction `xid`, whose commit the stream delivered, is visible
+/// to `conn`'s next query, for up to `wait`: its commit record reaches the WAL, and so
+/// the walsender, a moment before other sessions see the transaction (for as long as
+/// a synchronous standby takes to acknowledge it, under synchronous replication).
+/// Returns whether it became visible.
+arrow::Result<bool> AwaitVisible(PgConnection& conn, TransactionId xid,
+                                 std::chrono::milliseconds wait);
+
 /// AttributeLookup over a plain SQL connection (which must outlive it).
 class PgAttributeLookup : public AttributeLookup {
  public:
@@ -163,21 +171,17 @@ class PgAttributeLookup : public AttributeLookup {
   /// left out (pgoutput does not send them).
   explicit PgAttributeLookup(PgConnection* conn, std::string publication = "")
       : conn_(conn), publication_(std::move(publication)) {}
-  /// A transaction's commit record reaches the WAL, and so the walsender, a moment
-  /// before other sessions see the transaction (for as long as a synchronous standby
-  /// takes to acknowledge it, under synchronous replication): read too early, the
-  /// catalog still shows the columns before the transaction's DDL. So this waits
-  /// until `after_xid` is visible, up to `visibility_wait`, then reads the catalog as
-  /// it is (Bronze then binds by name, and copies the table again where names cannot
-  /// tell a rename from a drop and an add).
+  /// Read too early (AwaitVisible), the catalog still shows the columns before the
+  /// transaction's DDL. So this waits until `after_xid` is visible, up to
+  /// `visibility_wait`, then reads the catalog as it is (Bronze then binds by name,
+  /// and copies the table again where names cannot tell a rename from a drop and an
+  /// add).
   arrow::Result<std::vector<AttributeInfo>> Lookup(Oid relation_id,
                                                    TransactionId after_xid) override;
 
   std::chrono::milliseconds visibility_wait = std::chrono::seconds(10);
 
  private:
-  arrow::Result<bool> Visible(TransactionId xid);
-
   PgConnection* conn_;
   std::string publication_;
 };

@@ -6,6 +6,7 @@
 
 #include "floe/common/failpoint.h"
 #include "floe/common/parse.h"
+#include "floe/source/postgres/relation_cache.h"
 
 namespace floe::postgres {
 
@@ -233,6 +234,10 @@ class PgSourceSession : public SourceSession {
                     {table.schema, table.table}));
     if (rows.empty() || rows[0].size() < 2 || !rows[0][0]) return TableFile{};
     return TableFile{*rows[0][0], rows[0][1].value_or("")};
+  }
+
+  arrow::Result<bool> AwaitVisible(TransactionId xid) override {
+    return postgres::AwaitVisible(conn_, xid, std::chrono::seconds(10));
   }
 
   arrow::Status EmitMessage(const std::string& prefix,

@@ -129,6 +129,10 @@ class SourceSession {
   virtual arrow::Result<std::optional<TableDescription>> Describe(
       const QualifiedName& table, const std::string& publication) = 0;
   virtual arrow::Result<TableFile> FileOf(const QualifiedName& table) = 0;
+  /// Waits, up to 10 s, until the transaction `xid`, whose commit the stream
+  /// delivered, is visible to this session's queries (AwaitVisible): the catalog read
+  /// before shows the table as it was before it. Returns whether it became visible.
+  virtual arrow::Result<bool> AwaitVisible(TransactionId xid) = 0;
 
   /// A transactional logical decoding message (pg_logical_emit_message).
   virtual arrow::Status EmitMessage(const std::string& prefix,
