@@ -40,6 +40,7 @@ from restserver import CatalogFaultProxy, RestCatalogServer, is_commit
 from s3server import SECRET_KEY, S3Server
 from test_maintenance import maint, race_state, start_race
 from test_s3_warehouse import first_changes
+from test_divergences import wait_copied
 from test_silver import silver, wait_bronze
 from test_stream_faults import audit_events, audited
 
@@ -416,6 +417,77 @@ def test_a_catalog_without_register_gets_its_tables_by_create_table(floe, pg, du
     assert [items.schema().find_column_name(f.source_id)
             for f in items.sort_order().fields] == ["id"]
     assert items.spec().fields[0].name == "id_bucket"
+    proxy.close()
+
+
+@pytest.mark.parametrize("creation", ["register", "createTable"])
+def test_a_silver_table_rebuilt_with_a_new_key_is_dropped_and_made_again(
+        floe, pg, duckdb_con, s3, rest, creation):
+    """The key every change carries changes (REPLICA IDENTITY USING INDEX): floe run
+    copies the table again and `floe silver` rebuilds its Silver table with the new
+    key: the table is dropped through the catalog (DELETE .../tables/{table}) and made
+    again, registered or, on a catalog without register, created, at the same
+    location, where the old table's files stay. Silver equals the source before and
+    after, the new table is another table (its uuid), and `remove-orphans` then
+    deletes the old table's files without touching a file the new one refers to."""
+    s3.duckdb_secret(duckdb_con)
+    proxy = CatalogFaultProxy(rest.port)
+    if creation == "createTable":
+        proxy.hide_register()
+    pg.execute("CREATE TABLE rk (id int PRIMARY KEY, email text NOT NULL UNIQUE, v text)")
+    pg.execute("INSERT INTO rk SELECT g, 'u' || g || '@x', 'v' || g FROM "
+               "generate_series(1, 30) g")
+    run = rest_run(floe, s3, rest, uri=proxy.uri).start().wait_streaming()
+    pg.execute("DELETE FROM rk WHERE id <= 5")
+    wait_bronze(run, pg, "public.rk", ["id"])
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.rk", ["id"])
+    ident = ("silver", "svc", "public", "rk")
+    old = rest.pyiceberg_catalog().load_table(ident)
+    old_files = {f.file.file_path for f in old.scan().plan_files()}
+    assert old_files
+
+    pg.execute("ALTER TABLE rk REPLICA IDENTITY USING INDEX rk_email_key")
+    pg.execute("UPDATE rk SET v = 'after' WHERE id = 6")
+    run.wait_until(lambda: "the key every change carries changed" in run.log_text(),
+                   what="the copy after the key change")
+    wait_copied(run, "rk")
+    pg.execute("DELETE FROM rk WHERE id = 7")
+    wait_bronze(run, pg, "public.rk", ["email"])
+    out = silver(run)
+    assert "rebuilding the Silver table with the new key" in out, out
+    check_silver(run, pg, duckdb_con, "public.rk", ["email"])
+    dropped = sum(n for (m, p), n in proxy.counts().items()
+                  if m == "DELETE" and p.endswith("/tables/{table}"))
+    assert dropped == 1, proxy.counts()
+    new = rest.pyiceberg_catalog().load_table(ident)
+    assert new.metadata.table_uuid != old.metadata.table_uuid
+    assert new.metadata.location == old.metadata.location
+    assert json.loads(new.properties["floe.silver.key"]) == ["email"]
+    if creation == "createTable":
+        registered = sum(n for (m, p), n in proxy.counts().items()
+                         if m == "POST" and p.endswith("/register"))
+        assert registered == 0, proxy.counts()
+    # Later changes merge into the new table.
+    pg.execute("UPDATE rk SET v = 'later' WHERE id = 8")
+    pg.execute("DELETE FROM rk WHERE id = 9")
+    wait_bronze(run, pg, "public.rk", ["email"])
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.rk", ["email"])
+    # The old table's files are orphans of the new one's location now.
+    live = {f.file.file_path for f in
+            rest.pyiceberg_catalog().load_table(ident).scan().plan_files()}
+    assert not live & old_files
+    run.stop()
+    out = maint(run, "remove-orphans", "--older-than", "1h", env={
+        "FLOE_FAILPOINT": "remove-orphans.clock-ahead=7200000"})
+    assert "0 failed" in out, out
+    keys = set(s3.keys(BUCKET))
+    for f in old_files:
+        assert f.split(f"s3://{BUCKET}/", 1)[1] not in keys, (f, out)
+    for f in live:
+        assert f.split(f"s3://{BUCKET}/", 1)[1] in keys, (f, out)
+    check_silver(run, pg, duckdb_con, "public.rk", ["email"])
     proxy.close()
 
 
