@@ -326,6 +326,7 @@ class CatalogFaultProxy:
         self._no_register = False
         # serve_prefix(): the path prefix /v1/config hands out, stripped on the way in.
         self._prefix: str | None = None
+        self._config_extra: tuple[dict, dict] | None = None
         self.unprefixed: list[str] = []
         # What each request carried: (method, path with query, headers).
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -395,6 +396,11 @@ class CatalogFaultProxy:
         than /v1/config that lacked it."""
         with self._lock:
             self._prefix = prefix
+
+    def add_config(self, defaults: dict[str, str], overrides: dict[str, str]) -> None:
+        """Adds these properties to /v1/config's `defaults` and `overrides`."""
+        with self._lock:
+            self._config_extra = (dict(defaults), dict(overrides))
 
     def clear(self) -> None:
         """Drop pending rules and the random mode (counts stay)."""
@@ -534,6 +540,12 @@ class CatalogFaultProxy:
         if vended is not None and loads and resp.status == 200:
             answer = json.loads(data)
             answer["config"] = {**answer.get("config", {}), **vended}
+            data = json.dumps(answer).encode()
+        if self._config_extra and path == "/v1/config" and resp.status == 200:
+            answer = json.loads(data)
+            defaults, overrides = self._config_extra
+            answer["defaults"] = {**answer.get("defaults", {}), **defaults}
+            answer["overrides"] = {**answer.get("overrides", {}), **overrides}
             data = json.dumps(answer).encode()
         if prefix is not None and path == "/v1/config" and resp.status == 200:
             answer = json.loads(data)

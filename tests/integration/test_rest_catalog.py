@@ -334,10 +334,15 @@ def test_the_servers_prefix_the_warehouse_asked_for_and_the_headers_reach_it(
     (a proxy hands one out, as a catalog serving several warehouses does, and strips
     it before the server, which serves none) is in every later request's path:
     `floe run` and `floe silver` work through it, Silver equals the source, and the
-    header's value is never printed."""
+    header's value is never printed. The config's other properties (a Java client's:
+    an object-store endpoint, a key) are not applied, and said so once, the key's
+    value never printed."""
     s3.duckdb_secret(duckdb_con)
     proxy = CatalogFaultProxy(rest.port)
     proxy.serve_prefix("wh-7")
+    config_secret = "config-secret-value-never-printed-88"
+    proxy.add_config({"s3.endpoint": "http://127.0.0.1:9", "s3.secret-access-key":
+                      config_secret}, {"s3.path-style-access": "true"})
     tenant = "tenant-header-value-never-printed-51"
     pg.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
     pg.execute("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 40) g")
@@ -366,7 +371,11 @@ def test_the_servers_prefix_the_warehouse_asked_for_and_the_headers_reach_it(
                              capture_output=True, timeout=60)
     texts = [run.log_text(), (run.base / "silver.log").read_text(),
              printed.stdout.decode(errors="replace"), printed.stderr.decode(errors="replace")]
-    assert not [t[:200] for t in texts if tenant in t]
+    assert not [t[:200] for t in texts if tenant in t or config_secret in t]
+    said = [line for line in run.log_text().splitlines() if "/v1/config also gives" in line]
+    assert len(said) == 1, said
+    assert "defaults s3.endpoint=http://127.0.0.1:9, defaults s3.secret-access-key, " \
+        "overrides s3.path-style-access=true; floe does not apply these" in said[0], said
     proxy.close()
 
 

@@ -9,8 +9,11 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -27,6 +30,21 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// `key=value` for the settings whose values are no secret (endpoints, regions, flags
+// and names a Java client reads), the key alone for any other (it may be a key or a
+// token).
+std::string DescribeConfigProperty(const std::string& key, const json& value) {
+  static const std::set<std::string, std::less<>> kPlain = {
+      "s3.endpoint", "s3.region", "client.region",  "s3.path-style-access",
+      "warehouse",   "io-impl",   "rest-page-size", "s3.remote-signing-enabled"};
+  if (!kPlain.contains(key) ||
+      !(value.is_string() || value.is_boolean() || value.is_number())) {
+    return key;
+  }
+  std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return key + "=" + text;
+}
 
 class RestCatalog : public Catalog {
  public:
@@ -54,13 +72,31 @@ class RestCatalog : public Catalog {
     if (response.status != 200) return Failure("GET /v1/config", response);
     ARROW_ASSIGN_OR_RAISE(json config, ParseBody(response, "GET /v1/config"));
     // Overrides win over what the client was given; defaults lose to it. floe takes
-    // the path prefix from them (the only setting it honours today).
+    // the path prefix from them; the rest are a Java client's properties, which floe
+    // sets in its pipeline file instead: said once, so an object-store setting the
+    // server expects (its endpoint, say) is not silently missed.
+    std::vector<std::string> unused;
     for (const char* section : {"defaults", "overrides"}) {
       if (!config.contains(section) || !config[section].is_object()) continue;
       const json& props = config[section];
-      if (props.contains("prefix") && props["prefix"].is_string()) {
-        prefix_ = props["prefix"].get<std::string>();
+      for (const auto& [key, value] : props.items()) {
+        if (key == "prefix" && value.is_string()) {
+          prefix_ = value.get<std::string>();
+        } else if (key != "prefix") {
+          unused.push_back(std::string(section) + " " +
+                           DescribeConfigProperty(key, value));
+        }
       }
+    }
+    if (!unused.empty()) {
+      std::string list;
+      for (const auto& u : unused) list += (list.empty() ? "" : ", ") + u;
+      spdlog::info(
+          "REST catalog {}: /v1/config also gives {}; floe does not apply these (its "
+          "object-store settings come from the pipeline file's s3: section and the "
+          "credentials the server vends per table; docs/configuration.md, \"REST "
+          "catalogs\")",
+          name_, list);
     }
     v1_ = base_.path + "/v1";
     if (!prefix_.empty()) v1_ += "/" + prefix_;
