@@ -7,7 +7,8 @@ removed on exit, Ctrl-C included; the warehouse stays for you to explore.
 FLOE_DEMO_S3=1 puts the warehouse on a local S3 server (moto, from the virtualenv)
 instead of build/demo/warehouse; the S3 server is stopped on exit too.
 FLOE_DEMO_REST=1 does that and keeps the tables in Apache Iceberg's own REST catalog
-server (assembled by scripts/bootstrap) instead of the SQLite catalog."""
+server (assembled by scripts/bootstrap) instead of the SQLite catalog.
+FLOE_DEMO_DIR puts what build/demo/ holds elsewhere (tests/integration/test_demo.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import psycopg  # noqa: E402
 
 from pgcluster import PgCluster  # noqa: E402
 
-DEMO = REPO / "build" / "demo"
+DEMO = Path(os.environ.get("FLOE_DEMO_DIR", REPO / "build" / "demo")).resolve()
 WAREHOUSE = DEMO / "warehouse"
 SERVICE = "shop"
 DURATION = int(os.environ.get("FLOE_DEMO_SECONDS", "30"))
@@ -52,6 +53,11 @@ INSERT INTO orders (customer_id, amount, status)
 
 AUDIT = ("SELECT pg_logical_emit_message(true, 'audit', json_build_object("
          "'user', %s::text, 'table', %s::text, 'action', %s::text)::text)")
+
+
+def shown(path: Path) -> Path:
+    """`path` relative to the repository when it is in it."""
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
 
 
 def say(msg: str = "") -> None:
@@ -260,7 +266,7 @@ def show_results(floe_log: Path):
 def show_silver(floe_bin: Path, config: Path, dsn: str) -> bool:
     """`floe silver` once, each Silver table beside its source table, and `floe
     verify`'s verdict; False if either command failed."""
-    step(f"floe silver {config.relative_to(REPO)}: MERGE Bronze into the Silver replicas")
+    step(f"floe silver {shown(config)}: MERGE Bronze into the Silver replicas")
     proc = subprocess.run([str(floe_bin), "silver", str(config)], capture_output=True,
                           text=True, timeout=600)
     for line in (proc.stdout + proc.stderr).splitlines()[-4:]:
@@ -283,7 +289,7 @@ def show_silver(floe_bin: Path, config: Path, dsn: str) -> bool:
     meta = catalog.load_table(("silver", SERVICE, "public", "orders")).metadata_location
     con.sql(f"SELECT * FROM iceberg_scan({quote(meta)}) ORDER BY id DESC LIMIT 5"
             ).show(max_width=200)
-    step(f"floe verify {config.relative_to(REPO)}: Silver against fold(Bronze) and the source")
+    step(f"floe verify {shown(config)}: Silver against fold(Bronze) and the source")
     proc = subprocess.run([str(floe_bin), "verify", str(config)], capture_output=True,
                           text=True, timeout=600)
     for line in proc.stdout.splitlines():
@@ -373,11 +379,13 @@ source:
   snapshot: initial
 checkpoint:
   interval: 1s
+metrics:
+  listen: 127.0.0.1:0   # any free port: the demo runs beside whatever holds 9464
 """ + (f"warehouse: {warehouse_uri()}\ncatalog:\n  type: rest\n  uri: {REST.uri}\n"
        + S3.floe_yaml() if ON_REST else
        f"warehouse: {warehouse_uri()}\ncatalog:\n  path: {CATALOG_DB}\n" + S3.floe_yaml()
        if ON_S3 else f"warehouse: {WAREHOUSE}\n"))
-        step(f"floe run {config.relative_to(REPO)} --duration {DURATION}s")
+        step(f"floe run {shown(config)} --duration {DURATION}s")
         say(f"  (floe's log: {floe_log})")
         with open(floe_log, "wb") as log:
             floe = subprocess.Popen([str(floe_bin), "run", str(config), "--duration",
