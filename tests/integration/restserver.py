@@ -296,6 +296,9 @@ class CatalogFaultProxy:
                                     connection without any response;
       fail_with(status, n, match)   answer the next n matching requests with `status`
                                     and an ErrorModel body, without forwarding;
+      delay(n, seconds, match)      hold the next n matching requests that long, then
+                                    forward them (also when their client has gone: a
+                                    request that lands late);
       random_faults(seed, rate)     for each request not taken by a rule above, with
                                     probability `rate` (seeded): lose its response or
                                     answer 503 (see `kinds`).
@@ -356,6 +359,10 @@ class CatalogFaultProxy:
     def lose_responses(self, n: int = 1, match: Match = is_commit) -> None:
         with self._lock:
             self._rules.append(_Rule("lose", n, match))
+
+    def delay(self, n: int, seconds: float, match: Match = is_commit) -> None:
+        with self._lock:
+            self._rules.append(_Rule("delay", n, match, int(seconds * 1000)))
 
     def fail_with(self, status: int, n: int = 1, match: Match = is_commit,
                   message: str | None = None, type_: str | None = None) -> None:
@@ -456,8 +463,8 @@ class CatalogFaultProxy:
                     action = (("lose", 0, b"") if kind == "lose"
                               else ("fail", int(kind), error_body(int(kind))))
             self._rules = [r for r in self._rules if r.left > 0]
-            label = "forward" if action[0] == "forward" else (
-                "lose" if action[0] == "lose" else f"fail {action[1]}")
+            label = action[0] if action[0] in ("forward", "lose", "delay") \
+                else f"fail {action[1]}"
             self.events.append((method, path, label))
             return action
 
@@ -510,6 +517,8 @@ class CatalogFaultProxy:
             if method != "HEAD":
                 h.wfile.write(err)
             return
+        if kind == "delay":
+            time.sleep(status / 1000)
         try:
             resp, data = self._forward(h, body)
         except OSError as e:
@@ -565,6 +574,9 @@ class CatalogFaultProxy:
             h.send_header("Content-Length", resp.getheader("Content-Length", "0"))
         elif not no_body:
             h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        if not no_body:
-            h.wfile.write(data)
+        try:
+            h.end_headers()
+            if not no_body:
+                h.wfile.write(data)
+        except OSError:
+            pass  # a client that gave up on a delayed request

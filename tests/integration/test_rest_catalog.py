@@ -274,6 +274,66 @@ def test_lost_answers_conflicts_and_503s_on_commits(floe, pg, duckdb_con, s3, re
     proxy.close()
 
 
+@pytest.mark.parametrize("how", ["killed", "timed out"])
+def test_a_commit_that_lands_late_is_never_appended_twice(floe, pg, duckdb_con, s3, rest,
+                                                         how):
+    """A Bronze commit held on its way to the catalog (a proxy delays it) lands after
+    floe gave up on it: floe was SIGKILLed and started again (killed), or its request
+    timed out and floe reconnected (timed out: `request_timeout: 2s`, the table's
+    reload answered 503 so the commit's outcome stays unknown). The new attempt,
+    from the table as it was before the late commit and with the same changes, is
+    held too and meets the 409 the late commit causes. It was then applied on top
+    (found by the break-it pass: every change twice in Bronze, and Silver, which
+    folds them away, none the wiser); now floe sees that another commit of its own
+    moved the table on, reconnects and skips what the table holds. Bronze equals the
+    audit trigger: nothing missing, nothing twice."""
+    s3.duckdb_secret(duckdb_con)
+    proxy = CatalogFaultProxy(rest.port)
+    pg.execute("CREATE TABLE zr (id int PRIMARY KEY, v text)")
+    audited(pg, "zr")
+    extra = "  request_timeout: 2s\n" if how == "timed out" else ""
+    run = rest_run(floe, s3, rest, uri=proxy.uri, catalog_extra=extra).start()
+    run.wait_streaming()
+    pg.execute("INSERT INTO zr VALUES (0, 'before')")
+    wait_bronze(run, pg, "public.zr", ["id"])
+    zr_commit = lambda m, p: is_commit(m, p) and p.endswith("/tables/zr")  # noqa: E731
+    held = lambda: sum(1 for m, p, a in proxy.events  # noqa: E731
+                       if a == "delay" and zr_commit(m, p))
+    proxy.delay(2, 6.0, match=zr_commit)
+    if how == "timed out":
+        zr_load = lambda m, p: m == "GET" and p.endswith("/tables/zr")  # noqa: E731
+        proxy.fail_with(503, 6, match=zr_load)
+    pg.execute("INSERT INTO zr SELECT g, 'row' || g FROM generate_series(1, 100) g")
+    run.wait_until(lambda: held() >= 1, 60, what="the first commit held by the proxy")
+    if how == "killed":
+        run.kill()
+        run.start()
+    run.wait_until(lambda: held() >= 2, 90, what="the second attempt held too")
+    run.wait_until(lambda: proxy.answered(409, zr_commit) >= 1, 60,
+                   what="the second attempt to meet the late commit's 409")
+    pg.execute("UPDATE zr SET v = 'after' WHERE id <= 10")
+    pg.execute("INSERT INTO zr VALUES (-1, 'marker')")
+    run.wait_until(lambda: run.has_row("public.zr", id=-1), 120, what="the marker in Bronze")
+    wait_bronze(run, pg, "public.zr", ["id"])
+    run.stop()
+    events = bronze_events(run, "public.zr")
+    assert len(events) == len(set(events)), \
+        f"{len(events) - len(set(events))} changes twice in Bronze"
+    assert "another commit of floe moved its commit LSN" in run.log_text(), run.log_tail()
+    cols = ["id", "v"]
+    want = audit_events(pg, {"zr": {"cols": cols, "key": ["id"]}})
+    got = [("zr", r["cdc_op"], r["cdc_source_tx_id"],
+            tuple(None if r[c] is None else str(r[c]) for c in cols))
+           for r in run.rows_pyiceberg("public.zr") if r["cdc_op"] != "r"]
+    missing = collections.Counter(want) - collections.Counter(got)
+    extra_ = collections.Counter(got) - collections.Counter(want)
+    assert not missing and not extra_, (f"{sum(missing.values())} missing, "
+                                        f"{sum(extra_.values())} extra")
+    silver(run)
+    check_silver(run, pg, duckdb_con, "public.zr", ["id"])
+    proxy.close()
+
+
 def test_concurrent_writers_get_the_servers_409s_and_lose_nothing(floe, pg, duckdb_con,
                                                                      s3, rest):
     """`floe run`, `floe silver` and `floe compact` write the same tables through

@@ -155,7 +155,25 @@ arrow::Status TableAppender::CommitAt(Lsn lsn,
                                       const iceberg::SummaryProperties& summary) {
   iceberg::SummaryProperties props = summary;
   props[lake::kCommitLsnSummaryKey] = std::to_string(lsn.value());
-  ARROW_RETURN_NOT_OK(table_->AppendFiles(closed_files_, props).status());
+  // Applied on top of a table another commit of floe's moved on (a commit of an
+  // earlier run, or of an attempt of this one given up on, whose request landed
+  // late: the same changes), the append would hold them twice. The commit fails
+  // instead; floe run reconnects, and the changes read again skip what the table
+  // holds by then.
+  iceberg::CommitOptions options;
+  options.validate = [this, known = committed_lsn_](
+                         const iceberg::TableMetadata& current) -> arrow::Status {
+    const Lsn now = lake::CommittedLsnOf(current);
+    if (now == known) return arrow::Status::OK();
+    return iceberg::ValidationFailure(
+        table_->identifier().ToString() +
+        ": another commit of floe moved its commit LSN from " + known.ToString() +
+        " to " + now.ToString() +
+        " meanwhile (a commit of an earlier run, or one this run gave up on, that "
+        "landed late): not appending on top of it; the changes are read again and "
+        "those it holds are skipped");
+  };
+  ARROW_RETURN_NOT_OK(table_->AppendFiles(closed_files_, props, options).status());
   committed_lsn_ = lsn;
   last_commit_ = CommitStats{};
   for (const auto& file : closed_files_) {

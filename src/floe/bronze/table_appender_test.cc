@@ -12,6 +12,7 @@
 #include <arrow/util/byte_size.h>
 #include <gtest/gtest.h>
 
+#include "floe/common/error.h"
 #include "floe/iceberg/partition_spec.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
@@ -202,6 +203,53 @@ TEST_F(TableAppenderTest, CommittedLsnSkipsSnapshotsWithoutIt) {
   EXPECT_EQ(
       table->metadata().CurrentSnapshot()->summary.count(lake::kCommitLsnSummaryKey), 0u);
   EXPECT_EQ(lake::CommittedLsnOf(Reload()->metadata()), Lsn(0x77));
+}
+
+TEST_F(TableAppenderTest, AnotherCommitOfFloeThatLandedFirstIsNotAppendedOnTop) {
+  // Two runs' appenders from the same table (S0): the earlier run's commit lands
+  // late, after the later run loaded the table; the later run's commit of the same
+  // changes meets the conflict and must fail, not append them a second time.
+  TableAppender late(Reload());
+  ASSERT_TRUE(late.Write(*Batch(0, 10, 1)).ok());
+  ASSERT_TRUE(appender_->Write(*Batch(0, 10, 1)).ok());
+  ASSERT_TRUE(late.Commit(Lsn(0x50)).ok());
+  const arrow::Status st = appender_->Commit(Lsn(0x50));
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(iceberg::IsValidationFailure(st)) << st.ToString();
+  EXPECT_TRUE(floe::IsRetryable(st)) << st.ToString();
+  EXPECT_NE(st.message().find("another commit of floe moved its commit LSN from "
+                              "0/00000000 to 0/00000050"),
+            std::string::npos)
+      << st.ToString();
+  EXPECT_EQ(RowsOf(*Reload()), 10);
+  // Started again from the table as it is now, the same appender commits what
+  // comes after.
+  TableAppender again(Reload());
+  EXPECT_EQ(again.committed_lsn(), Lsn(0x50));
+  ASSERT_TRUE(again.Write(*Batch(10, 5, 1)).ok());
+  ASSERT_TRUE(again.Commit(Lsn(0x60)).ok());
+  EXPECT_EQ(RowsOf(*Reload()), 15);
+}
+
+TEST_F(TableAppenderTest, ACompactionMeanwhileIsNoReasonToFail) {
+  ASSERT_TRUE(appender_->Write(*Batch(0, 4, 1)).ok());
+  ASSERT_TRUE(appender_->Commit(Lsn(0x10)).ok());
+  ASSERT_TRUE(appender_->Write(*Batch(4, 4, 1)).ok());
+  ASSERT_TRUE(appender_->Commit(Lsn(0x20)).ok());
+  // A compaction (no floe.commit-lsn of its own) lands before the next commit.
+  auto table = Reload();
+  auto files = ValueOrDie(table->LiveFiles());
+  ASSERT_EQ(files.size(), 2u);
+  auto rewritten = ValueOrDie(
+      table->WriteDataFiles({Batch(0, 8, 1)}, files[0].entry.data_file.partition));
+  ASSERT_TRUE(
+      table->RewriteFiles({files[0].entry.data_file, files[1].entry.data_file}, rewritten)
+          .ok());
+  ASSERT_TRUE(appender_->Write(*Batch(8, 2, 1)).ok());
+  const arrow::Status st = appender_->Commit(Lsn(0x30));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(RowsOf(*Reload()), 10);
+  EXPECT_EQ(lake::CommittedLsnOf(Reload()->metadata()), Lsn(0x30));
 }
 
 // ---------------------------------------------------------------------------

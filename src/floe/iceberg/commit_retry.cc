@@ -28,10 +28,12 @@ arrow::Status RetryCommit(const CommitOptions& options, const CommitAttempts& ho
       SleepBackoff(attempt, options);
       ARROW_RETURN_NOT_OK(hooks.refresh());
       if (*outcome_unknown) {
+        // Not only after the attempt just made: an earlier one's request may have
+        // been applied since (a late request makes a later attempt meet a conflict).
         ARROW_ASSIGN_OR_RAISE(const bool landed, hooks.landed());
         if (landed) return arrow::Status::OK();
-        *outcome_unknown = false;
       }
+      if (hooks.validate) ARROW_RETURN_NOT_OK(hooks.validate());
     }
     ARROW_ASSIGN_OR_RAISE(const CommitOutcome outcome,
                           hooks.attempt(attempt, &catalog_error));

@@ -238,6 +238,9 @@ arrow::Result<Snapshot> Table::SnapshotProducer::Commit(const CommitOptions& opt
   hooks.what = pending_.what + " on " + table_.id_.ToString();
   hooks.refresh = [this] { return table_.Refresh(); };
   hooks.landed = [this] { return FindOurCommit(); };
+  if (options.validate) {
+    hooks.validate = [this, &options] { return options.validate(table_.metadata_); };
+  }
   hooks.attempt = [this](int attempt, arrow::Status* catalog_error) {
     return Attempt(attempt, catalog_error);
   };

@@ -63,6 +63,12 @@ struct CommitOptions {
   /// jitter so that racing writers spread out.
   int min_backoff_ms = 10;
   int max_backoff_ms = 2000;
+  /// Asked with the table as it is before every attempt but the first (reloaded, and
+  /// not holding this commit): an error ends the commit with it. A writer whose
+  /// commit must not be applied on top of what landed meanwhile (Bronze: a commit of
+  /// floe's that landed late, holding the same changes) says so with a
+  /// ValidationFailure.
+  std::function<arrow::Status(const TableMetadata& current)> validate;
 };
 
 /// Snapshot-summary entries a caller adds to a commit (e.g. `floe.commit-lsn`).

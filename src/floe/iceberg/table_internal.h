@@ -74,16 +74,21 @@ struct CommitAttempts {
   /// After a refresh that follows an unknown outcome: whether the commit is in the
   /// table after all (true ends the loop as committed).
   std::function<arrow::Result<bool>()> landed;
+  /// After a refresh that did not find this commit landed: CommitOptions::validate
+  /// with the refreshed table (unset: nothing to check).
+  std::function<arrow::Status()> validate;
   /// One attempt; sets `*catalog_error` to the catalog's answer when it asked one.
   std::function<arrow::Result<CommitOutcome>(int attempt, arrow::Status* catalog_error)>
       attempt;
 };
 
 /// The one retry loop of every commit: runs `hooks.attempt` up to
-/// `options.max_attempts` times with backoff, retrying conflicts and unknown outcomes
-/// (after looking for an unknown one in the refreshed table). An attempt's error
-/// ends the loop. `*outcome_unknown` says, when it fails, whether an attempt whose
-/// outcome is unknown may still have committed.
+/// `options.max_attempts` times with backoff, retrying conflicts and unknown outcomes.
+/// Once an attempt's outcome was unknown, every refresh looks for it in the table:
+/// its request may land later, after other attempts met a conflict. An attempt's
+/// error, or `hooks.validate`'s, ends the loop. `*outcome_unknown` says, when it
+/// fails, whether an attempt whose outcome is unknown may still commit (its files
+/// must then stay).
 arrow::Status RetryCommit(const CommitOptions& options, const CommitAttempts& hooks,
                           bool* outcome_unknown);
 
