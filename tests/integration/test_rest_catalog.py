@@ -486,6 +486,13 @@ def test_a_catalog_without_register_gets_its_tables_by_create_table(floe, pg, du
     assert [items.schema().find_column_name(f.source_id)
             for f in items.sort_order().fields] == ["id"]
     assert items.spec().fields[0].name == "id_bucket"
+    # The catalog's note as it opens goes to stderr: stdout is one JSON document
+    # (break-it: the note came first on stdout, and the JSON did not parse).
+    status = subprocess.run([str(run.floe_bin), "status", "--json", str(run.config_path)],
+                            capture_output=True, timeout=120)
+    doc = json.loads(status.stdout)
+    assert "does not offer register" in status.stderr.decode(errors="replace")
+    assert {t["source_table"] for t in doc["tables"]} >= {"public.items", "public.pairs"}
     proxy.close()
 
 

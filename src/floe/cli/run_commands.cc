@@ -110,6 +110,8 @@ struct StatusArgs {
 int Status(const StatusArgs& args) {
   auto config = LoadConfig(args.file, "no status");
   if (!config) return 1;
+  // Logs (a catalog's notes as it opens) go to stderr: stdout is the status alone.
+  SetUpLogging(false);
   auto status = ops::CollectStatus(*config);
   if (!status.ok()) {
     std::cerr << "floe status: " << RedactSecrets(*config, status.status().message())

@@ -471,7 +471,12 @@ arrow::Result<ServiceStatus> CollectStatus(const config::PipelineConfig& config,
 }
 
 int StatusExitCode(const ServiceStatus& status) {
-  return status.source.reachable ? 0 : 3;
+  if (!status.source.reachable) return 3;
+  // A table the catalog could not give (its `error` says why) is no healthy status.
+  for (const auto& t : status.tables) {
+    if (!t.error.empty()) return 1;
+  }
+  return 0;
 }
 
 namespace {
@@ -548,7 +553,8 @@ std::vector<std::string> TableRow(const ServiceStatus& status, const TableStatus
     const auto age = AgeMs(status, t.silver.last_commit_ms);
     r.push_back(age ? FormatAge(*age) : "-");
   } else {
-    r.push_back("no Silver table");
+    // Not read is not absent: the error line below says why.
+    r.push_back(t.error.starts_with("Silver: ") ? "unreadable" : "no Silver table");
     r.push_back("-");
     r.push_back("-");
   }

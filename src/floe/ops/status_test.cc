@@ -147,6 +147,12 @@ TEST(StatusText, UnreachableSourceStillShowsTheCatalog) {
   EXPECT_EQ(lines[10], "error: bronze.svc.public.prices: Silver: metadata file missing");
   EXPECT_EQ(StatusExitCode(s), 3);
   EXPECT_EQ(StatusExitCode(Example()), 0);
+  // The Silver table not read is not shown absent, and with the source reachable the
+  // unreadable table makes the exit code 1 (break-it: 0, and "no Silver table").
+  EXPECT_NE(lines[9].find("unreadable"), std::string::npos) << lines[9];
+  EXPECT_EQ(lines[9].find("no Silver table"), std::string::npos) << lines[9];
+  s.source.reachable = true;
+  EXPECT_EQ(StatusExitCode(s), 1);
 }
 
 TEST(StatusText, MissingSlotAndNoTables) {
