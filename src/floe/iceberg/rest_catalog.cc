@@ -9,7 +9,6 @@
 #include <mutex>
 #include <optional>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -30,21 +29,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// `key=value` for the settings whose values are no secret (endpoints, regions, flags
-// and names a Java client reads), the key alone for any other (it may be a key or a
-// token).
-std::string DescribeConfigProperty(const std::string& key, const json& value) {
-  static const std::set<std::string, std::less<>> kPlain = {
-      "s3.endpoint", "s3.region", "client.region",  "s3.path-style-access",
-      "warehouse",   "io-impl",   "rest-page-size", "s3.remote-signing-enabled"};
-  if (!kPlain.contains(key) ||
-      !(value.is_string() || value.is_boolean() || value.is_number())) {
-    return key;
-  }
-  std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-  if (text.size() > 200) text = text.substr(0, 200) + "...";
-  return key + "=" + text;
-}
 
 class RestCatalog : public Catalog {
  public:
@@ -69,28 +53,21 @@ class RestCatalog : public Catalog {
     if (!options_.warehouse.empty())
       path += "?warehouse=" + UrlEscape(options_.warehouse);
     ARROW_ASSIGN_OR_RAISE(HttpResponse response, Send("GET", path, nullptr, true));
-    if (response.status != 200) return Failure("GET /v1/config", response);
-    ARROW_ASSIGN_OR_RAISE(json config, ParseBody(response, "GET /v1/config"));
-    // Overrides win over what the client was given; defaults lose to it. floe takes
-    // the path prefix from them; the rest are a Java client's properties, which floe
-    // sets in its pipeline file instead: said once, so an object-store setting the
-    // server expects (its endpoint, say) is not silently missed.
-    std::vector<std::string> unused;
-    for (const char* section : {"defaults", "overrides"}) {
-      if (!config.contains(section) || !config[section].is_object()) continue;
-      const json& props = config[section];
-      for (const auto& [key, value] : props.items()) {
-        if (key == "prefix" && value.is_string()) {
-          prefix_ = value.get<std::string>();
-        } else if (key != "prefix") {
-          unused.push_back(std::string(section) + " " +
-                           DescribeConfigProperty(key, value));
-        }
+    if (response.status != 200) {
+      arrow::Status failed = Failure("GET " + path, response);
+      if (base_.path.ends_with("/v1")) {
+        // The client adds /v1 itself: a uri ending in it asks for /v1/v1/config.
+        failed = failed.WithMessage(failed.message(), " (", options_.setting,
+                                    ".uri ends in /v1, which floe adds itself: drop it)");
       }
+      return failed;
     }
-    if (!unused.empty()) {
+    ARROW_ASSIGN_OR_RAISE(json config, ParseBody(response, "GET /v1/config"));
+    const CatalogConfig read = ReadCatalogConfig(config);
+    prefix_ = read.prefix;
+    if (!read.unused.empty()) {
       std::string list;
-      for (const auto& u : unused) list += (list.empty() ? "" : ", ") + u;
+      for (const auto& u : read.unused) list += (list.empty() ? "" : ", ") + u;
       spdlog::info(
           "REST catalog {}: /v1/config also gives {}; floe does not apply these (its "
           "object-store settings come from the pipeline file's s3: section and the "
@@ -100,24 +77,12 @@ class RestCatalog : public Catalog {
     }
     v1_ = base_.path + "/v1";
     if (!prefix_.empty()) v1_ += "/" + prefix_;
-    // A server that lists its endpoints and not register (S3 Tables, say) gets new
-    // tables by createTable; register otherwise (floe writes the first metadata).
-    if (config.contains("endpoints") && config["endpoints"].is_array()) {
-      bool registers = false;
-      bool creates = false;
-      for (const json& e : config["endpoints"]) {
-        if (!e.is_string()) continue;
-        const std::string endpoint = e.get<std::string>();
-        registers |= endpoint == "POST /v1/{prefix}/namespaces/{namespace}/register";
-        creates |= endpoint == "POST /v1/{prefix}/namespaces/{namespace}/tables";
-      }
-      create_tables_ = creates && !registers;
-      if (create_tables_) {
-        spdlog::info(
-            "REST catalog {} does not offer register: floe creates its tables with "
-            "createTable, at the locations it asks for",
-            name_);
-      }
+    create_tables_ = read.create_tables;
+    if (create_tables_) {
+      spdlog::info(
+          "REST catalog {} does not offer register: floe creates its tables with "
+          "createTable, at the locations it asks for",
+          name_);
     }
     return arrow::Status::OK();
   }

@@ -1,5 +1,10 @@
 #include "floe/iceberg/rest_http.h"
 
+#include <cctype>
+#include <functional>
+#include <set>
+#include <string_view>
+
 #include <nlohmann/json.hpp>
 
 #include "floe/iceberg/table.h"
@@ -13,7 +18,75 @@ namespace {
 // What a server may say in an error is shown, up to this much of it.
 constexpr size_t kMaxServerMessage = 400;
 
+// `key=value` for the settings whose values are no secret (endpoints, regions, flags
+// and names a Java client reads), the key alone for any other (it may be a key or a
+// token).
+std::string DescribeConfigProperty(const std::string& key, const json& value) {
+  static const std::set<std::string, std::less<>> kPlain = {
+      "s3.endpoint", "s3.region", "client.region",  "s3.path-style-access",
+      "warehouse",   "io-impl",   "rest-page-size", "s3.remote-signing-enabled"};
+  if (!kPlain.contains(key) ||
+      !(value.is_string() || value.is_boolean() || value.is_number())) {
+    return key;
+  }
+  std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return key + "=" + text;
+}
+
+// A prefix the server handed out, escaped where a path cannot hold it as it is (a
+// space, say); `/` and `%XX` escapes the server wrote stay.
+std::string EscapePrefix(const std::string& prefix) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const unsigned char c : prefix) {
+    if (std::isalnum(c) ||
+        std::string_view("-._~/%!$&'()*+,;=:@").find(static_cast<char>(c)) !=
+            std::string_view::npos) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+CatalogConfig ReadCatalogConfig(const json& config) {
+  CatalogConfig out;
+  // Overrides win over what the client was given; defaults lose to it. floe takes
+  // the path prefix from them; the rest are a Java client's properties, which floe
+  // sets in its pipeline file instead: said once, so an object-store setting the
+  // server expects (its endpoint, say) is not silently missed.
+  for (const char* section : {"defaults", "overrides"}) {
+    if (!config.contains(section) || !config[section].is_object()) continue;
+    for (const auto& [key, value] : config[section].items()) {
+      if (key == "prefix" && value.is_string()) {
+        out.prefix = EscapePrefix(value.get<std::string>());
+      } else if (key != "prefix") {
+        out.unused.push_back(std::string(section) + " " +
+                             DescribeConfigProperty(key, value));
+      }
+    }
+  }
+  // A server that lists its endpoints and not register (S3 Tables, say) gets new
+  // tables by createTable; register otherwise (floe writes the first metadata).
+  if (config.contains("endpoints") && config["endpoints"].is_array()) {
+    bool registers = false;
+    bool creates = false;
+    for (const json& e : config["endpoints"]) {
+      if (!e.is_string()) continue;
+      const std::string endpoint = e.get<std::string>();
+      registers |= endpoint == "POST /v1/{prefix}/namespaces/{namespace}/register";
+      creates |= endpoint == "POST /v1/{prefix}/namespaces/{namespace}/tables";
+    }
+    out.create_tables = creates && !registers;
+  }
+  return out;
+}
 
 std::string EscapeNamespace(const Namespace& ns) {
   std::string joined;

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <arrow/result.h>
+#include <nlohmann/json.hpp>
 
 #include "floe/iceberg/catalog.h"
 
@@ -24,6 +26,21 @@ arrow::Result<BaseUri> SplitUri(const std::string& uri, const char* what);
 /// A namespace as one path segment: levels joined by the unit separator (0x1F), as
 /// the specification says, percent-encoded.
 std::string EscapeNamespace(const Namespace& ns);
+
+/// What floe takes from `GET /v1/config`'s answer.
+struct CatalogConfig {
+  /// The path prefix (`prefix` of its `defaults`, which its `overrides` win over;
+  /// empty: none), percent-encoded where a request path cannot hold it as it is.
+  std::string prefix;
+  /// Its other properties (a Java client's: `s3.endpoint`, ...), which floe does not
+  /// apply, as `<section> <key>[=<value>]`, the value only of settings that are no
+  /// secret (endpoints, regions, flags).
+  std::vector<std::string> unused;
+  /// It lists its `endpoints`, createTable among them but not register (S3 Tables,
+  /// say): new tables are created, not registered.
+  bool create_tables = false;
+};
+CatalogConfig ReadCatalogConfig(const nlohmann::json& config);
 
 struct HttpResponse {
   int status = 0;

@@ -1,4 +1,5 @@
 #include "floe/iceberg/rest_updates.h"
+#include "floe/iceberg/rest_http.h"
 
 #include <gtest/gtest.h>
 
@@ -179,6 +180,37 @@ TEST(RestUpdates, AnotherTableIsRefused) {
   const TableMetadata a = NewTable();
   const TableMetadata b = NewTable();
   EXPECT_TRUE(TableCommitRequest(a, b).status().IsInvalid());
+}
+
+TEST(RestConfig, ThePrefixOverridesWinAndTheRestIsNamedNotApplied) {
+  const auto config = nlohmann::json::parse(R"({
+    "defaults": {"prefix": "ignored", "s3.endpoint": "http://minio:9000",
+                 "s3.secret-access-key": "never-printed"},
+    "overrides": {"prefix": "cat/a b", "s3.path-style-access": true},
+    "endpoints": ["GET /v1/config", "POST /v1/{prefix}/namespaces/{namespace}/tables"]
+  })");
+  const CatalogConfig read = ReadCatalogConfig(config);
+  // A space cannot stand in a request path (break-it: sent raw, the server answered
+  // 400); '/' and escapes the server wrote stay.
+  EXPECT_EQ(read.prefix, "cat/a%20b");
+  EXPECT_EQ(read.unused,
+            (std::vector<std::string>{"defaults s3.endpoint=http://minio:9000",
+                                      "defaults s3.secret-access-key",
+                                      "overrides s3.path-style-access=true"}));
+  EXPECT_TRUE(read.create_tables);
+  EXPECT_EQ(ReadCatalogConfig(nlohmann::json::parse(
+                                  R"({"overrides": {"prefix": "a%2Fb"}, "endpoints": [
+                                      "POST /v1/{prefix}/namespaces/{namespace}/tables",
+                                      "POST /v1/{prefix}/namespaces/{namespace}/register"]})"))
+                .prefix,
+            "a%2Fb");
+  EXPECT_FALSE(ReadCatalogConfig(nlohmann::json::parse(R"({"endpoints": [
+      "POST /v1/{prefix}/namespaces/{namespace}/tables",
+      "POST /v1/{prefix}/namespaces/{namespace}/register"]})"))
+                   .create_tables);
+  // No endpoints listed: register, as every server did before the list.
+  EXPECT_FALSE(ReadCatalogConfig(nlohmann::json::object()).create_tables);
+  EXPECT_EQ(ReadCatalogConfig(nlohmann::json::object()).prefix, "");
 }
 
 }  // namespace
