@@ -1,6 +1,5 @@
 #include "floe/iceberg/rest_http.h"
 
-#include <cctype>
 #include <functional>
 #include <set>
 #include <string_view>
@@ -37,20 +36,7 @@ std::string DescribeConfigProperty(const std::string& key, const json& value) {
 // A prefix the server handed out, escaped where a path cannot hold it as it is (a
 // space, say); `/` and `%XX` escapes the server wrote stay.
 std::string EscapePrefix(const std::string& prefix) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const unsigned char c : prefix) {
-    if (std::isalnum(c) ||
-        std::string_view("-._~/%!$&'()*+,;=:@").find(static_cast<char>(c)) !=
-            std::string_view::npos) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
+  return UrlEscape(prefix, "/%!$&'()*+,;=:@");
 }
 
 }  // namespace

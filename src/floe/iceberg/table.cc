@@ -89,11 +89,12 @@ class ValidationFailureDetail : public floe::ErrorDetail {
 
 }  // namespace
 
-std::string UrlEscape(std::string_view text) {
+std::string UrlEscape(std::string_view text, std::string_view also_keep) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        also_keep.find(static_cast<char>(c)) != std::string_view::npos) {
       out += static_cast<char>(c);
     } else {
       out += '%';

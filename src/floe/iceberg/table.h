@@ -29,8 +29,9 @@
 namespace floe::iceberg {
 
 /// RFC 3986 percent-encoding of every byte but the unreserved characters
-/// (`A-Z a-z 0-9 - . _ ~`): a path segment, a query value, a partition directory.
-std::string UrlEscape(std::string_view text);
+/// (`A-Z a-z 0-9 - . _ ~`) and those in `also_keep`: a path segment, a query value,
+/// a partition directory.
+std::string UrlEscape(std::string_view text, std::string_view also_keep = "");
 
 /// Snapshot-summary key holding the id that makes a commit recognisable after an
 /// unknown outcome.
