@@ -1,6 +1,7 @@
 #include "floe/bronze/table_appender.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include <arrow/array/data.h>
@@ -157,21 +158,29 @@ arrow::Status TableAppender::CommitAt(Lsn lsn,
   props[lake::kCommitLsnSummaryKey] = std::to_string(lsn.value());
   // Applied on top of a table another commit of floe's moved on (a commit of an
   // earlier run, or of an attempt of this one given up on, whose request landed
-  // late: the same changes), the append would hold them twice. The commit fails
-  // instead; floe run reconnects, and the changes read again skip what the table
-  // holds by then.
+  // late: the same changes, or the same copy), the append would hold them twice.
+  // The commit fails instead; floe run reconnects, and the changes read again skip
+  // what the table holds by then. floe run's commits are the appends carrying
+  // floe.commit-lsn (a compaction replaces, and expiry adds no snapshot).
   iceberg::CommitOptions options;
-  options.validate = [this, known = committed_lsn_](
+  options.validate = [this, base = table_->metadata().current_snapshot_id](
                          const iceberg::TableMetadata& current) -> arrow::Status {
-    const Lsn now = lake::CommittedLsnOf(current);
-    if (now == known) return arrow::Status::OK();
-    return iceberg::ValidationFailure(
-        table_->identifier().ToString() +
-        ": another commit of floe moved its commit LSN from " + known.ToString() +
-        " to " + now.ToString() +
-        " meanwhile (a commit of an earlier run, or one this run gave up on, that "
-        "landed late): not appending on top of it; the changes are read again and "
-        "those it holds are skipped");
+    std::set<int64_t> seen;  // guards against a (corrupt) cycle
+    for (const iceberg::Snapshot* s = current.CurrentSnapshot();
+         s != nullptr && s->snapshot_id != base && seen.insert(s->snapshot_id).second;
+         s = s->parent_snapshot_id ? current.FindSnapshot(*s->parent_snapshot_id)
+                                   : nullptr) {
+      auto lsn = s->summary.find(lake::kCommitLsnSummaryKey);
+      if (s->operation != "append" || lsn == s->summary.end()) continue;
+      return iceberg::ValidationFailure(
+          table_->identifier().ToString() + ": another commit of floe landed meanwhile " +
+          "(snapshot " + std::to_string(s->snapshot_id) + ", commit LSN " +
+          Lsn(ParseUint64(lsn->second).value_or(0)).ToString() +
+          "; a commit of an earlier run, or one this run gave up on, that landed " +
+          "late): not appending on top of it; the changes are read again and those " +
+          "it holds are skipped");
+    }
+    return arrow::Status::OK();
   };
   ARROW_RETURN_NOT_OK(table_->AppendFiles(closed_files_, props, options).status());
   committed_lsn_ = lsn;
