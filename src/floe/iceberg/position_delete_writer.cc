@@ -9,6 +9,28 @@
 #include "floe/iceberg/parquet_writer.h"
 
 namespace floe::iceberg {
+namespace {
+
+// Sorts `list`, which is most often a few sorted runs one after the other (a bucket's
+// positions deleted before, then a merge's): the runs merged in place, a sort when
+// there are many.
+void SortPositions(std::vector<int64_t>* list) {
+  constexpr int kMostRuns = 8;
+  std::vector<std::vector<int64_t>::iterator> ends;
+  for (auto at = list->begin(); at != list->end();) {
+    at = std::is_sorted_until(at, list->end());
+    ends.push_back(at);
+    if (ends.size() > kMostRuns) {
+      std::sort(list->begin(), list->end());
+      return;
+    }
+  }
+  for (size_t i = 1; i < ends.size(); ++i) {
+    std::inplace_merge(list->begin(), ends[i - 1], ends[i]);
+  }
+}
+
+}  // namespace
 
 arrow::Result<Schema> PositionDeleteSchema() {
   return Schema::Make(
@@ -48,7 +70,7 @@ arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
         return arrow::Status::Invalid("negative position ", pos, " in ", it->first);
       }
     }
-    std::sort(list.begin(), list.end());
+    SortPositions(&list);
     list.erase(std::unique(list.begin(), list.end()), list.end());
     total += static_cast<int64_t>(list.size());
     it = list.empty() ? positions.erase(it) : std::next(it);
@@ -57,33 +79,56 @@ arrow::Result<DataFile> WritePositionDeleteFile(Table& table,
 
   ARROW_ASSIGN_OR_RAISE(Schema schema, PositionDeleteSchema());
   ARROW_ASSIGN_OR_RAISE(auto arrow_schema, ToArrowSchema(schema));
+  // file_path written from a dictionary of the paths (a bucket's file repeats a
+  // handful of them over many rows: no string copied or hashed a row); a Parquet
+  // string column all the same. pos is unique: no dictionary.
+  const auto path_type = arrow::dictionary(arrow::int32(), arrow::utf8());
+  ARROW_ASSIGN_OR_RAISE(
+      arrow_schema,
+      arrow_schema->SetField(0, arrow_schema->field(0)->WithType(path_type)));
   ARROW_ASSIGN_OR_RAISE(ParquetWriterOptions options, table.WriterOptions());
   options.bloom_filters.clear();  // the data columns' filters do not apply here
+  options.plain_columns.push_back(arrow_schema->field(1)->name());
   std::string location = table.NewDataFileLocation(partition, spec);
   location = location.substr(0, location.size() - std::string(".parquet").size()) +
              "-deletes.parquet";
   ARROW_ASSIGN_OR_RAISE(auto sink, table.io().OpenOutput(location));
   ARROW_ASSIGN_OR_RAISE(auto writer,
                         ParquetFileWriter::Open(sink, arrow_schema, std::move(options)));
+  arrow::StringBuilder dictionary_builder;
+  for (const auto& [path, list] : positions) {
+    ARROW_RETURN_NOT_OK(dictionary_builder.Append(path));
+  }
+  std::shared_ptr<arrow::Array> dictionary;
+  ARROW_RETURN_NOT_OK(dictionary_builder.Finish(&dictionary));
   // Sorted by file_path then pos, as the spec requires: the map's order, then each
   // file's sorted positions.
-  arrow::StringBuilder paths;
+  arrow::Int32Builder paths;
   arrow::Int64Builder pos;
   auto flush = [&]() -> arrow::Status {
     if (pos.length() == 0) return arrow::Status::OK();
+    std::shared_ptr<arrow::Array> indices;
     std::vector<std::shared_ptr<arrow::Array>> columns(2);
-    ARROW_RETURN_NOT_OK(paths.Finish(&columns[0]));
+    ARROW_RETURN_NOT_OK(paths.Finish(&indices));
+    ARROW_ASSIGN_OR_RAISE(
+        columns[0], arrow::DictionaryArray::FromArrays(path_type, indices, dictionary));
     ARROW_RETURN_NOT_OK(pos.Finish(&columns[1]));
     const int64_t rows = columns[1]->length();
     return writer->Write(
         *arrow::RecordBatch::Make(arrow_schema, rows, std::move(columns)));
   };
+  int32_t index = 0;
   for (const auto& [path, list] : positions) {
-    for (int64_t p : list) {
-      ARROW_RETURN_NOT_OK(paths.Append(path));
-      ARROW_RETURN_NOT_OK(pos.Append(p));
+    for (size_t at = 0; at < list.size();) {
+      const size_t n =
+          std::min(list.size() - at, static_cast<size_t>(kBatchRows - pos.length()));
+      ARROW_RETURN_NOT_OK(paths.Reserve(static_cast<int64_t>(n)));
+      for (size_t i = 0; i < n; ++i) paths.UnsafeAppend(index);
+      ARROW_RETURN_NOT_OK(pos.AppendValues(list.data() + at, static_cast<int64_t>(n)));
+      at += n;
       if (pos.length() >= kBatchRows) ARROW_RETURN_NOT_OK(flush());
     }
+    ++index;
   }
   ARROW_RETURN_NOT_OK(flush());
   ARROW_RETURN_NOT_OK(writer->Close());

@@ -20,6 +20,7 @@
 
 #include "floe/common/parse.h"
 #include "floe/iceberg/arrow_compute.h"
+#include "floe/iceberg/position_delete_reader.h"
 #include "floe/iceberg/scan_filter.h"
 
 namespace floe::iceberg {
@@ -185,10 +186,6 @@ void AppendKey(const arrow::Array& array, int64_t i, std::string* key) {
   key->append(reinterpret_cast<const char*>(&n), sizeof(n));
   key->append(text);
 }
-
-arrow::Result<bool> StreamPositionDeletes(
-    FileIO& io, const DataFile& deletes, const std::string* only_path,
-    std::map<std::string, std::vector<int64_t>>* out);
 
 // The rows of `data_path` that a position delete file deletes, appended to `out`.
 arrow::Status ReadDeletedPositions(FileIO& io, const DataFile& deletes,
@@ -514,63 +511,6 @@ class PlanReader : public arrow::RecordBatchReader {
 
 }  // namespace
 
-namespace {
-
-// Adds the (path, pos) rows with both set to `out` (only `only_path`'s when set);
-// returns how many had both.
-int64_t AddPositions(const arrow::StringArray& p, const arrow::Int64Array& pos,
-                     const std::string* only_path,
-                     std::map<std::string, std::vector<int64_t>>* out) {
-  int64_t with_path = 0;
-  // Rows come sorted by path: look the path up only when it changes.
-  std::vector<int64_t>* current = nullptr;
-  std::string_view current_path;
-  for (int64_t i = 0; i < p.length(); ++i) {
-    if (p.IsNull(i) || pos.IsNull(i)) continue;
-    ++with_path;
-    const std::string_view path = p.GetView(i);
-    if (only_path != nullptr && path != *only_path) continue;
-    if (current == nullptr || path != current_path) {
-      current = &(*out)[std::string(path)];
-      current_path = path;
-    }
-    current->push_back(pos.Value(i));
-  }
-  return with_path;
-}
-
-// Adds the (path, pos) rows of a position delete file to `out` (only `only_path`'s
-// when set), read a batch at a time, so a large delete file (a merge-on-read bucket's
-// one file) costs its positions, not its path column. False when the file's columns
-// carry no field ids (then nothing was added).
-arrow::Result<bool> StreamPositionDeletes(
-    FileIO& io, const DataFile& deletes, const std::string* only_path,
-    std::map<std::string, std::vector<int64_t>>* out) {
-  ARROW_ASSIGN_OR_RAISE(
-      Schema schema,
-      Schema::Make(
-          0, {NestedField::Optional(kDeleteFilePathFieldId, "file_path", Type::String()),
-              NestedField::Optional(kDeletePosFieldId, "pos", Type::Long())}));
-  FileScanTask task;
-  task.data_file = deletes;
-  ARROW_ASSIGN_OR_RAISE(auto reader,
-                        TaskReader::Open(io, task, schema, schema, AlwaysTrue(),
-                                         /*batch_rows=*/65536, /*batch_bytes=*/0));
-  int64_t rows = 0;
-  int64_t with_path = 0;
-  while (true) {
-    ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());
-    if (batch == nullptr) break;
-    rows += batch->num_rows();
-    with_path += AddPositions(static_cast<const arrow::StringArray&>(*batch->column(0)),
-                              static_cast<const arrow::Int64Array&>(*batch->column(1)),
-                              only_path, out);
-  }
-  return rows == 0 || with_path > 0;
-}
-
-}  // namespace
-
 arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeletes(
     FileIO& io, const DataFile& deletes) {
   std::map<std::string, std::vector<int64_t>> out;
@@ -589,8 +529,7 @@ arrow::Result<std::map<std::string, std::vector<int64_t>>> ReadPositionDeletes(
   }
   ARROW_ASSIGN_OR_RAISE(auto paths, Conform(path_it->second, arrow::utf8()));
   ARROW_ASSIGN_OR_RAISE(auto positions, Conform(pos_it->second, arrow::int64()));
-  AddPositions(static_cast<const arrow::StringArray&>(*paths),
-               static_cast<const arrow::Int64Array&>(*positions), nullptr, &out);
+  ARROW_RETURN_NOT_OK(AddPositionRows(*paths, *positions, nullptr, &out).status());
   return out;
 }
 

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include <arrow/api.h>
+#include <arrow/array/concatenate.h>
 #include <gtest/gtest.h>
 #include <parquet/arrow/reader.h>
 
 #include "floe/common/test_util.h"
+#include "floe/iceberg/parquet_writer.h"
 #include "floe/iceberg/position_delete_writer.h"
 #include "floe/iceberg/scan.h"
 #include "floe/iceberg/sql_catalog.h"
@@ -186,6 +188,83 @@ TEST_F(TableOperationsTest, ALargePositionDeleteFileIsReadWhole) {
   DataFile deletes = ValueOrDie(WritePositionDeleteFile(*table, {}, positions));
   auto read = ValueOrDie(ReadPositionDeletes(*io_, deletes));
   EXPECT_EQ(read, positions);
+}
+
+TEST_F(TableOperationsTest, PositionDeleteFileIsAPlainStringColumnOfSortedUniqueRows) {
+  // Written from a dictionary of the paths: the file must still hold a Parquet string
+  // column (no Arrow schema stored for readers to restore a dictionary type from), its
+  // rows sorted by path then position, duplicates dropped, whether a file's positions
+  // come as a few sorted runs (merged) or as many (sorted).
+  auto table = CreateTable();
+  DataFile a = Write(*table, 0, 3);
+  DataFile b = Write(*table, 3, 3);
+  PositionsByFile positions{{b.file_path, {5, 9, 12, 1, 9, 20, 3}}, {a.file_path, {}}};
+  std::vector<int64_t> expected_a;
+  for (int64_t p = 30; p >= 0; --p) {  // 31 runs of one position, one of them twice
+    positions[a.file_path].push_back(p);
+    expected_a.push_back(30 - p);
+  }
+  positions[a.file_path].push_back(7);
+  DataFile deletes = ValueOrDie(WritePositionDeleteFile(*table, {}, positions));
+  EXPECT_EQ(deletes.record_count, 31 + 6);
+  auto read = ValueOrDie(ReadPositionDeletes(*io_, deletes));
+  EXPECT_EQ(read, (PositionsByFile{{a.file_path, expected_a},
+                                   {b.file_path, {1, 3, 5, 9, 12, 20}}}));
+
+  auto input = ValueOrDie(io_->OpenInput(deletes.file_path));
+  auto reader = ValueOrDie(parquet::arrow::OpenFile(input, arrow::default_memory_pool()));
+  const auto metadata = reader->parquet_reader()->metadata();
+  const auto kv = metadata->key_value_metadata();
+  EXPECT_TRUE(kv == nullptr || kv->FindKey("ARROW:schema") < 0);
+  EXPECT_EQ(metadata->schema()->Column(0)->physical_type(), parquet::Type::BYTE_ARRAY);
+  EXPECT_TRUE(metadata->schema()->Column(0)->logical_type()->is_string());
+  std::shared_ptr<arrow::Table> rows = ValueOrDie(reader->ReadTable());
+  EXPECT_EQ(rows->schema()->field(0)->type()->id(), arrow::Type::STRING);
+  ASSERT_TRUE(rows->ValidateFull().ok());
+  auto paths = std::static_pointer_cast<arrow::StringArray>(
+      ValueOrDie(arrow::Concatenate(rows->column(0)->chunks())));
+  auto pos = std::static_pointer_cast<arrow::Int64Array>(
+      ValueOrDie(arrow::Concatenate(rows->column(1)->chunks())));
+  std::vector<std::pair<std::string, int64_t>> got;
+  for (int64_t i = 0; i < rows->num_rows(); ++i) {
+    got.emplace_back(std::string(paths->GetView(i)), pos->Value(i));
+  }
+  EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+  EXPECT_EQ(std::adjacent_find(got.begin(), got.end()), got.end());
+}
+
+TEST_F(TableOperationsTest, APositionDeleteFileWithPlainOrNullPathsIsReadToo) {
+  // Another engine's file: file_path pages without a dictionary, a null row, paths not
+  // in order; read whole and for one data file.
+  auto table = CreateTable();
+  auto schema = ValueOrDie(ToArrowSchema(ValueOrDie(PositionDeleteSchema())));
+  schema = ValueOrDie(schema->SetField(0, schema->field(0)->WithNullable(true)));
+  schema = ValueOrDie(schema->SetField(1, schema->field(1)->WithNullable(true)));
+  ParquetWriterOptions options;
+  options.plain_columns = {"file_path"};
+  const std::string location = Location() + "/data/foreign-deletes.parquet";
+  auto writer = ValueOrDie(
+      ParquetFileWriter::Open(ValueOrDie(io_->OpenOutput(location)), schema, options));
+  arrow::StringBuilder paths;
+  arrow::Int64Builder pos;
+  for (const char* p : {"b", "a", "b"}) ASSERT_TRUE(paths.Append(p).ok());
+  ASSERT_TRUE(paths.AppendNull().ok());
+  for (int64_t p : {4, 1, 2, 9}) ASSERT_TRUE(pos.Append(p).ok());
+  ASSERT_TRUE(writer
+                  ->Write(*arrow::RecordBatch::Make(
+                      schema, 4, {ValueOrDie(paths.Finish()), ValueOrDie(pos.Finish())}))
+                  .ok());
+  ASSERT_TRUE(writer->Close().ok());
+  DataFile deletes;
+  deletes.content = DataFileContent::kPositionDeletes;
+  deletes.file_path = location;
+  EXPECT_EQ(ValueOrDie(ReadPositionDeletes(*io_, deletes)),
+            (PositionsByFile{{"a", {1}}, {"b", {4, 2}}}));
+  LastPositionDeletes last;
+  std::vector<int64_t> got;
+  ASSERT_TRUE(last.Append(*io_, deletes, "b", &got).ok());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int64_t>{2, 4}));
 }
 
 TEST_F(TableOperationsTest, LastPositionDeletesReadsADeleteFileOnceForItsDataFiles) {
