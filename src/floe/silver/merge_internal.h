@@ -190,29 +190,31 @@ arrow::Result<SilverDeletes> WritePlan(
 // --- merge_tier.cc
 
 /// The small data files (under 3/4 of the target size) a partition may gather before
-/// a merge writing in it folds them into one.
+/// a merge writing in it folds them into one; a partition also folds on its turn,
+/// every kTierFiles - 1 merges, from two, and off it only from kTierFiles + 2.
 inline constexpr int kTierFiles = 4;
 /// The folds of one bucket in one merge, at most (each of as many files as the
 /// merge's memory share holds open at once).
 inline constexpr int kTierPasses = 8;
 
-/// Folds the small data files of each partition the plan writes in, when there are
-/// kTierFiles or more (its own new ones, its upserts held in memory, and the live ones
-/// of snapshot `planned_snapshot` with their deletes and the plan's applied), into one
-/// file sorted by `key`: the longest run of them by size in which each next is at most
-/// twice those before it together (so a row is rewritten a logarithmic number of
-/// times; files under 1/64 of the target count as that), pass after pass while the
-/// bucket still holds kTierFiles small files (kTierPasses at most). Within `memory`
-/// (the merge's share), `workers` partitions at once, each within its part of it. The
-/// files folded leave `files` (the plan's own are deleted); merge-on-read: the live ones
-/// go to `files->tiered` and the partition's deletes are written without positions in
-/// them (its held deletes written once, here; files written before rewritten);
-/// copy-on-write: to `files->cow.remove`. Nothing folded after a truncate (the commit
-/// replaces every file). A folded partition's held deletes are written once its folds
-/// are done (on its thread); then the upserts still held, and the other held deletes
-/// (dropped after a truncate, which no delete file survives).
-/// Counts the plan's files in `stats` (the one place they are counted: every plan
-/// passes here); on an error every file the plan wrote is deleted.
+/// Folds the small data files of each partition the plan writes in, on its turn (the
+/// turns spread over the merges by the table's sequence number and a hash of the
+/// partition) when there are two or more, off it when kTierFiles + 2 (its own new ones,
+/// its upserts held in memory, and the live ones of snapshot `planned_snapshot` with
+/// their deletes and the plan's applied), into one file sorted by `key`: the longest run
+/// of them by size in which each next is at most twice those before it together (so a row
+/// is rewritten a logarithmic number of times; files under 1/64 of the target count as
+/// that), pass after pass while the bucket still holds that many (off its turn
+/// kTierFiles; kTierPasses at most). Within `memory` (the merge's share), `workers`
+/// partitions at once, each within its part of it. The files folded leave `files` (the
+/// plan's own are deleted); merge-on-read: the live ones go to `files->tiered` and the
+/// partition's deletes are written without positions in them (its held deletes written
+/// once, here; files written before rewritten); copy-on-write: to `files->cow.remove`.
+/// Nothing folded after a truncate (the commit replaces every file). A folded partition's
+/// held deletes are written once its folds are done (on its thread); then the upserts
+/// still held, and the other held deletes (dropped after a truncate, which no delete file
+/// survives). Counts the plan's files in `stats` (the one place they are counted: every
+/// plan passes here); on an error every file the plan wrote is deleted.
 arrow::Status TierSmallFiles(iceberg::Table& silver,
                              std::optional<int64_t> planned_snapshot, bool truncated,
                              const std::vector<std::string>& key, int64_t memory,

@@ -274,6 +274,9 @@ struct PartitionFold {
   ice::PartitionTuple partition;
   std::vector<Candidate> candidates;
   std::vector<ice::DataFile> live_deletes;
+  /// The small files a pass needs (FoldsAt): on the partition's turn, the first and
+  /// every later pass two; off it, the first more, later ones kTierFiles.
+  size_t first_at = kTierFiles;
   MergeFiles files;
   int32_t tiered_files = 0;
   int32_t tier_files_added = 0;
@@ -365,7 +368,9 @@ arrow::Status FoldPartition(ice::Table& silver, const std::vector<std::string>& 
   MergeFiles* files = &fold->files;
   const std::string& where = fold->where;
   for (int pass = 0; pass < kTierPasses; ++pass) {
-    if (candidates.size() < static_cast<size_t>(kTierFiles)) break;
+    const size_t at =
+        pass == 0 ? fold->first_at : std::min<size_t>(fold->first_at, kTierFiles);
+    if (candidates.size() < at) break;
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const Candidate& a, const Candidate& b) {
                        return a.task.data_file.file_size_in_bytes <
@@ -434,6 +439,21 @@ arrow::Status FoldPartition(ice::Table& silver, const std::vector<std::string>& 
   return arrow::Status::OK();
 }
 
+// How many small files partition `where` needs to fold in the merge after
+// `sequence`: two on its turn, which comes every kTierFiles - 1 merges; kTierFiles + 2
+// off it. The partitions' turns are spread over the merges (by a hash of `where`), so
+// that where every bucket gets a file a merge, each merge folds a third of them, not
+// every one every third merge (what merge 10 of a series costs against merge 1).
+size_t FoldsAt(const std::string& where, int64_t sequence) {
+  constexpr uint64_t kPeriod = kTierFiles - 1;
+  // FNV-1a: the same turn on every machine and build.
+  uint64_t hash = 14695981039346656037ULL;
+  for (const char c : where)
+    hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  const bool turn = (hash + static_cast<uint64_t>(sequence)) % kPeriod == 0;
+  return turn ? 2 : kTierFiles + 2;
+}
+
 // The folds of TierSmallFiles, `workers` partitions at a time.
 arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_snapshot,
                              const std::vector<std::string>& key, int64_t memory,
@@ -499,8 +519,9 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
   // Partitions with enough small files to fold, folded `workers` at a time, each
   // within its part of the memory, on its own part of `files`.
   std::vector<std::string> folding;
+  const int64_t sequence = silver.metadata().last_sequence_number;
   for (const auto& [where, candidates] : by_partition) {
-    if (candidates.size() >= static_cast<size_t>(kTierFiles)) folding.push_back(where);
+    if (candidates.size() >= FoldsAt(where, sequence)) folding.push_back(where);
   }
   if (folding.empty()) return arrow::Status::OK();
   const int threads = std::clamp<int>(workers, 1, static_cast<int>(folding.size()));
@@ -512,6 +533,7 @@ arrow::Status FoldPartitions(ice::Table& silver, std::optional<int64_t> planned_
     folds[i].partition = touched.at(folding[i]);
     folds[i].candidates = std::move(by_partition[folding[i]]);
     folds[i].live_deletes = std::move(live_deletes[folding[i]]);
+    folds[i].first_at = FoldsAt(folding[i], sequence);
     parts.emplace(folding[i], &folds[i]);
   }
   MoveIntoParts(silver, parts, files);
