@@ -82,7 +82,9 @@ def test_copy_on_write_and_merge_on_read_tables_follow_the_source(floe, pg, duck
     rng = random.Random(20261130)
     next_id = [100_000]
     folds = with_deletes = 0
-    for round_no in range(1, 5):
+    # Rounds until merge-on-read both folded and added deletes, the last round deletes
+    # (a bucket folds on its turn, every third merge, once it holds 4 small files).
+    for round_no in range(1, 11):
         for t in (COW, MOR):
             change_randomly(pg, rng, t, round_no, next_id)
         for t in (COW, MOR):
@@ -103,8 +105,8 @@ def test_copy_on_write_and_merge_on_read_tables_follow_the_source(floe, pg, duck
         assert delete_files_seen_by_pyiceberg(run, COW) == 0
         assert int(s["total-records"]) == len(source_rows(pg, "small_lookup")), s
         # Merge-on-read: position deletes, no data file replaced; but once the bucket
-        # holds 4 small files the merge folds them into one (docs/silver.md, "Small
-        # files"), the deletes into them going with them.
+        # holds 4 small files, on its turn, the merge folds them into one
+        # (docs/silver.md, "Small files"), the deletes into them going with them.
         s = current_summary(run, MOR)
         if "deleted-data-files" in s:
             folds += 1
@@ -115,6 +117,8 @@ def test_copy_on_write_and_merge_on_read_tables_follow_the_source(floe, pg, duck
             assert delete_files_seen_by_pyiceberg(run, MOR) > 0
         assert write_modes(run, COW) == {"copy-on-write"}
         assert write_modes(run, MOR) == {"merge-on-read"}
+        if folds > 0 and with_deletes > 0 and "deleted-data-files" not in s:
+            break
 
     # The merge-on-read table switches to copy-on-write: the properties follow, and
     # the merge rewrites the files it touches with their old deletes applied instead

@@ -190,16 +190,16 @@ arrow::Result<SilverDeletes> WritePlan(
 // --- merge_tier.cc
 
 /// The small data files (under 3/4 of the target size) a partition may gather before
-/// a merge writing in it folds them into one; a partition also folds on its turn,
-/// every kTierFiles - 1 merges, from two, and off it only from kTierFiles + 2.
+/// a merge writing in it folds them into one, on the partition's turn (every
+/// kTierFiles - 1 merges); off its turn, once it has kTierFiles + 2.
 inline constexpr int kTierFiles = 4;
 /// The folds of one bucket in one merge, at most (each of as many files as the
 /// merge's memory share holds open at once).
 inline constexpr int kTierPasses = 8;
 
-/// Folds the small data files of each partition the plan writes in, on its turn (the
-/// turns spread over the merges by the table's sequence number and a hash of the
-/// partition) when there are two or more, off it when kTierFiles + 2 (its own new ones,
+/// Folds the small data files of each partition the plan writes in, when there are
+/// kTierFiles or more on its turn (the turns spread over the merges by the table's
+/// sequence number and a hash of the partition), kTierFiles + 2 off it (its own new ones,
 /// its upserts held in memory, and the live ones of snapshot `planned_snapshot` with
 /// their deletes and the plan's applied), into one file sorted by `key`: the longest run
 /// of them by size in which each next is at most twice those before it together (so a row

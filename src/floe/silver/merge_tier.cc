@@ -274,8 +274,7 @@ struct PartitionFold {
   ice::PartitionTuple partition;
   std::vector<Candidate> candidates;
   std::vector<ice::DataFile> live_deletes;
-  /// The small files a pass needs (FoldsAt): on the partition's turn, the first and
-  /// every later pass two; off it, the first more, later ones kTierFiles.
+  /// The small files the first pass needs (FoldsAt); later passes kTierFiles.
   size_t first_at = kTierFiles;
   MergeFiles files;
   int32_t tiered_files = 0;
@@ -440,10 +439,12 @@ arrow::Status FoldPartition(ice::Table& silver, const std::vector<std::string>& 
 }
 
 // How many small files partition `where` needs to fold in the merge after
-// `sequence`: two on its turn, which comes every kTierFiles - 1 merges; kTierFiles + 2
-// off it. The partitions' turns are spread over the merges (by a hash of `where`), so
-// that where every bucket gets a file a merge, each merge folds a third of them, not
-// every one every third merge (what merge 10 of a series costs against merge 1).
+// `sequence`: kTierFiles on its turn, which comes every kTierFiles - 1 merges, and
+// kTierFiles + 2 off it. The partitions' turns are spread over the merges (by a hash
+// of `where`), so that where every bucket gets a file a merge, each merge folds a third
+// of them, not every one every third merge (what merge 10 of a series cost against
+// merge 1); a bucket still holds at most kTierFiles - 1 small files between its folds
+// once it is in step with its turns.
 size_t FoldsAt(const std::string& where, int64_t sequence) {
   constexpr uint64_t kPeriod = kTierFiles - 1;
   // FNV-1a: the same turn on every machine and build.
@@ -451,7 +452,7 @@ size_t FoldsAt(const std::string& where, int64_t sequence) {
   for (const char c : where)
     hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
   const bool turn = (hash + static_cast<uint64_t>(sequence)) % kPeriod == 0;
-  return turn ? 2 : kTierFiles + 2;
+  return turn ? kTierFiles : kTierFiles + 2;
 }
 
 // The folds of TierSmallFiles, `workers` partitions at a time.
