@@ -142,10 +142,16 @@ def floe_loop(run, name: str, commands: list[list[str]], stop: threading.Event,
         while not stop.is_set():
             args = commands[i % len(commands)]
             i += 1
-            proc = subprocess.run([str(run.floe_bin), args[0], str(run.config_path),
-                                   *args[1:]],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  cwd=run.base, timeout=300)
+            try:
+                proc = subprocess.run([str(run.floe_bin), args[0], str(run.config_path),
+                                       *args[1:]],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      cwd=run.base, timeout=300)
+            except subprocess.TimeoutExpired as e:
+                # What it printed before it was killed, for the test's message.
+                with open(run.base / f"{name}-loop.log", "ab") as log:
+                    log.write((e.stdout or b"") + b"\n(killed after 300 s)\n")
+                raise
             with open(run.base / f"{name}-loop.log", "ab") as log:
                 log.write(proc.stdout)
             results[name].append(proc.returncode)
@@ -183,7 +189,7 @@ def race_state(run, errors: list[str], results: dict[str, list[int]]) -> str:
     for name in results:
         path = run.base / f"{name}-loop.log"
         lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-        tails.append(f"--- {name}-loop.log (last 15 lines) ---\n" + "\n".join(lines[-15:]))
+        tails.append(f"--- {name}-loop.log (last 40 lines) ---\n" + "\n".join(lines[-40:]))
     return (f"exit codes so far: {results}; errors: {errors}\n"
             f"floe processes (seconds, command):\n{running}\n" + "\n".join(tails))
 
