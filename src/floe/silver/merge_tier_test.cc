@@ -261,6 +261,45 @@ TEST_P(MergeTierTest, ATinyFileOrManySlicesDoNotStopTheFolds) {
   }
 }
 
+// Where every bucket gets a file in every merge, the buckets fold on their own turns,
+// spread over the merges: most merges fold some buckets (before the turns, every
+// bucket folded in the same merges, every third, and those merges cost twice the
+// others: 3 of the last 9 merges folded, each every bucket).
+TEST_P(MergeTierTest, BucketsFoldOnTurnsSpreadOverTheMerges) {
+  constexpr int64_t kLarger = 256 * 1024;  // every file of the merges is small
+  std::map<int64_t, std::string> want;
+  int64_t lsn = 100;
+  std::vector<Row> rows;
+  for (int64_t id = 0; id < 4000; ++id) {
+    rows.push_back({"r", lsn, static_cast<int32_t>(id), id, "v" + std::to_string(id)});
+    want[id] = "v" + std::to_string(id);
+  }
+  Append(rows, lsn);
+  MergeInMode();  // backfilled at kTarget: many buckets
+  auto silver = ice::Table::Load(catalog_.get(), io_, silver_id_).ValueOrDie();
+  const int buckets = silver->spec().fields.at(0).transform.param();
+  ASSERT_GE(buckets, 8);
+  int64_t next = 100000;
+  std::vector<int32_t> folded;
+  for (int m = 0; m < 15; ++m) {
+    lsn += 100;
+    rows.clear();
+    // Enough new keys that every bucket gets some.
+    for (int i = 0; i < 40 * buckets; ++i, ++next) {
+      rows.push_back({"c", lsn, i, next, "n" + std::to_string(next)});
+      want[next] = "n" + std::to_string(next);
+    }
+    Append(rows, lsn);
+    const MergeStats stats = MergeInMode(kLarger);
+    ASSERT_EQ(SilverRows(), want) << "after merge " << m;
+    folded.push_back(stats.tiered_files);
+  }
+  // Past the first merges, while the buckets come into step with their turns.
+  int merges_folding = 0;
+  for (size_t m = 6; m < folded.size(); ++m) merges_folding += folded[m] > 0;
+  EXPECT_GE(merges_folding, 7) << "folds per merge: " << ::testing::PrintToString(folded);
+}
+
 INSTANTIATE_TEST_SUITE_P(WriteModes, MergeTierTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "CopyOnWrite" : "MergeOnRead";
